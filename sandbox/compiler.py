@@ -1,0 +1,202 @@
+"""NVRTC compilation through NVIDIA's ``cuda-bindings``: no GPU or driver needed.
+
+``compile_source`` turns a candidate into a cubin plus a per-kernel resource report parsed from
+ptxas' verbose output. Results are cached by content (source, options, arch, NVRTC version,
+kernel names); the cubin's own hash lets callers drop duplicates that compile to the same binary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from functools import lru_cache
+from pathlib import Path
+
+from .candidate import Candidate
+from .result import CompileInfo, KernelResources
+
+DEFAULT_ARCH = "sm_90"
+BASE_OPTIONS = ("-std=c++17", "--ptxas-options=-v", "-lineinfo")
+LOG_LIMIT = 20_000
+
+
+def cache_dir() -> Path:
+    """Machine-local cache folder; ``KERNELWRIGHT_CACHE_DIR`` overrides it."""
+    root = os.environ.get("KERNELWRIGHT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kernelwright")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write via a temp file in the same folder and ``os.replace``: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+@lru_cache(maxsize=1)
+def nvrtc_version() -> str:
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    _check(err, "nvrtcVersion")
+    return f"{major}.{minor}"
+
+
+@lru_cache(maxsize=1)
+def include_dirs() -> tuple[str, ...]:
+    """Folders holding the CUDA headers that candidates may include (pip wheels first, then CUDA_HOME)."""
+    roots: list[Path] = []
+    try:
+        import nvidia
+
+        for base in nvidia.__path__:
+            roots += sorted(Path(base).glob("cu*/include"))
+    except ImportError:
+        pass
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env):
+            roots.append(Path(os.environ[env]) / "include")
+    roots.append(Path("/usr/local/cuda/include"))
+    wanted = ("cuda_fp16.h", "crt/mma.h", "nv/target")
+    found: list[str] = []
+    for header in wanted:
+        for root in roots:
+            hit = next((d for d in (root, root / "cccl") if (d / header).is_file()), None)
+            if hit:
+                if str(hit) not in found:
+                    found.append(str(hit))
+                break
+    return tuple(found)
+
+
+def _check(err, what: str) -> None:
+    from cuda.bindings import nvrtc
+
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise RuntimeError(f"{what} failed: {err}")
+
+
+def build_options(candidate: Candidate, arch: str) -> list[str]:
+    opts = [f"-arch={arch}", *BASE_OPTIONS, *candidate.flags]
+    opts += [f"-D{k}={v}" for k, v in sorted(candidate.defines().items())]
+    opts += [f"-I{d}" for d in include_dirs()]
+    return opts
+
+
+def cache_key(source: str, options: list[str], arch: str, names: list[str]) -> str:
+    h = hashlib.sha256()
+    portable = [o for o in options if not o.startswith("-I")]  # header paths differ per machine
+    for part in (source, "\0".join(portable), arch, nvrtc_version(), "\0".join(names)):
+        h.update(part.encode() + b"\x01")
+    return h.hexdigest()
+
+
+def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bool = True) -> tuple[CompileInfo, bytes | None]:
+    """Compile ``candidate``; returns (info, cubin). A compile error is a value: ``info.ok`` is False."""
+    options = build_options(candidate, arch)
+    names = sorted({launch.kernel for launch in candidate.launches})
+    key = cache_key(candidate.source, options, arch, names)
+    entry = cache_dir() / "cubins" / key[:2] / key
+    if use_cache and entry.with_suffix(".json").is_file():
+        info = CompileInfo.model_validate_json(entry.with_suffix(".json").read_text())
+        cubin = entry.with_suffix(".cubin").read_bytes() if info.ok else None
+        if not info.ok or (cubin and hashlib.sha256(cubin).hexdigest() == info.cubin_sha256):
+            return info.model_copy(update={"cached": True}), cubin
+    info, cubin = _nvrtc(candidate.source, options, arch, names)
+    if use_cache:
+        if cubin is not None:
+            atomic_write(entry.with_suffix(".cubin"), cubin)
+        atomic_write(entry.with_suffix(".json"), info.model_dump_json())
+    return info, cubin
+
+
+def _nvrtc(source: str, options: list[str], arch: str, names: list[str]) -> tuple[CompileInfo, bytes | None]:
+    from cuda.bindings import nvrtc
+
+    t0 = time.perf_counter()
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"candidate.cu", 0, [], [])
+    _check(err, "nvrtcCreateProgram")
+    try:
+        for name in names:
+            (err,) = nvrtc.nvrtcAddNameExpression(prog, name.encode())
+            _check(err, "nvrtcAddNameExpression")
+        encoded = [o.encode() for o in options]
+        (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        buf = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, buf)
+        log = buf.rstrip(b"\0 ").decode(errors="replace")
+        base = dict(arch=arch, nvrtc_version=nvrtc_version(), options=options, seconds=time.perf_counter() - t0)
+        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            return CompileInfo(ok=False, log=_trim(log), **base), None
+        lowered = {}
+        for name in names:
+            err, low = nvrtc.nvrtcGetLoweredName(prog, name.encode())
+            _check(err, "nvrtcGetLoweredName")
+            lowered[name] = low.decode()
+        err, size = nvrtc.nvrtcGetCUBINSize(prog)
+        _check(err, "nvrtcGetCUBINSize")
+        cubin = b" " * size
+        (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
+        _check(err, "nvrtcGetCUBIN")
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    kernels, gmem = parse_ptxas(log)
+    by_lowered = {v: k for k, v in lowered.items()}
+    kernels = {by_lowered.get(k, k): r.model_copy(update={"name": by_lowered.get(k, k)}) for k, r in kernels.items()}
+    info = CompileInfo(ok=True, log=_trim(log), cubin_sha256=hashlib.sha256(cubin).hexdigest(),
+                       global_bytes=gmem, kernels=kernels, lowered_names=lowered, **base)
+    info.seconds = time.perf_counter() - t0
+    return info, cubin
+
+
+def _trim(log: str) -> str:
+    return log if len(log) <= LOG_LIMIT else log[:LOG_LIMIT] + f"\n... [{len(log) - LOG_LIMIT} more characters]"
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers(.*)")
+_GMEM = re.compile(r"ptxas info\s*:\s*(\d+) bytes gmem")
+
+
+def parse_ptxas(log: str) -> tuple[dict[str, KernelResources], int]:
+    """Per-kernel registers, spills, stack, shared and constant memory from ``ptxas -v`` text."""
+    kernels: dict[str, KernelResources] = {}
+    current: str | None = None
+    gmem = 0
+    for line in log.splitlines():
+        if m := _GMEM.search(line):
+            gmem += int(m.group(1))
+        if m := _ENTRY.search(line):
+            current = m.group(1)
+            kernels[current] = KernelResources(name=current)
+            continue
+        if current is None:
+            continue
+        k = kernels[current]
+        if m := _PROPS.search(line):
+            k.stack_frame, k.spill_stores, k.spill_loads = (int(x) for x in m.groups())
+        elif m := _USED.search(line):
+            k.registers = int(m.group(1))
+            rest = m.group(2)
+            if b := re.search(r"used (\d+) barriers", rest):
+                k.barriers = int(b.group(1))
+            if s := re.search(r"(\d+) bytes smem", rest):
+                k.static_shared = int(s.group(1))
+            k.constant = sum(int(c) for c in re.findall(r"(\d+) bytes cmem\[\d+\]", rest))
+    return kernels, gmem

@@ -1,0 +1,255 @@
+"""Device-side harness, run inside a GPU worker process (never in the orchestrator).
+
+Everything here is trusted code: it allocates guarded buffers at random offsets, generates inputs
+from seeds, poisons outputs, launches resolved plans, checks guard bands and input hashes, times
+with CUDA events around a cold L2, and fingerprints outputs. Candidate code is device code only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import inputs as gen
+from .dtypes import np_dtype
+
+GUARD_MIN, GUARD_MAX = 4096, 65536
+STICKY = ("ILLEGAL_ADDRESS", "IllegalAddress", "LAUNCH_FAILED", "LaunchFailure", "MISALIGNED", "Misaligned",
+          "ILLEGAL_INSTRUCTION", "IllegalInstruction", "HARDWARE_STACK", "HardwareStack", "ASSERT", "Assert",
+          "INVALID_PC", "InvalidPc", "ADDRESS_SPACE", "AddressSpace", "LAUNCH_TIMEOUT", "LaunchTimeout",
+          "ECC", "Ecc", "MEMORY_CORRUPT", "EXCEPTION", "Exception", "UNKNOWN", "Unknown")
+JUNK = {"float64": -1.0e300, "float32": -3.0e38, "float16": -60000.0}
+
+
+class Poisoned(Exception):
+    """A sticky CUDA error: this process's context is unusable and the process must end."""
+
+
+class LaunchFailed(Exception):
+    """A CUDA error that left the context usable (bad configuration, too many resources...)."""
+
+
+class Harness:
+    def __init__(self, arch: str, harness_cubin: bytes):
+        import cupy as cp
+
+        self.cp = cp
+        self.dev = cp.cuda.Device()
+        self.arch = arch
+        self.l2_bytes = int(self.dev.attributes["L2CacheSize"])
+        self.stream = cp.cuda.Stream.null  # one stream for everything: harness work and candidate launches are ordered
+        mod = cp.cuda.function.Module()
+        mod.load(harness_cubin)
+        self._module = mod
+        self._hash = mod.get_function("hash_words")
+        self._fp = {}
+        self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
+        self._flush = None
+
+    # ---- memory ---------------------------------------------------------------------------
+
+    def alloc(self, dtype: str, shape: tuple[int, ...]) -> "Guarded":
+        return Guarded(self, dtype, tuple(shape))
+
+    def flush_l2(self, value: int) -> int:
+        cp = self.cp
+        nbytes = 2 * self.l2_bytes
+        if self._flush is None:
+            self._flush = cp.empty(nbytes, dtype=cp.uint8)
+        cp.cuda.runtime.memsetAsync(self._flush.data.ptr, value & 0xFF, nbytes, self.stream.ptr)
+        return nbytes
+
+    # ---- hashing and fingerprints (harness kernels) ---------------------------------------
+
+    def hash_array(self, array, seed: int):
+        """Device scalar: order-sensitive hash of a contiguous array's bytes (zero-padded to words)."""
+        cp = self.cp
+        raw = array.reshape(-1).view(cp.uint8)
+        if raw.size % 4:
+            padded = cp.zeros(raw.size + 4 - raw.size % 4, dtype=cp.uint8)
+            padded[: raw.size] = raw
+            raw = padded
+        words = raw.size // 4
+        out = cp.zeros(1, dtype=cp.uint64)
+        grid = max(1, min(math.ceil(words / 256), 1056))
+        self._hash((grid,), (256,), (raw.view(cp.uint32), np.int64(words), np.uint64(seed), out), stream=self.stream)
+        return out
+
+    def fingerprint(self, array, key: int):
+        cp = self.cp
+        ctype = {"float64": "double", "float32": "float", "float16": "__half", "int64": "long long",
+                 "int32": "int", "uint32": "unsigned int", "int8": "signed char", "uint8": "unsigned char"}[array.dtype.name]
+        name = f"fingerprint<{ctype}>"
+        if name not in self._fp:
+            self._fp[name] = self._module.get_function(self.lowered[name])
+        out = cp.zeros(6, dtype=cp.float64)
+        n = int(array.size)
+        grid = max(1, min(math.ceil(n / 256), 1056))
+        self._fp[name]((grid,), (256,), (array, np.int64(n), np.uint64(key), out), stream=self.stream)
+        return out
+
+    lowered: dict[str, str] = {}
+
+    # ---- plans ---------------------------------------------------------------------------
+
+    def load(self, cubin: bytes, plan: dict) -> "Loaded":
+        return Loaded(self, cubin, plan)
+
+    def sync(self) -> None:
+        try:
+            self.stream.synchronize()
+        except Exception as exc:
+            raise self.classify(exc) from None
+
+    def classify(self, exc: BaseException) -> Exception:
+        """Sticky (the context is gone) or not? Probe the context to be sure."""
+        text = f"{type(exc).__name__}: {exc}"
+        if any(s in text for s in STICKY):
+            return Poisoned(text)
+        try:
+            self.cp.cuda.runtime.deviceSynchronize()
+            probe = self.cp.ones(4, dtype=self.cp.float32)
+            float(probe.sum())
+        except Exception as probe_exc:
+            return Poisoned(f"{text} (then: {type(probe_exc).__name__}: {probe_exc})")
+        return LaunchFailed(text)
+
+
+class Guarded:
+    """A buffer inside random guard bands, at a random 256-byte-aligned offset."""
+
+    def __init__(self, h: Harness, dtype: str, shape: tuple[int, ...]):
+        cp = h.cp
+        self.h = h
+        self.dtype = dtype
+        self.shape = shape
+        self.nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype(dtype).itemsize
+        self.lo = h._rng.randrange(GUARD_MIN, GUARD_MAX, 256)
+        hi = h._rng.randrange(GUARD_MIN, GUARD_MAX, 256)
+        total = self.lo + self.nbytes + 256 + hi
+        total = (total + 3) // 4 * 4
+        self.raw = cp.empty(total, dtype=cp.uint8)
+        pattern = cp.random.RandomState(h._rng.getrandbits(63)).randint(0, 256, size=total, dtype=cp.int32).astype(cp.uint8)
+        self.raw[...] = pattern
+        self.guard_lo = pattern[: self.lo].copy()
+        self.guard_hi = pattern[self.lo + self.nbytes:].copy()
+        self.view = self.raw[self.lo:self.lo + self.nbytes].view(np_dtype(dtype)).reshape(shape)
+
+    def guards_intact(self):
+        cp = self.h.cp
+        lo = cp.array_equal(self.raw[: self.lo], self.guard_lo)
+        hi = cp.array_equal(self.raw[self.lo + self.nbytes:], self.guard_hi)
+        return lo, hi
+
+    def data_hash(self, seed: int):
+        return self.h.hash_array(self.view, seed)
+
+    def fill(self, value) -> None:
+        self.view.fill(value)
+
+    def memset(self, byte: int) -> None:
+        cp = self.h.cp
+        cp.cuda.runtime.memsetAsync(self.view.data.ptr, byte, self.nbytes, self.h.stream.ptr)
+
+
+class Loaded:
+    """A candidate module loaded from its cubin, with its plan's functions resolved."""
+
+    def __init__(self, h: Harness, cubin: bytes, plan: dict):
+        cp = h.cp
+        self.h = h
+        self.plan = plan
+        self.module = cp.cuda.function.Module()
+        try:
+            self.module.load(cubin)
+            self.funcs = []
+            for launch in plan["launches"]:
+                f = self.module.get_function(launch["func"])
+                if launch["shared"] > 48 * 1024:
+                    cp.cuda.driver.funcSetAttribute(
+                        f.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch["shared"])
+                self.funcs.append(f)
+        except Exception as exc:
+            raise h.classify(exc) from None
+
+    def with_plan(self, plan: dict) -> "Loaded":
+        """The same module with a plan resolved at other sizes (function names are unchanged)."""
+        clone = object.__new__(Loaded)
+        clone.h, clone.plan, clone.module = self.h, plan, self.module
+        clone.funcs = []
+        cp = self.h.cp
+        for launch in plan["launches"]:
+            f = self.module.get_function(launch["func"])
+            if launch["shared"] > 48 * 1024:
+                try:
+                    cp.cuda.driver.funcSetAttribute(
+                        f.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch["shared"])
+                except Exception as exc:
+                    raise self.h.classify(exc) from None
+            clone.funcs.append(f)
+        return clone
+
+    def alloc_scratch(self) -> dict[str, Guarded]:
+        return {s["name"]: self.h.alloc(s["dtype"], (s["count"],)) for s in self.plan["scratch"]}
+
+    def poison_scratch(self, scratch: dict[str, Guarded]) -> None:
+        for s in self.plan["scratch"]:
+            if s["init"] == "poison":
+                scratch[s["name"]].memset(0xFF)
+
+    def launch(self, arrays: dict, scratch: dict[str, Guarded]) -> None:
+        """Enqueue the whole plan (zero-init scratch memsets included) on the harness stream."""
+        h = self.h
+        for s in self.plan["scratch"]:
+            if s["init"] == "zero":
+                scratch[s["name"]].memset(0)
+        for f, launch in zip(self.funcs, self.plan["launches"]):
+            args = []
+            for kind, value in launch["args"]:
+                if kind == "array":
+                    args.append(arrays[value] if value in arrays else scratch[value].view)
+                else:
+                    args.append(np_dtype(kind).type(value) if kind in ("int32", "int64", "float32", "float64")
+                                else np.dtype(kind).type(value))
+            try:
+                f(tuple(launch["grid"]), tuple(launch["block"]), tuple(args),
+                  shared_mem=launch["shared"], stream=h.stream)
+            except Exception as exc:
+                raise h.classify(exc) from None
+
+
+def generate_into(h: Harness, buffers: dict[str, Guarded], specs: list[dict], seed: int) -> None:
+    for i, spec in enumerate(specs):
+        buffers[spec["name"]].view[...] = gen.generate(h.cp, spec, _sub_seed(seed, i))
+
+
+def _sub_seed(seed: int, i: int) -> int:
+    return (seed * 1_000_003 + i * 7919) % (2**32 - 1)
+
+
+def reference_inputs(xp, specs: list[dict], seed: int) -> dict:
+    """The same inputs a worker generated for ``seed`` (same backend, same bits)."""
+    return {spec["name"]: gen.generate(xp, spec, _sub_seed(seed, i)) for i, spec in enumerate(specs)}
+
+
+def poison_outputs(buffers: dict[str, Guarded], specs: list[dict], second: bool) -> None:
+    for spec in specs:
+        buf = buffers[spec["name"]]
+        if spec["dtype"] in JUNK:
+            buf.fill(JUNK[spec["dtype"]] if second else float("nan"))
+        else:
+            buf.memset(0xA5 if second else 0x5A)
+
+
+def save(array, path: Path) -> str:
+    np.save(path, array.get() if hasattr(array, "get") else array, allow_pickle=False)
+    return str(path)
+
+
+def now() -> float:
+    return time.perf_counter()

@@ -1,0 +1,96 @@
+"""The environment fingerprint: which GPU, driver, runtime and compiler produced a number.
+
+Runs inside a GPU worker (device queries) or anywhere (software versions). NVML supplies clocks;
+where it is missing the clocks are absent, never guessed.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from importlib import metadata
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def software() -> dict:
+    from .compiler import nvrtc_version
+
+    cupy = next((v for v in (_version("cupy-cuda13x"), _version("cupy-cuda12x"), _version("cupy")) if v), None)
+    try:
+        nvrtc = nvrtc_version()
+    except Exception as exc:  # NVRTC missing is reported, not fatal
+        nvrtc = f"unavailable ({type(exc).__name__})"
+    return {"python": platform.python_version(), "kernelwright": _version("kernelwright") or "checkout",
+            "nvrtc": nvrtc, "cupy": cupy, "cuda_bindings": _version("cuda-bindings"), "host": platform.node(),
+            "platform": sys.platform}
+
+
+def device_info() -> dict:
+    """Static facts about the current CUDA device (call only in a GPU worker)."""
+    import cupy as cp
+
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    uuid = props.get("uuid")
+    if isinstance(uuid, bytes):
+        uuid = uuid.hex()
+    attrs = dev.attributes
+    info = {
+        "gpu": name,
+        "uuid": uuid,
+        "pci_bus_id": dev.pci_bus_id,
+        "compute_capability": f"{props['major']}.{props['minor']}",
+        "arch": f"sm_{props['major']}{props['minor']}",
+        "sms": int(attrs["MultiProcessorCount"]),
+        "l2_bytes": int(attrs["L2CacheSize"]),
+        "memory_bytes": int(props["totalGlobalMem"]),
+        "shared_per_block_optin": int(attrs.get("MaxSharedMemoryPerBlockOptin", 0)),
+        "shared_per_sm": int(attrs.get("MaxSharedMemoryPerMultiprocessor", 0)),
+        "max_clock_mhz": int(attrs["ClockRate"]) // 1000 if "ClockRate" in attrs else None,
+        "driver": _driver_version(),
+        "cuda_driver_api": _fmt(cp.cuda.runtime.driverGetVersion()),
+        "cuda_runtime": _fmt(cp.cuda.runtime.runtimeGetVersion()),
+        **software(),
+    }
+    info.update(clocks())
+    return info
+
+
+def _fmt(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _nvml_handle():
+    import pynvml
+    import cupy as cp
+
+    pynvml.nvmlInit()
+    return pynvml, pynvml.nvmlDeviceGetHandleByPciBusId(cp.cuda.Device().pci_bus_id)
+
+
+def _driver_version() -> str | None:
+    try:
+        pynvml, _ = _nvml_handle()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else v
+    except Exception:
+        return None
+
+
+def clocks() -> dict:
+    """Current SM and memory clocks, temperature and power (NVML); empty where NVML is unavailable."""
+    try:
+        pynvml, h = _nvml_handle()
+        return {"sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+                "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+                "power_w": round(pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0, 1)}
+    except Exception:
+        return {}

@@ -1,0 +1,436 @@
+"""The orchestrating side of the sandbox. It never touches CUDA: compiles run in a compile worker,
+candidate kernels in a GPU worker, the reference in a separate trusted worker.
+
+``CompileOnlySandbox`` compiles and reports resources (any machine, no GPU). ``GPUSandbox`` adds the
+correctness stage (every check size and the benchmark size, two runs each, poisoned outputs, guard
+bands, input hashes) and the timing stage (interleaved A/B rounds against the baseline and the
+vendor library, every timed output fingerprinted against the baseline's, sampled timed rounds and a
+last hidden round checked in full against the reference).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import compiler, stats
+from .candidate import Candidate, load_candidate, static_problems, validate_for_task
+from .inputs import input_specs, output_specs
+from .plan import PlanError, resolve
+from .pool import WorkerDied, WorkerProcess, WorkerTimeout
+from .result import Check, CompileInfo, Cost, Mismatch, Result, Status, Timing
+from .task import Task, TaskError, describe_sizes
+
+
+class SandboxConfig(BaseModel):
+    """Limits and budgets of one sandbox. Unknown keys are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    arch: str | None = Field(None, description="Target arch (e.g. sm_90a); default: the device's, or sm_90 without one.")
+    compile_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of one compile.")
+    check_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of the correctness stage on the GPU.")
+    time_timeout_s: float = Field(240.0, gt=0, description="Wall-clock limit of the timing stage.")
+    compare_timeout_s: float = Field(600.0, gt=0, description="Wall-clock limit of one reference comparison.")
+    trials_per_check_size: int = Field(2, ge=1, description="Trials (fresh seeds, rotating distributions) per check size.")
+    timing_budget_s: float = Field(0.25, gt=0, description="GPU time of the candidate after which rounds may stop.")
+    min_rounds: int = Field(10, ge=10, description="At least this many A/B rounds (samples per implementation).")
+    max_rounds: int = Field(60, ge=10, description="At most this many A/B rounds.")
+    wall_cap_s: float = Field(60.0, gt=0, description="Stop adding rounds after this much wall time.")
+    full_check_rounds: int = Field(2, ge=0, description="Timed rounds, chosen at random, whose outputs are checked in full.")
+    roofline_reject_factor: float = Field(1.5, ge=1.0, description="Reject times below the roofline floor divided by this.")
+    vendor: bool = Field(True, description="Time the task's vendor implementation side by side.")
+
+
+FLOOR_NOTE = "faster than the hardware allows"
+
+
+def _first_error(log: str) -> str:
+    for line in log.splitlines():
+        if "error" in line.lower():
+            return line.strip()[:300]
+    return (log.strip().splitlines() or ["compile failed"])[0][:300]
+
+
+class CompileOnlySandbox:
+    """Compile and resource reports only: works on machines with no GPU and no driver."""
+
+    kind = "compile-only"
+
+    def __init__(self, config: SandboxConfig | None = None, arch: str | None = None):
+        self.config = config or SandboxConfig()
+        self.arch = self.config.arch or arch or compiler.DEFAULT_ARCH
+        self._compiler = WorkerProcess("compile")
+        self.device: dict = {"gpu": None, "arch": self.arch}
+
+    def compile(self, task: Task, candidate: Candidate) -> Result:
+        result, _, _ = self._compile(task, candidate)
+        return result
+
+    def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
+        """Without a GPU, evaluation is compilation: the status is ``compiled`` on success."""
+        return self.compile(task, candidate)
+
+    def _base(self, task: Task, candidate: Candidate, status: Status, **kw) -> Result:
+        return Result(status=status, task=task.name, task_fingerprint=task.fingerprint, candidate=candidate.label,
+                      candidate_key=candidate.key, knobs=candidate.defines(), flags=list(candidate.flags), **kw)
+
+    def _compile(self, task: Task, candidate: Candidate) -> tuple[Result, CompileInfo | None, bytes | None]:
+        validate_for_task(candidate, task)
+        problems = static_problems(candidate)
+        if problems:
+            return self._base(task, candidate, Status.rejected, error=problems[0], detail="\n".join(problems)), None, None
+        req = dict(source=candidate.source, flags=list(candidate.flags), knobs=candidate.defines(), arch=self.arch)
+        t0 = time.perf_counter()
+        try:
+            reply = self._compiler.call(req, timeout=self.config.compile_timeout_s)
+        except WorkerTimeout as exc:
+            return self._base(task, candidate, Status.timeout, error=f"compile: {exc}",
+                              cost=Cost(compile_s=time.perf_counter() - t0)), None, None
+        except WorkerDied as exc:
+            return self._base(task, candidate, Status.compile_error, error=f"the compiler process died: {exc}",
+                              detail=exc.tail, cost=Cost(compile_s=time.perf_counter() - t0)), None, None
+        if not reply["ok"]:
+            raise RuntimeError(f"compile worker failed: {reply['error']}\n{reply.get('traceback', '')}")
+        info = CompileInfo.model_validate(reply["info"])
+        cost = Cost(compile_s=time.perf_counter() - t0, wall_s=time.perf_counter() - t0)
+        if not info.ok:
+            return self._base(task, candidate, Status.compile_error, error=_first_error(info.log), detail=info.log,
+                              compile=info, cost=cost), info, None
+        return self._base(task, candidate, Status.compiled, compile=info, cost=cost, env=dict(self.device)), info, reply["cubin"]
+
+    def close(self) -> None:
+        self._compiler.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class GPUSandbox(CompileOnlySandbox):
+    """The full sandbox on a CUDA device."""
+
+    kind = "gpu"
+
+    def __init__(self, config: SandboxConfig | None = None):
+        config = config or SandboxConfig()
+        root = Path("/dev/shm") if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        self.data_dir = Path(tempfile.mkdtemp(prefix="kw-data-", dir=root))
+        os.chmod(self.data_dir, 0o700)
+        self._gpu = WorkerProcess("gpu", root=self.data_dir.parent)
+        self._ref = WorkerProcess("reference", root=self.data_dir.parent)
+        hello = self._gpu.call({"op": "hello"}, timeout=120)
+        if not hello["ok"]:
+            self._gpu.close()
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            raise RuntimeError(f"no usable CUDA device: {hello['error']}")
+        super().__init__(config, arch=hello["info"]["arch"])
+        self.device = hello["info"]
+        self._harness_cubin, self._harness_names = _harness(self.arch)
+        self._baselines: dict[str, tuple[Candidate, CompileInfo, bytes]] = {}
+        self._ceilings: dict | None = None
+        self._rng = random.SystemRandom()
+
+    # ---- public ------------------------------------------------------------------------------
+
+    @property
+    def ceilings(self) -> dict:
+        if self._ceilings is None:
+            self._ceilings = _cached_ceilings(self.device, lambda: self._call(self._gpu, {"op": "ceilings"}, 600)["ceilings"])
+        return self._ceilings
+
+    def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
+        """Check and time ``candidate`` at ``sizes`` (default: the task's benchmark size)."""
+        t0 = time.perf_counter()
+        try:
+            return self._evaluate(task, candidate, sizes or task.spec.sizes.benchmark, timing, t0)
+        finally:
+            for p in self.data_dir.iterdir():
+                p.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        super().close()
+        self._gpu.close()
+        self._ref.close()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    # ---- stages ------------------------------------------------------------------------------
+
+    def _call(self, worker: WorkerProcess, req: dict, timeout: float) -> dict:
+        reply = worker.call(req, timeout=timeout)
+        if not reply["ok"]:
+            raise RuntimeError(f"{worker.role} worker: {reply['error']}\n{reply.get('traceback', '')}")
+        return reply
+
+    def _harness_req(self) -> dict:
+        return dict(arch=self.arch, harness_cubin=self._harness_cubin, harness_names=self._harness_names)
+
+    def _evaluate(self, task: Task, cand: Candidate, bench: dict[str, int], timing: bool, t0: float) -> Result:
+        compiled, info, cubin = self._compile(task, cand)
+        if compiled.status is not Status.compiled:
+            return compiled
+        cost = compiled.cost
+        base = dict(compile=info, env={**self.device}, cost=cost)
+        labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)]
+        if bench != task.spec.sizes.benchmark:
+            labelled.append(("size", bench))
+        else:
+            labelled.append(("benchmark", bench))
+        try:
+            plans = {label: resolve(task, cand, info, s) for label, s in labelled}
+        except PlanError as exc:
+            return self._base(task, cand, Status.launch_error, error=str(exc), **base)
+        baseline = self._baseline(task)
+
+        status, checks, error, detail = self._correctness(task, cubin, labelled, plans, cost)
+        if status is not Status.ok or not timing:
+            cost.wall_s = time.perf_counter() - t0
+            return self._base(task, cand, status, checks=checks, error=error, detail=detail, **base)
+
+        bench_label = labelled[-1][0]
+        status, timing_rec, more_checks, error, detail = self._timing(
+            task, bench, cubin, plans[bench_label], baseline, cost)
+        cost.wall_s = time.perf_counter() - t0
+        env = {**self.device, **(timing_rec.pop("_env") if isinstance(timing_rec, dict) else {})}
+        base["env"] = env
+        rec = Timing.model_validate(timing_rec) if isinstance(timing_rec, dict) else None
+        return self._base(task, cand, status, checks=checks + more_checks, timing=rec, error=error, detail=detail, **base)
+
+    def _baseline(self, task: Task) -> tuple[Candidate, CompileInfo, bytes]:
+        """The task's starting kernel, compiled and checked once per sandbox."""
+        key = task.fingerprint
+        if key not in self._baselines:
+            cand = load_candidate(task.baseline_path)
+            cand = dataclasses.replace(cand, label="baseline")
+            res, info, cubin = self._compile(task, cand)
+            if res.status is not Status.compiled:
+                raise TaskError(f"{task.baseline_path}: the baseline does not compile: {res.error}")
+            labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)]
+            labelled.append(("benchmark", task.spec.sizes.benchmark))
+            try:
+                plans = {label: resolve(task, cand, info, s) for label, s in labelled}
+            except PlanError as exc:
+                raise TaskError(f"{task.baseline_path}: {exc}") from None
+            status, _, error, detail = self._correctness(task, cubin, labelled, plans, Cost())
+            if status is not Status.ok:
+                raise TaskError(f"{task.baseline_path}: the baseline is {status.value}: {error}\n{detail}")
+            self._baselines[key] = (cand, info, cubin)
+        return self._baselines[key]
+
+    def _correctness(self, task: Task, cubin: bytes, labelled, plans, cost: Cost):
+        trials = []
+        for label, sizes in labelled:
+            count = 1 if label in ("benchmark", "size") else self.config.trials_per_check_size
+            for k in range(count):
+                trials.append(dict(label=label if count == 1 else f"{label}#{k}", sizes=sizes, plan=plans[label],
+                                   inputs=input_specs(task, sizes, k), outputs=output_specs(task, sizes),
+                                   seed=self._rng.getrandbits(62)))
+        hash_seed = self._rng.getrandbits(63)
+        req = dict(op="check", cubin=cubin, trials=trials, data_dir=str(self.data_dir), hash_seed=hash_seed,
+                   **self._harness_req())
+        try:
+            reply = self._call(self._gpu, req, self.config.check_timeout_s)
+        except WorkerTimeout as exc:
+            return Status.timeout, [], f"correctness stage: {exc}", ""
+        except WorkerDied as exc:
+            return Status.crashed, [], str(exc), exc.tail
+        checks: list[Check] = []
+        by_label = {t["label"]: t for t in trials}
+        for tr in reply["trials"]:
+            cost.check_gpu_s += tr.get("gpu_s", 0.0)
+            trial = by_label[tr["label"]]
+            where = f"{tr['label']} ({describe_sizes(trial['sizes'])})"
+            if tr["status"] != "ran":
+                return Status(tr["status"]), checks, f"{where}: {tr['error']}", tr.get("detail", "")
+            found = self._compare(task, trial, [("run1", tr["files"]["run1"]), ("run2", tr["files"]["run2"])],
+                                  tr["input_hashes"], hash_seed, tr["label"])
+            if isinstance(found, str):
+                raise RuntimeError(found)
+            if not tr["identical"]:
+                for c in found:
+                    c.note = (c.note + "; " if c.note else "") + "the two runs on the same inputs differ bitwise"
+            checks += found
+            bad = [c for c in found if not c.passed]
+            if bad:
+                c = bad[0]
+                again = " on the second run (a race or state kept between launches?)" if "run2" in c.label else ""
+                return Status.wrong, checks, f"{where}: output {c.output!r} is wrong{again}: {_mismatch_text(c)}", ""
+        return Status.ok, checks, "", ""
+
+    def _compare(self, task: Task, trial: dict, runs, input_hashes, hash_seed: int, label: str) -> list[Check] | str:
+        tol = {dt: [t.atol, t.rtol] for dt, t in task.spec.tolerance.items()}
+        req = dict(op="compare", task_folder=str(task.folder), sizes=trial["sizes"], inputs=trial["inputs"],
+                   outputs=trial["outputs"], seed=trial["seed"], scalars={s.name: s.value for s in task.spec.scalars},
+                   tolerance=tol, runs=[dict(label=r, files=f) for r, f in runs], input_hashes=input_hashes,
+                   hash_seed=hash_seed, **self._harness_req())
+        try:
+            reply = self._ref.call(req, timeout=self.config.compare_timeout_s)
+        except (WorkerTimeout, WorkerDied) as exc:
+            return f"reference worker failed: {exc}"
+        if not reply["ok"]:
+            return f"reference: {reply['error']}"
+        dist = ",".join(s["dist"] for s in trial["inputs"])
+        out = []
+        for c in reply["checks"]:
+            fm = Mismatch(**c["first_mismatch"]) if c["first_mismatch"] else None
+            out.append(Check(sizes=trial["sizes"], label=f"{label} {c['run']}", output=c["output"], distribution=dist,
+                             passed=c["passed"], max_abs_error=c["max_abs_error"], max_rel_error=c["max_rel_error"],
+                             mismatches=c["mismatches"], first_mismatch=fm, note=c["note"]))
+        return out
+
+    def _timing(self, task: Task, bench: dict, cubin: bytes, plan: dict, baseline, cost: Cost):
+        cfg = self.config
+        b_cand, b_info, b_cubin = baseline
+        impls = {"candidate": dict(cubin=cubin, plan=plan),
+                 "baseline": dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench))}
+        if cfg.vendor and callable(getattr(task.reference_module(), "vendor", None)):
+            impls["vendor"] = dict(task_folder=str(task.folder))
+        variants = [input_specs(task, bench, k) for k in range(2)]
+        full_rounds = sorted(random.sample(range(cfg.min_rounds), k=min(cfg.full_check_rounds, cfg.min_rounds)))
+        scalars = {s.name: s.value for s in task.spec.scalars}
+        req = dict(op="time", impls=impls, sizes=bench, scalars=scalars, input_variants=variants,
+                   outputs=output_specs(task, bench), seed=self._rng.getrandbits(62), order_seed=self._rng.getrandbits(62),
+                   hash_seed=self._rng.getrandbits(63), budget_ms=cfg.timing_budget_s * 1e3, min_rounds=cfg.min_rounds,
+                   max_rounds=cfg.max_rounds, wall_cap_s=cfg.wall_cap_s, full_rounds=full_rounds,
+                   data_dir=str(self.data_dir), **self._harness_req())
+        try:
+            reply = self._call(self._gpu, req, cfg.time_timeout_s)
+        except WorkerTimeout as exc:
+            return Status.timeout, None, [], f"timing stage: {exc}", ""
+        except WorkerDied as exc:
+            return Status.crashed, None, [], f"timing stage: {exc}", exc.tail
+        if reply["status"] == "infrastructure":
+            raise RuntimeError(f"the {reply['impl']} broke a rule while being timed: {reply['error']}")
+        if reply["status"] != "ran":
+            return Status(reply["status"]), None, [], f"timing stage ({reply['impl']}): {reply['error']}", reply.get("detail", "")
+        cost.time_gpu_s += reply["gpu_s"]
+
+        # every timed output: fingerprint against the baseline's output of the same round
+        for r, (fc, fb) in enumerate(zip(reply["fingerprints"]["candidate"], reply["fingerprints"]["baseline"])):
+            for out in fc:
+                problem = _fingerprint_mismatch(fc[out], fb[out], task.tolerance(task.tensor(out).dtype))
+                if problem:
+                    return Status.wrong, None, [], f"timed round {r}: output {out!r} differs from the baseline's: {problem}", ""
+        # sampled timed rounds and the last hidden round: full comparison with the reference
+        checks: list[Check] = []
+        for entry in reply["full"]:
+            trial = dict(sizes=bench, inputs=variants[entry["variant"]], outputs=output_specs(task, bench), seed=entry["seed"])
+            found = self._compare(task, trial, [("timed", entry["files"])], None, 0, f"timed round {entry['round']}")
+            if isinstance(found, str):
+                raise RuntimeError(found)
+            checks += found
+            bad = [c for c in found if not c.passed]
+            if bad:
+                return Status.wrong, None, checks, f"timed round {entry['round']}: output {bad[0].output!r} is wrong: {_mismatch_text(bad[0])}", ""
+
+        impls_rec = {}
+        ceil = self.ceilings
+        floor_ms, bound = _roofline_ms(task, bench, ceil)
+        for name, samples in reply["samples"].items():
+            med, lo, hi = stats.median_ci(samples)
+            walls = sorted(reply["walls"][name])
+            impls_rec[name] = dict(samples_ms=samples, median_ms=med, ci_ms=dict(value=med, low=lo, high=hi),
+                                   wall_median_ms=walls[len(walls) // 2],
+                                   pct_of_roofline=100.0 * floor_ms / med if floor_ms and med > 0 else None)
+        speedups, faster = {}, {}
+        for name in impls_rec:
+            if name == "candidate":
+                continue
+            v, lo, hi = stats.speedup_ci(reply["samples"][name], reply["samples"]["candidate"])
+            speedups[name] = dict(value=v, low=lo, high=hi)
+            faster[name] = lo > 1.0
+        rec = dict(sizes=bench, rounds=reply["rounds"], l2_flush_bytes=reply["flush_bytes"], rotating_sets=reply["sets"],
+                   impls=impls_rec, speedup=speedups, faster_than=faster, roofline_ms=floor_ms, bound=bound,
+                   _env={"clocks_start": reply["clocks_start"], "clocks_end": reply["clocks_end"], "ceilings": ceil})
+        cand = impls_rec["candidate"]
+        if floor_ms and cand["median_ms"] < floor_ms / cfg.roofline_reject_factor:
+            return (Status.rejected, rec, checks,
+                    f"{FLOOR_NOTE}: {cand['median_ms']:.4g} ms is below the roofline floor {floor_ms:.4g} ms / "
+                    f"{cfg.roofline_reject_factor} (bytes and FLOPs of the task at the measured ceilings)", "")
+        if cand["median_ms"] > cand["wall_median_ms"] * 1.05 + 0.02:
+            return (Status.rejected, rec, checks, f"event time {cand['median_ms']:.4g} ms exceeds host wall-clock "
+                    f"{cand['wall_median_ms']:.4g} ms: the timer is not trustworthy", "")
+        return Status.ok, rec, checks, "", ""
+
+
+def _mismatch_text(c: Check) -> str:
+    parts = [f"{c.mismatches} mismatches"]
+    if c.first_mismatch:
+        m = c.first_mismatch
+        parts.append(f"first at {m.index}: got {m.got}, expected {m.expected}")
+    if c.max_abs_error is not None:
+        parts.append(f"max abs error {c.max_abs_error:.3g}")
+    if c.note:
+        parts.append(c.note)
+    return ", ".join(parts)
+
+
+def _fingerprint_mismatch(fc: list[float], fb: list[float], tol) -> str:
+    s_c, a_c, w_c, nan_c, pinf_c, ninf_c = fc
+    s_b, a_b, w_b, nan_b, pinf_b, ninf_b = fb
+    if (nan_c, pinf_c, ninf_c) != (nan_b, pinf_b, ninf_b):
+        return f"non-finite counts (NaN, +inf, -inf) {int(nan_c), int(pinf_c), int(ninf_c)} vs {int(nan_b), int(pinf_b), int(ninf_b)}"
+    bound = 1.05 * (tol.atol * (w_c + w_b) + tol.rtol * (a_c + a_b)) + 1e-11 * (a_c + a_b) + 1e-300
+    if abs(s_c - s_b) > bound:
+        return f"weighted sums {s_c:.9g} vs {s_b:.9g} differ by more than the tolerance allows ({bound:.3g})"
+    return ""
+
+
+def _roofline_ms(task: Task, sizes: dict, ceilings: dict) -> tuple[float | None, str | None]:
+    bw = ceilings.get("copy_bytes_per_s")
+    peak = {"fp32": ceilings.get("fp32_flops"), "fp16_tensor": ceilings.get("fp16_tensor_flops")}.get(task.spec.roofline.compute)
+    t_mem = task.bytes(sizes) / bw if bw else 0.0
+    t_cmp = task.flops(sizes) / peak if peak else 0.0
+    floor = max(t_mem, t_cmp)
+    if floor <= 0:
+        return None, None
+    return floor * 1e3, "memory" if t_mem >= t_cmp else "compute"
+
+
+HARNESS_NAMES = [f"fingerprint<{t}>" for t in ("double", "float", "__half", "long long", "int", "unsigned int",
+                                                "signed char", "unsigned char")]
+
+
+def _harness(arch: str) -> tuple[bytes, dict[str, str]]:
+    source = (Path(__file__).parent / "harness.cu").read_text()
+    options = [f"-arch={arch}", "-std=c++17", *[f"-I{d}" for d in compiler.include_dirs()]]
+    info, cubin = compiler._nvrtc(source, options, arch, HARNESS_NAMES + ["hash_words"])
+    if not info.ok:
+        raise RuntimeError(f"the harness kernels do not compile:\n{info.log}")
+    return cubin, info.lowered_names
+
+
+def _cached_ceilings(device: dict, measure) -> dict:
+    import json
+
+    key = (device.get("uuid") or device.get("gpu") or "unknown").replace("/", "_")
+    path = compiler.cache_dir() / "ceilings" / f"{key}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    value = measure()
+    value.update(gpu=device.get("gpu"), driver=device.get("driver"), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    compiler.atomic_write(path, json.dumps(value, indent=2))
+    return value
+
+
+def open_sandbox(kind: str = "auto", config: SandboxConfig | None = None):
+    """``gpu``, ``compile-only`` or ``auto`` (a GPU sandbox where a device answers, else compile-only)."""
+    if kind == "compile-only":
+        return CompileOnlySandbox(config)
+    if kind == "gpu":
+        return GPUSandbox(config)
+    if kind != "auto":
+        raise ValueError(f"unknown sandbox kind {kind!r} (expected auto, gpu, compile-only)")
+    try:
+        return GPUSandbox(config)
+    except (RuntimeError, WorkerDied, WorkerTimeout):
+        return CompileOnlySandbox(config)

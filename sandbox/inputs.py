@@ -1,0 +1,45 @@
+"""Random inputs from a seed. Both GPU processes regenerate the same bits from the same seed, so
+inputs never travel between them, and the reference never shares a process with a candidate."""
+
+from __future__ import annotations
+
+from .dtypes import DTYPES, np_dtype
+from .task import Task, TensorSpec
+
+
+def input_specs(task: Task, sizes: dict[str, int], trial: int) -> list[dict]:
+    """Per-input generation recipe for one trial: the distributions rotate with ``trial``."""
+    specs = []
+    for i, t in enumerate(task.spec.inputs):
+        dists = t.distributions or (["normal", "uniform"] if DTYPES[t.dtype].is_float else ["int"])
+        specs.append(dict(name=t.name, dtype=t.dtype, shape=list(task.shape(t, sizes)),
+                          dist=dists[(trial + i) % len(dists)], low=t.low, high=t.high, scale=t.scale))
+    return specs
+
+
+def output_specs(task: Task, sizes: dict[str, int]) -> list[dict]:
+    return [dict(name=t.name, dtype=t.dtype, shape=list(task.shape(t, sizes))) for t in task.spec.outputs]
+
+
+def generate(xp, spec: dict, seed: int):
+    """One input array (NumPy or CuPy, by ``xp``), deterministic in ``seed`` for a given backend."""
+    rs = xp.random.RandomState(seed)
+    shape = tuple(spec["shape"])
+    dtype = np_dtype(spec["dtype"])
+    dist = spec["dist"]
+    if dist == "ones":
+        return xp.ones(shape, dtype=dtype)
+    if dist == "int":
+        lo, hi = int(spec["low"]), int(spec["high"])
+        return rs.randint(lo, max(hi, lo + 1), size=shape).astype(dtype)
+    if dist == "normal":
+        values = rs.normal(0.0, spec["scale"], size=shape)
+    elif dist == "uniform":
+        values = rs.uniform(spec["low"], spec["high"], size=shape)
+    else:
+        raise ValueError(f"unknown distribution {dist!r}")
+    return values.astype(dtype)
+
+
+def describe(spec: TensorSpec) -> str:
+    return f"{spec.name}: {spec.dtype}[{', '.join(str(d) for d in spec.shape)}]"

@@ -1,0 +1,159 @@
+"""Disposable worker processes with a wall-clock limit per request.
+
+Each worker is ``python -m sandbox.worker ROLE`` in its own process group (session), with a scrubbed
+environment and private temp, home and cache folders. Requests and replies travel over two
+private pipes (not stdout, which device ``printf`` may flood). On a timeout the whole process group
+is killed; a worker that died or reported a poisoned CUDA context is replaced on the next request.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+# Variables a worker may inherit; everything else (API keys, seeds, tokens) is dropped.
+PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
+            "LANG", "LC_ALL", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "KERNELWRIGHT_CACHE_DIR",
+            "CUPY_GPU_MEMORY_LIMIT", "VIRTUAL_ENV")
+OUTPUT_LIMIT = 16_384
+
+
+class WorkerTimeout(Exception):
+    """The request ran past its limit; the worker's process group was killed."""
+
+
+class WorkerDied(Exception):
+    """The worker exited or was killed before replying; ``tail`` holds the end of its stderr."""
+
+    def __init__(self, message: str, tail: str = "", poisoned: bool = False):
+        super().__init__(message)
+        self.tail = tail
+        self.poisoned = poisoned
+
+
+class WorkerProcess:
+    def __init__(self, role: str, extra_env: dict[str, str] | None = None, root: Path | None = None):
+        self.role = role
+        self.extra_env = dict(extra_env or {})
+        self.root = Path(root or tempfile.gettempdir())
+        self.proc: subprocess.Popen | None = None
+        self.requests = 0
+        self.started = 0
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        self.home = Path(tempfile.mkdtemp(prefix=f"kw-{self.role}-", dir=self.root))
+        os.chmod(self.home, 0o700)
+        for sub in ("tmp", "cache"):
+            (self.home / sub).mkdir()
+        env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+        env.update(HOME=str(self.home), TMPDIR=str(self.home / "tmp"), CUPY_CACHE_DIR=str(self.home / "cache"),
+                   PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+        env.setdefault("KERNELWRIGHT_CACHE_DIR", str(_parent_cache()))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH")]))
+        env.update(self.extra_env)
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        self._stdout = open(self.home / "stdout.log", "wb")
+        self._stderr = open(self.home / "stderr.log", "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sandbox.worker", self.role, str(req_r), str(rep_w)],
+            pass_fds=(req_r, rep_w), env=env, cwd=self.home, stdin=subprocess.DEVNULL,
+            stdout=self._stdout, stderr=self._stderr, start_new_session=True)
+        os.close(req_r)
+        os.close(rep_w)
+        self._send = Connection(req_w, readable=False)
+        self._recv = Connection(rep_r, writable=False)
+        self.started += 1
+        self.requests = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def call(self, request: dict, timeout: float) -> dict:
+        """Send one request and wait for its reply, at most ``timeout`` seconds."""
+        if not self.alive:
+            self.close()
+            self._start()
+        self.requests += 1
+        try:
+            self._send.send(request)
+        except (BrokenPipeError, OSError):
+            tail = self.tail()
+            self.close()
+            raise WorkerDied(f"{self.role} worker was gone before the request", tail)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._recv.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
+                try:
+                    reply = self._recv.recv()
+                except (EOFError, OSError):
+                    break
+                if reply.get("poisoned"):
+                    tail = self.tail()
+                    self.close()
+                    raise WorkerDied(reply.get("error", "poisoned CUDA context"), tail, poisoned=True)
+                return reply
+            if not self.alive:
+                break
+            if time.monotonic() >= deadline:
+                self.close()
+                raise WorkerTimeout(f"{self.role} worker passed its {timeout:.0f} s limit; its process group was killed")
+        code = self.proc.poll() if self.proc else None
+        tail = self.tail()
+        self.close()
+        raise WorkerDied(f"{self.role} worker died (exit code {code})", tail)
+
+    def tail(self) -> str:
+        out = []
+        for name in ("stderr.log", "stdout.log"):
+            try:
+                path = self.home / name
+                size = path.stat().st_size
+                with open(path, "rb") as f:
+                    f.seek(max(0, size - OUTPUT_LIMIT // 2))
+                    text = f.read().decode(errors="replace").strip()
+                if text:
+                    out.append(f"[{name}] {text}")
+            except (OSError, AttributeError):
+                pass
+        return "\n".join(out)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            for conn in (self._send, self._recv):
+                conn.close()
+            self._stdout.close()
+            self._stderr.close()
+            shutil.rmtree(self.home, ignore_errors=True)
+        self.proc = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _parent_cache() -> Path:
+    from .compiler import cache_dir
+
+    return cache_dir()

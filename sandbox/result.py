@@ -1,0 +1,166 @@
+"""The result record of an evaluation: a status plus everything needed to explain it.
+
+Expected failures are values (a status), never exceptions. The record is JSON-serializable and
+carries ``schema_version``; bump it when a field changes meaning.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class Status(str, Enum):
+    ok = "ok"                        # correct everywhere it was checked, and timed
+    compiled = "compiled"            # compile-only mode: compiled, never run
+    compile_error = "compile_error"  # NVRTC refused the source; the log says why
+    launch_error = "launch_error"    # the launch plan could not be launched (config, resources)
+    crashed = "crashed"              # a sticky CUDA error (illegal address, trap...) or the worker died
+    timeout = "timeout"              # a stage ran past its wall-clock limit; its process group was killed
+    wrong = "wrong"                  # an output differs from the reference beyond tolerance
+    rejected = "rejected"            # a rule was broken: input mutated, guard band hit, faster than physics...
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class KernelResources(_Record):
+    """What ptxas reports for one kernel."""
+
+    name: str
+    registers: int | None = None
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack_frame: int = 0
+    static_shared: int = 0
+    constant: int = 0
+    barriers: int = 0
+
+
+class CompileInfo(_Record):
+    ok: bool
+    arch: str
+    nvrtc_version: str
+    options: list[str]
+    log: str = ""
+    seconds: float = 0.0
+    cached: bool = False
+    cubin_sha256: str | None = None
+    global_bytes: int = 0
+    kernels: dict[str, KernelResources] = Field(default_factory=dict)
+    lowered_names: dict[str, str] = Field(default_factory=dict)
+
+
+class Mismatch(_Record):
+    index: list[int]
+    got: float | str
+    expected: float | str
+
+
+class Check(_Record):
+    """One correctness trial of one output at one size."""
+
+    sizes: dict[str, int]
+    label: str                           # "check[2]", "benchmark", "timed round 7", ...
+    output: str
+    distribution: str
+    passed: bool
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatches: int = 0
+    first_mismatch: Mismatch | None = None
+    note: str = ""
+
+
+class Interval(_Record):
+    value: float
+    low: float
+    high: float
+
+
+class ImplTiming(_Record):
+    """Timing of one implementation (candidate, baseline or vendor) at the benchmark size."""
+
+    samples_ms: list[float]
+    median_ms: float
+    ci_ms: Interval
+    wall_median_ms: float | None = None
+    pct_of_roofline: float | None = None
+
+
+class Timing(_Record):
+    sizes: dict[str, int]
+    rounds: int
+    l2_flush_bytes: int
+    rotating_sets: int
+    impls: dict[str, ImplTiming]                         # "candidate", "baseline", "vendor"
+    speedup: dict[str, Interval] = Field(default_factory=dict)   # baseline/vendor time over candidate time
+    faster_than: dict[str, bool] = Field(default_factory=dict)   # the interval clears 1.0
+    roofline_ms: float | None = None
+    bound: str | None = None                              # "memory" or "compute" by the task's counts
+
+
+class Cost(_Record):
+    compile_s: float = 0.0
+    check_gpu_s: float = 0.0
+    time_gpu_s: float = 0.0
+    profile_gpu_s: float = 0.0
+    wall_s: float = 0.0
+
+    @property
+    def gpu_s(self) -> float:
+        return self.check_gpu_s + self.time_gpu_s + self.profile_gpu_s
+
+
+class Result(_Record):
+    schema_version: int = SCHEMA_VERSION
+    status: Status
+    task: str
+    task_fingerprint: str
+    candidate: str
+    candidate_key: str
+    knobs: dict[str, int] = Field(default_factory=dict)
+    flags: list[str] = Field(default_factory=list)
+    error: str = ""                       # one line: what went wrong, for humans and for the model
+    detail: str = ""                      # longer text: compiler log excerpt, CUDA error, reasons
+    compile: CompileInfo | None = None
+    checks: list[Check] = Field(default_factory=list)
+    timing: Timing | None = None
+    profile: dict[str, Any] | None = None
+    env: dict[str, Any] = Field(default_factory=dict)
+    cost: Cost = Field(default_factory=Cost)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.ok
+
+    def speedup(self, over: str = "baseline") -> Interval | None:
+        return self.timing.speedup.get(over) if self.timing else None
+
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def summary(self) -> str:
+        """One line for terminals and logs."""
+        parts = [f"{self.candidate}: {self.status.value}"]
+        if self.error:
+            parts.append(self.error)
+        if self.timing:
+            t = self.timing.impls.get("candidate")
+            if t:
+                parts.append(f"{t.median_ms:.4g} ms [{t.ci_ms.low:.4g}, {t.ci_ms.high:.4g}]")
+            for name, s in self.timing.speedup.items():
+                parts.append(f"{s.value:.3f}x vs {name} [{s.low:.3f}, {s.high:.3f}]")
+        return "; ".join(parts)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Result":
+        return cls.model_validate_json(text)

@@ -1,0 +1,249 @@
+"""The worker-side stages: correctness trials and A/B timing (GPU role), and reference comparison
+(reference role). Each returns a plain dict; the orchestrator turns it into a ``Result``."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .device import Harness, LaunchFailed, Poisoned, generate_into, poison_outputs, reference_inputs, save
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", label)
+
+
+def _violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> list[str]:
+    """Guard bands of every buffer, and input hashes against ``before``."""
+    problems = []
+    for kind, buffers in groups.items():
+        for name, buf in buffers.items():
+            lo, hi = buf.guards_intact()
+            if not bool(lo):
+                problems.append(f"out-of-bounds write: the guard band below {kind} {name!r} was overwritten")
+            if not bool(hi):
+                problems.append(f"out-of-bounds write: the guard band above {kind} {name!r} was overwritten")
+    for name, digest in before.items():
+        if int(groups["input"][name].data_hash(seed).get()[0]) != int(digest.get()[0]):
+            problems.append(f"input {name!r} was modified by the kernel (inputs are read-only)")
+    return problems
+
+
+def run_checks(h: Harness, req: dict) -> dict:
+    """Correctness trials: fresh guarded buffers, seeded inputs, poisoned outputs, two runs each."""
+    cp = h.cp
+    data_dir = Path(req["data_dir"])
+    trials = req["trials"]
+    out = []
+    try:
+        loaded = h.load(req["cubin"], trials[0]["plan"])
+    except LaunchFailed as exc:
+        return {"ok": True, "trials": [dict(label=trials[0]["label"], status="launch_error", error=f"loading the module: {exc}")]}
+    for t in trials:
+        try:
+            result = _trial(h, loaded.with_plan(t["plan"]), t, data_dir, req["hash_seed"])
+        except LaunchFailed as exc:
+            result = dict(label=t["label"], status="launch_error", error=str(exc))
+        except Poisoned as exc:
+            raise Poisoned(f"{t['label']} {t['sizes']}: {exc}") from None
+        out.append(result)
+        if result["status"] != "ran":
+            break
+        cp.get_default_memory_pool().free_all_blocks()
+    return {"ok": True, "trials": out}
+
+
+def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int) -> dict:
+    cp = h.cp
+    ins = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["inputs"]}
+    outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["outputs"]}
+    scratch = loaded.alloc_scratch()
+    generate_into(h, ins, t["inputs"], t["seed"])
+    before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
+    arrays = {n: b.view for n, b in {**ins, **outs}.items()}
+    files, first, gpu_s = {}, {}, 0.0
+    for run in (1, 2):
+        poison_outputs(outs, t["outputs"], second=run == 2)
+        loaded.poison_scratch(scratch)
+        h.sync()
+        t0 = time.perf_counter()
+        loaded.launch(arrays, scratch)
+        h.sync()
+        gpu_s += time.perf_counter() - t0
+        problems = _violations(h, {"input": ins, "output": outs, "scratch": scratch}, before, hash_seed)
+        if problems:
+            return dict(label=t["label"], status="rejected", error=problems[0], detail="\n".join(problems))
+        files[f"run{run}"] = {n: save(b.view, data_dir / f"{_safe(t['label'])}-run{run}-{n}.npy") for n, b in outs.items()}
+        if run == 1:
+            first = {n: b.view.copy() for n, b in outs.items()}
+    identical = all(bool(cp.array_equal(first[n].view(cp.uint8), outs[n].view.view(cp.uint8))) for n in outs)
+    hashes = {n: int(d.get()[0]) for n, d in before.items()}
+    return dict(label=t["label"], status="ran", files=files, identical=identical, input_hashes=hashes, gpu_s=gpu_s)
+
+
+def run_timing(h: Harness, req: dict) -> dict:
+    """Interleaved A/B rounds: fresh inputs per round, cold L2, events around the whole plan."""
+    cp = h.cp
+    data_dir = Path(req["data_dir"])
+    rng = random.Random(req["order_seed"])
+    sizes, scalars = req["sizes"], req["scalars"]
+    variants = req["input_variants"]
+    loaded, vendor = {}, {}
+    for name, spec in req["impls"].items():
+        if "cubin" in spec:
+            try:
+                loaded[name] = h.load(spec["cubin"], spec["plan"])
+            except LaunchFailed as exc:
+                return {"ok": True, "status": "launch_error", "impl": name, "error": str(exc)}
+        else:
+            from .task import load_reference
+
+            vendor[name] = load_reference(Path(spec["task_folder"]) / "reference.py").vendor
+    names = list(req["impls"])
+    set_bytes = sum(int(np.prod(s["shape"])) * np.dtype(s["dtype"]).itemsize for s in variants[0])
+    n_sets = int(min(64, max(2, math.ceil(2 * h.l2_bytes / max(set_bytes, 1)))))
+    sets = [{s["name"]: h.alloc(s["dtype"], s["shape"]) for s in variants[0]} for _ in range(n_sets)]
+    outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]}
+    scratch = {n: l.alloc_scratch() for n, l in loaded.items()}
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    hash_seed = req["hash_seed"]
+
+    def one(name: str, ins: dict, before: dict, flush_value: int) -> tuple[float, float, dict]:
+        arrays = {n: b.view for n, b in {**ins, **outs}.items()}
+        poison_outputs(outs, req["outputs"], second=False)
+        if name in loaded:
+            loaded[name].poison_scratch(scratch[name])
+        h.flush_l2(flush_value)
+        h.sync()
+        t0 = time.perf_counter()
+        start.record(h.stream)
+        if name in loaded:
+            loaded[name].launch(arrays, scratch[name])
+            produced = {n: outs[n].view for n in outs}
+        else:
+            produced = vendor[name](cp, **{n: b.view for n, b in ins.items()}, **sizes, **scalars)
+        end.record(h.stream)
+        try:
+            end.synchronize()
+        except Exception as exc:
+            raise h.classify(exc) from None
+        wall = (time.perf_counter() - t0) * 1e3
+        ms = cp.cuda.get_elapsed_time(start, end)
+        groups = {"input": ins, "output": outs, "scratch": scratch.get(name, {})}
+        problems = _violations(h, groups, before, hash_seed) if name in loaded else []
+        if problems:
+            raise _Violation(name, problems)
+        return ms, wall, produced
+
+    clocks_start = _clocks()
+    samples = {n: [] for n in names}
+    walls = {n: [] for n in names}
+    prints = {n: [] for n in names}
+    full = []
+    t_begin = time.perf_counter()
+    try:
+        # warm-up: every implementation, at least 3 launches and 20 ms
+        ins = sets[0]
+        generate_into(h, ins, variants[0], req["seed"])
+        before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
+        for name in names:
+            spent, count = 0.0, 0
+            while count < 3 or (spent < 20.0 and count < 200):
+                ms, _, _ = one(name, ins, before, count)
+                spent, count = spent + ms, count + 1
+        r = 0
+        while True:
+            seed = (req["seed"] * 6364136223846793005 + r + 1) % (2**63)
+            variant = r % len(variants)
+            ins = sets[r % n_sets]
+            generate_into(h, ins, variants[variant], seed)
+            before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
+            key = rng.getrandbits(63)
+            order = names[:]
+            rng.shuffle(order)
+            for name in order:
+                ms, wall, produced = one(name, ins, before, r)
+                samples[name].append(ms)
+                walls[name].append(wall)
+                prints[name].append({n: h.fingerprint(produced[n], key).get().tolist() for n in outs})
+                if name == "candidate" and r in req["full_rounds"]:
+                    files = {n: save(outs[n].view, data_dir / f"timed-{r}-{n}.npy") for n in outs}
+                    full.append(dict(round=r, seed=seed, variant=variant, files=files))
+            r += 1
+            cand_ms = sum(samples["candidate"])
+            elapsed = time.perf_counter() - t_begin
+            if r >= req["min_rounds"] and (cand_ms >= req["budget_ms"] or r >= req["max_rounds"] or elapsed >= req["wall_cap_s"]):
+                break
+        # a last, hidden check after all timed launches: behaviour that changes late is caught
+        seed = (req["seed"] * 6364136223846793005 + 10**9 + r) % (2**63)
+        ins = sets[r % n_sets]
+        generate_into(h, ins, variants[0], seed)
+        before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
+        one("candidate", ins, before, r)
+        files = {n: save(outs[n].view, data_dir / f"timed-final-{n}.npy") for n in outs}
+        full.append(dict(round=r, seed=seed, variant=0, files=files))
+    except _Violation as v:
+        status = "rejected" if v.impl == "candidate" else "infrastructure"
+        return {"ok": True, "status": status, "impl": v.impl, "error": v.problems[0], "detail": "\n".join(v.problems)}
+    except LaunchFailed as exc:
+        return {"ok": True, "status": "launch_error", "impl": "candidate", "error": str(exc)}
+    return {"ok": True, "status": "ran", "rounds": len(samples["candidate"]), "sets": n_sets,
+            "flush_bytes": 2 * h.l2_bytes, "samples": samples, "walls": walls, "fingerprints": prints,
+            "full": full, "clocks_start": clocks_start, "clocks_end": _clocks(),
+            "gpu_s": time.perf_counter() - t_begin}
+
+
+class _Violation(Exception):
+    def __init__(self, impl: str, problems: list[str]):
+        super().__init__(problems[0])
+        self.impl, self.problems = impl, problems
+
+
+def _clocks() -> dict:
+    from .envinfo import clocks
+
+    return clocks()
+
+
+def run_compare(req: dict) -> dict:
+    """Reference role: regenerate the inputs from the seed, compute the reference, compare each run."""
+    from .compare import compare
+    from .task import load_reference
+
+    xp = _xp(req.get("backend", "cupy"))
+    t0 = time.perf_counter()
+    module = load_reference(Path(req["task_folder"]) / "reference.py")
+    ins = reference_inputs(xp, req["inputs"], req["seed"])
+    if req.get("input_hashes") and xp.__name__ == "cupy":
+        h = Harness(req["arch"], req["harness_cubin"])
+        for name, expected in req["input_hashes"].items():
+            if int(h.hash_array(ins[name], req["hash_seed"]).get()[0]) != expected:
+                return {"ok": False, "error": f"regenerated input {name!r} differs from the worker's (infrastructure fault)"}
+    expected = module.reference(xp, **ins, **req["sizes"], **req["scalars"])
+    checks = []
+    for spec in req["outputs"]:
+        name = spec["name"]
+        if name not in expected:
+            return {"ok": False, "error": f"reference() returned no output {name!r} (got {sorted(expected)})"}
+        ref = xp.asarray(expected[name])
+        if tuple(ref.shape) != tuple(spec["shape"]):
+            return {"ok": False, "error": f"reference() output {name!r} has shape {tuple(ref.shape)}, the task says {tuple(spec['shape'])}"}
+        atol, rtol = req["tolerance"][spec["dtype"]]
+        for run in req["runs"]:
+            got = xp.asarray(np.load(run["files"][name], allow_pickle=False))
+            stats = compare(xp, got, ref, atol, rtol)
+            checks.append(dict(output=name, run=run["label"], **stats))
+    return {"ok": True, "checks": checks, "seconds": time.perf_counter() - t0}
+
+
+def _xp(backend: str):
+    if backend == "cupy":
+        import cupy
+
+        return cupy
+    return np

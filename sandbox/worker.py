@@ -1,0 +1,102 @@
+"""Worker process entry point: ``python -m sandbox.worker ROLE REQUEST_FD REPLY_FD``.
+
+Roles:
+- ``compile``: NVRTC compiles (CPU only; a runaway compile is killed by the parent's timeout).
+- ``gpu``: runs candidate device code: correctness trials and A/B timing rounds.
+- ``reference``: trusted only; regenerates inputs from seeds, computes the reference and compares.
+  It never loads candidate code, so expected outputs never share a CUDA context with a candidate.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import traceback
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+
+class CompileRole:
+    def handle(self, req: dict) -> dict:
+        from .candidate import parse_candidate
+        from .compiler import compile_source
+
+        cand = parse_candidate(req["source"]).with_flags(req["flags"]).with_knobs(req["knobs"])
+        info, cubin = compile_source(cand, arch=req["arch"], use_cache=req.get("cache", True))
+        return {"ok": True, "info": info.model_dump(), "cubin": cubin}
+
+
+class GpuRole:
+    def __init__(self):
+        self.h = None
+
+    def harness(self, req: dict):
+        from .device import Harness
+
+        if self.h is None:
+            self.h = Harness(req["arch"], req["harness_cubin"])
+            self.h.lowered = req["harness_names"]
+        return self.h
+
+    def handle(self, req: dict) -> dict:
+        op = req["op"]
+        if op == "hello":
+            from .envinfo import device_info
+
+            return {"ok": True, "info": device_info()}
+        if op == "ceilings":
+            from .ceilings import measure
+
+            return {"ok": True, "ceilings": measure()}
+        if op == "check":
+            from .stages import run_checks
+
+            return run_checks(self.harness(req), req)
+        if op == "time":
+            from .stages import run_timing
+
+            return run_timing(self.harness(req), req)
+        raise ValueError(f"unknown op {op!r}")
+
+
+class ReferenceRole:
+    def handle(self, req: dict) -> dict:
+        if req["op"] != "compare":
+            raise ValueError(f"unknown op {req['op']!r}")
+        from .stages import run_compare
+
+        return run_compare(req)
+
+
+ROLES = {"compile": CompileRole, "gpu": GpuRole, "reference": ReferenceRole}
+
+
+def main(argv: list[str]) -> int:
+    role, req_fd, rep_fd = argv[0], int(argv[1]), int(argv[2])
+    requests = Connection(req_fd, writable=False)
+    replies = Connection(rep_fd, readable=False)
+    handler = ROLES[role]()
+    random.seed(os.urandom(16))
+    while True:
+        try:
+            req = requests.recv()
+        except (EOFError, OSError):
+            return 0
+        try:
+            reply = handler.handle(req)
+        except Exception as exc:
+            from .device import Poisoned
+
+            if isinstance(exc, Poisoned):
+                replies.send({"ok": False, "poisoned": True, "error": str(exc)})
+                os._exit(3)
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        replies.send(reply)
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    sys.exit(main(sys.argv[1:]))
+
