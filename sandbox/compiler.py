@@ -108,7 +108,9 @@ def cache_key(source: str, options: list[str], arch: str, names: list[str]) -> s
 def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bool = True) -> tuple[CompileInfo, bytes | None]:
     """Compile ``candidate``; returns (info, cubin). A compile error is a value: ``info.ok`` is False."""
     options = build_options(candidate, arch)
-    names = sorted({launch.kernel for launch in candidate.launches})
+    # Name expressions are not macro-expanded by NVRTC: write knob values into template arguments.
+    expanded = {launch.kernel: _expand(launch.kernel, candidate.defines()) for launch in candidate.launches}
+    names = sorted(set(expanded.values()))
     key = cache_key(candidate.source, options, arch, names)
     entry = cache_dir() / "cubins" / key[:2] / key
     if use_cache and entry.with_suffix(".json").is_file():
@@ -117,11 +119,19 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
         if not info.ok or (cubin and hashlib.sha256(cubin).hexdigest() == info.cubin_sha256):
             return info.model_copy(update={"cached": True}), cubin
     info, cubin = _nvrtc(candidate.source, options, arch, names)
+    if info.ok:
+        info.lowered_names = {k: info.lowered_names[v] for k, v in expanded.items()}
+        back = {v: k for k, v in expanded.items()}
+        info.kernels = {back.get(n, n): r.model_copy(update={"name": back.get(n, n)}) for n, r in info.kernels.items()}
     if use_cache:
         if cubin is not None:
             atomic_write(entry.with_suffix(".cubin"), cubin)
         atomic_write(entry.with_suffix(".json"), info.model_dump_json())
     return info, cubin
+
+
+def _expand(name: str, defines: dict[str, int]) -> str:
+    return re.sub(r"\b[A-Za-z_][A-Za-z0-9_]*\b", lambda m: str(defines.get(m.group(0), m.group(0))), name)
 
 
 def _nvrtc(source: str, options: list[str], arch: str, names: list[str]) -> tuple[CompileInfo, bytes | None]:

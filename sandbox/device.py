@@ -82,6 +82,7 @@ class Harness:
 
     def fingerprint(self, array, key: int):
         cp = self.cp
+        array = cp.ascontiguousarray(array)
         ctype = {"float64": "double", "float32": "float", "float16": "__half", "int64": "long long",
                  "int32": "int", "uint32": "unsigned int", "int8": "signed char", "uint8": "unsigned char"}[array.dtype.name]
         name = f"fingerprint<{ctype}>"
@@ -214,8 +215,7 @@ class Loaded:
                 if kind == "array":
                     args.append(arrays[value] if value in arrays else scratch[value].view)
                 else:
-                    args.append(np_dtype(kind).type(value) if kind in ("int32", "int64", "float32", "float64")
-                                else np.dtype(kind).type(value))
+                    args.append(np.dtype(kind).type(value))
             try:
                 f(tuple(launch["grid"]), tuple(launch["block"]), tuple(args),
                   shared_mem=launch["shared"], stream=h.stream)

@@ -251,8 +251,7 @@ class GPUSandbox(CompileOnlySandbox):
             where = f"{tr['label']} ({describe_sizes(trial['sizes'])})"
             if tr["status"] != "ran":
                 return Status(tr["status"]), checks, f"{where}: {tr['error']}", tr.get("detail", "")
-            found = self._compare(task, trial, [("run1", tr["files"]["run1"]), ("run2", tr["files"]["run2"])],
-                                  tr["input_hashes"], hash_seed, tr["label"])
+            found = self._compare(task, trial, sorted(tr["files"].items()), tr["input_hashes"], hash_seed, tr["label"])
             if isinstance(found, str):
                 raise RuntimeError(found)
             if not tr["identical"]:

@@ -78,10 +78,12 @@ def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int) -> dict:
         problems = _violations(h, {"input": ins, "output": outs, "scratch": scratch}, before, hash_seed)
         if problems:
             return dict(label=t["label"], status="rejected", error=problems[0], detail="\n".join(problems))
-        files[f"run{run}"] = {n: save(b.view, data_dir / f"{_safe(t['label'])}-run{run}-{n}.npy") for n, b in outs.items()}
         if run == 1:
+            files["run1"] = {n: save(b.view, data_dir / f"{_safe(t['label'])}-run1-{n}.npy") for n, b in outs.items()}
             first = {n: b.view.copy() for n, b in outs.items()}
     identical = all(bool(cp.array_equal(first[n].view(cp.uint8), outs[n].view.view(cp.uint8))) for n in outs)
+    if not identical:  # the second run is compared with the reference only when it differs from the first
+        files["run2"] = {n: save(b.view, data_dir / f"{_safe(t['label'])}-run2-{n}.npy") for n, b in outs.items()}
     hashes = {n: int(d.get()[0]) for n, d in before.items()}
     return dict(label=t["label"], status="ran", files=files, identical=identical, input_hashes=hashes, gpu_s=gpu_s)
 

@@ -60,6 +60,14 @@ class TensorSpec(_Strict):
             expr.parse(str(dim))
         return v
 
+    @model_validator(mode="after")
+    def _integer_inputs_use_integer_distributions(self) -> "TensorSpec":
+        if self.dtype in DTYPES and not DTYPES[self.dtype].is_float:
+            bad = [d for d in self.distributions if d not in ("int", "ones")]
+            if bad:
+                raise ValueError(f"{self.name}: integer dtype {self.dtype} needs 'int' or 'ones' distributions, not {bad}")
+        return self
+
 
 class ScalarSpec(_Strict):
     """A scalar kernel argument with a fixed value (e.g. ``eps``)."""
@@ -92,6 +100,12 @@ class Roofline(_Strict):
     bytes: str | int = Field(description="Minimum bytes moved to and from device memory, an expression of the sizes.")
     compute: Literal["fp32", "fp16_tensor", "none"] = Field(
         "fp32", description="Which measured compute ceiling bounds this task.")
+
+    @field_validator("flops", "bytes")
+    @classmethod
+    def _valid_expression(cls, v: str | int) -> str | int:
+        expr.parse(str(v))
+        return v
 
 
 class TaskSpec(_Strict):

@@ -1,0 +1,92 @@
+"""Sandbox throughput and repeatability on a GPU.
+
+Throughput: evaluate a stream of small candidates (the vector_add baseline with its knob values,
+and honest variants) at a small benchmark size, end to end (compile, checks, A/B timing), and
+report evaluated candidates per GPU-hour with the time split by stage.
+
+Repeatability: measure the same kernel in two separate sandboxes (fresh worker processes) and
+compare the medians.
+
+    python bench/sandbox.py [--candidates 40] [--size 1048576] [--task softmax]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from sandbox import GPUSandbox, SandboxConfig, Status, load_candidate, load_task
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def throughput(n_candidates: int, size: int) -> dict:
+    task = load_task("vector_add")
+    base = load_candidate(task.baseline_path)
+    honest = load_candidate(ROOT / "tests" / "cheats" / "honest_vectorized.cu")
+    variants = [base.with_knobs({"BLOCK": b}) for b in base.knobs["BLOCK"]]
+    variants += [honest.with_knobs({"BLOCK": b}) for b in honest.knobs["BLOCK"]]
+    flags = [(), ("--extra-device-vectorization",), ("--ptxas-options=-O2",), ("--fmad=false",), ("--restrict",)]
+    stream = []
+    while len(stream) < n_candidates:
+        for f in flags:
+            for v in variants:
+                stream.append(v.with_flags(f))
+    stream = stream[:n_candidates]
+    split = dict(compile=0.0, check=0.0, time=0.0, other=0.0)
+    statuses = {}
+    with GPUSandbox(SandboxConfig(timing_budget_s=0.02, max_rounds=20)) as sb:
+        sb.evaluate(task, base, sizes={"n": size})  # baseline checked, workers warm
+        t0 = time.perf_counter()
+        for cand in stream:
+            r = sb.evaluate(task, cand, sizes={"n": size})
+            statuses[r.status.value] = statuses.get(r.status.value, 0) + 1
+            split["compile"] += r.cost.compile_s
+            split["check"] += r.cost.check_gpu_s
+            split["time"] += r.cost.time_gpu_s
+            split["other"] += max(0.0, r.cost.wall_s - r.cost.compile_s - r.cost.check_gpu_s - r.cost.time_gpu_s)
+        wall = time.perf_counter() - t0
+    return dict(n=len(stream), wall=wall, per_hour=len(stream) / wall * 3600, split=split, statuses=statuses)
+
+
+def repeatability(task_name: str, runs: int = 2) -> list[float]:
+    task = load_task(task_name)
+    cand = load_candidate(task.baseline_path)
+    medians = []
+    for _ in range(runs):
+        with GPUSandbox(SandboxConfig(timing_budget_s=1.0, min_rounds=30, max_rounds=100, vendor=False)) as sb:
+            r = sb.evaluate(task, cand)
+            assert r.status is Status.ok, r.summary()
+            medians.append(r.timing.impls["candidate"].median_ms)
+    return medians
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--candidates", type=int, default=40)
+    ap.add_argument("--size", type=int, default=1 << 20, help="vector_add n for the throughput stream")
+    ap.add_argument("--task", default="softmax", help="task whose baseline is measured twice")
+    args = ap.parse_args()
+
+    tp = throughput(args.candidates, args.size)
+    print(f"\nthroughput: {tp['n']} candidates (vector_add, n={args.size}) in {tp['wall']:.1f} s "
+          f"-> {tp['per_hour']:.0f} evaluated candidates per GPU-hour; statuses {tp['statuses']}")
+    print("| stage | seconds | share |")
+    print("|---|---|---|")
+    for k, v in tp["split"].items():
+        print(f"| {k} | {v:.2f} | {100 * v / tp['wall']:.1f}% |")
+
+    med = repeatability(args.task)
+    spread = abs(med[0] - med[1]) / statistics.mean(med) * 100
+    print(f"\nrepeatability ({args.task} baseline, benchmark size, two separate sandboxes):")
+    print("| run | median ms |")
+    print("|---|---|")
+    for i, m in enumerate(med, 1):
+        print(f"| {i} | {m:.4f} |")
+    print(f"difference between the medians: {spread:.2f}%")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The real sandbox on a real device: baselines pass, every cheat gets its status, crashes are contained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox import GPUSandbox, SandboxConfig, Status, load_candidate, load_task
+
+pytestmark = pytest.mark.gpu
+CHEATS = Path(__file__).parent / "cheats"
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    config = SandboxConfig(check_timeout_s=45, time_timeout_s=180, timing_budget_s=0.05, max_rounds=30)
+    with GPUSandbox(config) as sb:
+        yield sb
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("task_name", ["vector_add", "softmax", "sgemm"])
+def test_baseline_is_ok_with_an_interval_around_one(sandbox, task_name):
+    task = load_task(task_name)
+    result = sandbox.evaluate(task, load_candidate(task.baseline_path))
+    assert result.status is Status.ok, result.summary() + "\n" + result.detail
+    s = result.timing.speedup["baseline"]
+    assert s.low <= s.value <= s.high
+    assert 0.85 < s.value < 1.15, "the baseline timed against itself should be about 1x"
+    assert result.timing.rounds >= 10
+    assert all(c.passed for c in result.checks)
+    labels = {c.label.split()[0].split("#")[0] for c in result.checks}
+    assert "benchmark" in labels and any(lbl.startswith("check[") for lbl in labels)
+    assert any(lbl.startswith("timed") for lbl in labels), "timed outputs must be checked in full too"
+    assert 0 < result.timing.impls["baseline"].pct_of_roofline < 150
+
+
+CHEAT_STATUS = {
+    "stale_output.cu": (Status.wrong, "NaN"),
+    "partial_write.cu": (Status.wrong, "mismatch"),
+    "out_of_bounds.cu": (Status.rejected, "guard band above output 'c'"),
+    "input_mutation.cu": (Status.rejected, "input 'a' was modified"),
+    "benchmark_shortcut.cu": (Status.wrong, "benchmark"),
+    "warmup_counter.cu": (Status.wrong, "timed round"),
+    "cache_across_calls.cu": (Status.wrong, "wrong"),
+    "race.cu": (Status.wrong, "wrong"),
+    "hang.cu": (Status.timeout, "limit"),
+    "illegal_address.cu": (Status.crashed, "illegal"),
+    "trap.cu": (Status.crashed, ""),
+    "nan_output.cu": (Status.wrong, "NaN"),
+    "constant_output.cu": (Status.wrong, "mismatch"),
+    "bad_launch.cu": (Status.launch_error, ""),
+}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", sorted(CHEAT_STATUS))
+def test_cheating_kernel_gets_its_status(sandbox, name):
+    task = load_task("vector_add")
+    expected, text = CHEAT_STATUS[name]
+    result = sandbox.evaluate(task, load_candidate(CHEATS / name))
+    assert result.status is expected, result.summary() + "\n" + result.detail[-2000:]
+    assert text.lower() in (result.error + result.detail).lower()
+
+
+@pytest.mark.timeout(600)
+def test_next_candidate_after_a_crash_evaluates_normally(sandbox):
+    task = load_task("vector_add")
+    crashed = sandbox.evaluate(task, load_candidate(CHEATS / "illegal_address.cu"))
+    assert crashed.status is Status.crashed
+    honest = sandbox.evaluate(task, load_candidate(CHEATS / "honest_vectorized.cu"))
+    assert honest.status is Status.ok, honest.summary()
+    assert honest.timing.speedup["baseline"].value > 0.8
+
+
+@pytest.mark.timeout(300)
+def test_result_carries_the_environment_fingerprint(sandbox):
+    task = load_task("vector_add")
+    result = sandbox.evaluate(task, load_candidate(task.baseline_path), sizes={"n": 1 << 20})
+    assert result.status is Status.ok, result.summary()
+    env = result.env
+    for key in ("gpu", "sms", "arch", "driver", "cuda_runtime", "nvrtc", "cupy", "clocks_start", "clocks_end", "ceilings"):
+        assert env.get(key), key
+    assert env["clocks_start"].get("sm_clock_mhz", 0) > 0
+    assert result.timing.sizes == {"n": 1 << 20}
+
+
+@pytest.mark.timeout(300)
+def test_measured_ceilings_are_physically_plausible(sandbox):
+    c = sandbox.ceilings
+    assert 0.5e12 < c["copy_bytes_per_s"] < 10e12
+    assert 5e12 < c["fp32_flops"] < 100e12
+    assert c["fp16_tensor_flops"] > 2 * c["fp32_flops"]
