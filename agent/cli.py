@@ -4,7 +4,6 @@ at the bottom of this file; bad input gets one clear error and exit code 2."""
 from __future__ import annotations
 
 import functools
-import sys
 
 import typer
 from rich.console import Console
@@ -62,6 +61,3 @@ def main() -> None:
 
 
 from . import cli_sandbox  # noqa: E402,F401  (registers tasks, compile, eval, doctor)
-
-if __name__ == "__main__":
-    sys.exit(main())

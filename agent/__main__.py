@@ -1,0 +1,5 @@
+"""``python -m agent`` runs the kernelwright command line."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,66 @@
+"""The CLI on a machine with no GPU: tasks, compile and doctor work; bad input is exit code 2 with one clear line."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def kw(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.timeout(120)
+def test_tasks_lists_the_suite_with_categories():
+    out = kw("tasks", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    names = {r["name"]: r for r in rows}
+    assert {"vector_add", "softmax", "sgemm"} <= set(names)
+    assert names["sgemm"]["category"] == "compute"
+
+
+@pytest.mark.timeout(120)
+def test_compile_reports_resources_and_exit_codes():
+    ok = kw("compile", "softmax", "kernels/softmax/baseline.cu", "--json")
+    assert ok.returncode == 0, ok.stderr
+    record = json.loads(ok.stdout)
+    assert record["status"] == "compiled" and record["compile"]["kernels"]["softmax_rows"]["registers"] > 0
+    table = kw("compile", "softmax", "kernels/softmax/baseline.cu")
+    assert "softmax_rows" in table.stdout and "registers" in table.stdout
+
+
+@pytest.mark.timeout(120)
+def test_compile_error_is_exit_1_with_the_compiler_message(tmp_path):
+    bad = tmp_path / "bad.cu"
+    bad.write_text((ROOT / "kernels/vector_add/baseline.cu").read_text().replace("a[i] + b[i]", "a[i] +"))
+    out = kw("compile", "vector_add", str(bad))
+    assert out.returncode == 1
+    assert "compile_error" in out.stdout and "error: expected an expression" in out.stdout
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, message", [
+    (["compile", "no_such_task", "kernels/softmax/baseline.cu"], "no such task"),
+    (["compile", "softmax", "missing.cu"], "no such file"),
+    (["compile", "vector_add", "kernels/softmax/baseline.cu"], "unknown names"),
+    (["eval", "vector_add", "kernels/vector_add/baseline.cu", "--sizes", "n=abc"], "--sizes"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    out = kw(*args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.timeout(180)
+def test_doctor_says_what_is_found_and_what_it_enables():
+    out = kw("doctor")
+    assert out.returncode == 0, out.stderr
+    for word in ("NVRTC", "CuPy", "GPU", "ncu", "compute-sanitizer", "what it enables"):
+        assert word in out.stdout

@@ -1,0 +1,35 @@
+"""Orchestrator rules that need no GPU: fingerprint agreement, the roofline floor, first compile error line."""
+
+from sandbox.evaluate import _first_error, _fingerprint_mismatch, _roofline_ms
+from sandbox.task import Tolerance, load_task
+
+
+def test_fingerprints_agree_within_tolerance_and_disagree_beyond():
+    tol = Tolerance(atol=1e-6, rtol=1e-5)
+    base = [100.0, 5000.0, 2500.0, 0, 0, 0]
+    assert _fingerprint_mismatch([100.0 + 1e-3, 5000.0, 2500.0, 0, 0, 0], base, tol) == ""
+    assert "weighted sums" in _fingerprint_mismatch([101.0, 5000.0, 2500.0, 0, 0, 0], base, tol)
+    assert "non-finite" in _fingerprint_mismatch([100.0, 5000.0, 2500.0, 3, 0, 0], base, tol)
+
+
+def test_exact_outputs_tolerate_only_rounding_of_the_fingerprint_itself():
+    tol = Tolerance(atol=0, rtol=0)
+    base = [12345.0, 1e8, 128.0, 0, 0, 0]
+    assert _fingerprint_mismatch([12345.0 + 1e-5, 1e8, 128.0, 0, 0, 0], base, tol) == ""
+    assert _fingerprint_mismatch([12345.5, 1e8, 128.0, 0, 0, 0], base, tol) != ""
+
+
+def test_roofline_floor_uses_the_binding_ceiling():
+    ceilings = {"copy_bytes_per_s": 4e12, "fp32_flops": 50e12, "fp16_tensor_flops": 800e12}
+    va = load_task("vector_add")
+    ms, bound = _roofline_ms(va, {"n": 1 << 28}, ceilings)
+    assert bound == "memory" and abs(ms - 12 * (1 << 28) / 4e12 * 1e3) < 1e-9
+    sg = load_task("sgemm")
+    ms, bound = _roofline_ms(sg, {"M": 4096, "N": 4096, "K": 4096}, ceilings)
+    assert bound == "compute" and abs(ms - 2 * 4096**3 / 50e12 * 1e3) < 1e-9
+    assert _roofline_ms(va, {"n": 4}, {}) == (None, None)
+
+
+def test_first_error_line_of_a_compiler_log():
+    log = "candidate.cu(3): warning: unused\ncandidate.cu(9): error: expected a ';'\n1 error detected"
+    assert _first_error(log) == "candidate.cu(9): error: expected a ';'"

@@ -1,0 +1,82 @@
+"""Worker processes: replies over private pipes, a killed process group on timeout, replacement after death."""
+
+import os
+import signal
+
+import pytest
+
+from sandbox.pool import WorkerDied, WorkerProcess, WorkerTimeout
+
+
+@pytest.mark.timeout(60)
+def test_a_healthy_worker_is_reused_across_requests():
+    w = WorkerProcess("reference")
+    try:
+        pid = None
+        for _ in range(3):
+            reply = w.call({"op": "nonsense"}, timeout=30)
+            assert reply["ok"] is False and "unknown op" in reply["error"]
+            pid = pid or w.proc.pid
+            assert w.proc.pid == pid
+        assert w.started == 1 and w.requests == 3
+    finally:
+        w.close()
+
+
+@pytest.mark.timeout(60)
+def test_timeout_kills_the_whole_process_group_and_the_next_request_gets_a_fresh_worker(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    (tmp_path / "reference.py").write_text(
+        "import subprocess, time\n"
+        "def reference(xp, **kw):\n"
+        f"    p = subprocess.Popen(['sleep', '600'])\n"
+        f"    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "    time.sleep(600)\n")
+    request = dict(op="compare", backend="numpy", task_folder=str(tmp_path), inputs=[], seed=0, sizes={},
+                   scalars={}, outputs=[], runs=[], tolerance={})
+    w = WorkerProcess("reference")
+    try:
+        with pytest.raises(WorkerTimeout):
+            w.call(request, timeout=3.0)
+        assert w.proc is None
+        grandchild = int(pidfile.read_text())
+        assert not _alive(grandchild), "the worker's own children die with its process group"
+        assert w.call({"op": "nonsense"}, timeout=30)["ok"] is False
+        assert w.started == 2
+    finally:
+        w.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().split()[2]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_dies_is_reported_and_replaced():
+    w = WorkerProcess("reference")
+    try:
+        w.call({"op": "nonsense"}, timeout=30)
+        os.killpg(w.proc.pid, signal.SIGKILL)
+        with pytest.raises(WorkerDied):
+            w.call({"op": "nonsense"}, timeout=30)
+        assert w.call({"op": "nonsense"}, timeout=30)["ok"] is False
+    finally:
+        w.close()
+
+
+@pytest.mark.timeout(60)
+def test_secrets_in_the_environment_do_not_reach_workers(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
+    monkeypatch.setenv("KERNELWRIGHT_SEED", "12345")
+    w = WorkerProcess("reference")
+    try:
+        w.call({"op": "nonsense"}, timeout=30)
+        environ = open(f"/proc/{w.proc.pid}/environ", "rb").read().decode(errors="replace")
+        assert "sk-secret-value" not in environ and "KERNELWRIGHT_SEED" not in environ
+        assert f"HOME={w.home}" in environ.split("\0")
+    finally:
+        w.close()
