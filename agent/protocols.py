@@ -37,6 +37,13 @@ class Usage:
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(*(getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__))
 
+    def as_dict(self) -> dict:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Usage":
+        return cls(**{f: data.get(f, 0) for f in cls.__dataclass_fields__})
+
 
 @dataclass
 class Entry:

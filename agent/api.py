@@ -1,0 +1,141 @@
+"""The Python API for notebooks and scripts: ``agent.optimize(...)`` returns a ``Run``.
+
+Synchronous (no event loop is started or needed). Settings beyond the common ones go through
+``config``: a ``RunConfig``, a dict of its fields, or a path to a TOML run config.
+
+    run = agent.optimize("softmax", model="qwen3-coder", base_url="http://localhost:8000/v1", iterations=8)
+    run.best.result.speedup()        # interval over the baseline
+    run                              # renders a table in Jupyter
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any, Callable
+
+from . import config as config_mod
+from . import session as session_mod
+from .protocols import Entry, Proposer
+
+
+@dataclass
+class Run:
+    """A finished (or stopped) run: its trace folder, lineage and summary."""
+
+    id: str
+    path: Path
+    summary: dict
+    entries: list[Entry]
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self.summary.get("stop_reason")
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.summary.get("simulated"))
+
+    @property
+    def best(self) -> Entry | None:
+        best = self.summary.get("best")
+        return next((e for e in self.entries if best and e.id == best["id"]), None)
+
+    @property
+    def baseline(self) -> Entry | None:
+        return next((e for e in self.entries if e.origin == "baseline"), None)
+
+    def rows(self) -> list[dict]:
+        from .lineage import MemoryLineage
+        from .summary import rows
+
+        lineage = MemoryLineage()
+        for e in self.entries:
+            lineage.add(e)
+        return rows(lineage)
+
+    def __repr__(self) -> str:
+        best = self.summary.get("best")
+        speed = best and best.get("speedup")
+        text = f"Run({self.id!r}, {len(self.entries)} candidates, stop: {self.stop_reason}"
+        if speed:
+            text += f", best {best['id']} {speed['value']:.3f}x [{speed['low']:.3f}, {speed['high']:.3f}]"
+        return text + (", SIMULATED)" if self.simulated else ")")
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{h}</th>" for h in ("id", "origin", "status", "median ms", "speedup [95%]", "% roofline", "error"))
+        body = []
+        for r in self.rows():
+            s = r["speedup"]
+            speed = f"{s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]" if s else "-"
+            ms = f"{r['median_ms']:.4g}" if r["median_ms"] is not None else "-"
+            pct = f"{r['pct_of_roofline']:.1f}" if r["pct_of_roofline"] is not None else "-"
+            cells = (r["id"], r["origin"], r["status"], ms, speed, pct, r["error"][:120])
+            body.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+        note = "".join(f"<p><b>{escape(n)}</b></p>" for n in self.summary.get("notes", []))
+        return f"<p>{escape(repr(self))}</p>{note}<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def optimize(task: str | Path | None = None, model: str | None = None, *, base_url: str | None = None,
+             api_key: str | None = None, config: config_mod.RunConfig | dict | str | Path | None = None,
+             iterations: int | None = None, sandbox: str | None = None, tune: bool | None = None,
+             traces: str | Path = "traces", run_id: str | None = None, resume: str | Path | None = None,
+             replay: str | Path | None = None, proposer: Proposer | None = None,
+             on_progress: Callable[[str, dict], None] | None = None) -> Run:
+    """Optimize ``task`` (a suite name or a task folder), or continue the run at ``resume``.
+
+    Without ``model`` (and no model in ``config``) the built-in search over knobs and flags runs.
+    ``replay`` replays a previous run's model answers; ``proposer`` plugs in any ``Proposer``.
+    ``api_key`` is used for this run only and never written; otherwise the key comes from the
+    environment variable the model config names (``OPENAI_API_KEY`` by default).
+    """
+    overrides: dict[str, Any] = {}
+    model_over = {k: v for k, v in (("name", model), ("base_url", base_url)) if v is not None}
+    if model_over:
+        overrides["model"] = model_over
+    if iterations is not None:
+        overrides["budget"] = {"iterations": iterations}
+    if sandbox is not None:
+        overrides["sandbox"] = sandbox
+    if tune is not None:
+        overrides["tune"] = {"enabled": tune}
+    return run_with(task, file_data(config), overrides, traces=traces, run_id=run_id, resume=resume, key=api_key,
+                    replay=replay, proposer=proposer, on_progress=on_progress)
+
+
+def file_data(config) -> dict:
+    if config is None:
+        return {}
+    if isinstance(config, config_mod.RunConfig):
+        return config.model_dump(mode="json", exclude_unset=True)
+    if isinstance(config, dict):
+        return config
+    return config_mod.read_file(config)
+
+
+def run_with(task, base: dict, overrides: dict, *, traces, run_id=None, resume=None, key=None, replay=None,
+             proposer=None, on_progress=None, where: str = "config") -> Run:
+    """Start or resume one run from config data; used by ``optimize``, the CLI and batches."""
+    if resume is not None:
+        path = resolve_run(resume, traces)
+        session, pending = session_mod.resume(
+            path, lambda recorded: config_mod.build(config_mod.merge(recorded, base), overrides, where),
+            key=key, proposer=proposer, on_progress=on_progress)
+    else:
+        if task is None:
+            raise config_mod.ConfigError("no task given (a suite name or a task folder)")
+        cfg = config_mod.build(base, overrides, where)
+        session = session_mod.start(task, cfg, Path(traces), run_id=run_id, key=key, proposer=proposer,
+                                    replay=str(replay) if replay else None, on_progress=on_progress)
+        pending = []
+    summary = session_mod.drive(session, pending)
+    return Run(summary["run_id"], session.trace.path, summary, session_mod.entries(session))
+
+
+def resolve_run(ref: str | Path, traces: str | Path = "traces") -> Path:
+    """A run folder from a path, or from a run id under ``traces``."""
+    for candidate in (Path(ref), Path(traces) / str(ref)):
+        if (candidate / "run.json").is_file():
+            return candidate
+    raise config_mod.ConfigError(f"{ref}: no such run (neither a run folder nor a run id under {traces})")

@@ -1,0 +1,204 @@
+"""Run configuration: validated models with one docstring per field; unknown keys fail at load time.
+
+Precedence, lowest first: defaults, the run config file (TOML), the environment (``OPENAI_BASE_URL`` when
+no base URL is set; the API key from the variable ``model.api_key_env`` names), then flags or API
+arguments. The API key itself is never a field that gets written anywhere: it is read from the
+environment (or passed to the Python API) and kept out of every dump.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sandbox.evaluate import SandboxConfig
+
+SANDBOX_KINDS = ("auto", "gpu", "compile-only", "fake")
+LOCAL_PLACEHOLDER_KEY = "sk-no-key-required"
+
+
+class ConfigError(ValueError):
+    """A run config that cannot be used: the message names the file or flag, the key and what was expected."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Price(_Strict):
+    """What one model's tokens cost, in US dollars per million tokens."""
+
+    input_per_mtok: float = Field(ge=0, description="Prompt tokens.")
+    output_per_mtok: float = Field(ge=0, description="Completion tokens (reasoning tokens included, as APIs bill them).")
+    cached_input_per_mtok: float | None = Field(None, ge=0, description="Cached prompt tokens; default: the input price.")
+
+    def cost(self, prompt: int, completion: int, cached: int = 0) -> float:
+        cached_price = self.input_per_mtok if self.cached_input_per_mtok is None else self.cached_input_per_mtok
+        return ((prompt - cached) * self.input_per_mtok + cached * cached_price + completion * self.output_per_mtok) / 1e6
+
+
+class ModelConfig(_Strict):
+    """One OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, SGLang, Ollama, llama.cpp, LiteLLM)."""
+
+    name: str = Field(min_length=1, description="Model name as the server knows it.")
+    base_url: str | None = Field(None, description="Endpoint, e.g. http://localhost:8000/v1; default: OPENAI_BASE_URL, else OpenAI.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key (local servers need none).")
+    temperature: float | None = Field(0.7, ge=0, le=2, description="Sampling temperature; None: the server's default.")
+    max_tokens: int | None = Field(16384, ge=1, description="Completion budget per request; None: the server's default.")
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = Field(
+        "max_tokens", description="Request field for max_tokens: OpenAI's reasoning models want max_completion_tokens.")
+    reasoning_effort: str | None = Field(None, description="Passed as reasoning_effort where set (e.g. low, medium, high).")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="Server-specific request fields (e.g. vLLM top_k).")
+    timeout_s: float = Field(600.0, gt=0, description="Per-request timeout of the HTTP client.")
+    max_retries: int = Field(2, ge=0, description="Transport retries (connection errors, 408/409/429/5xx), done by the openai SDK.")
+    semantic_retries: int = Field(2, ge=0, description="Re-asks after an unusable answer (no code block, empty, truncated).")
+    truncation_growth: float = Field(2.0, ge=1.0, description="max_tokens is multiplied by this when re-asking after a truncated answer.")
+
+
+class BudgetConfig(_Strict):
+    """Limits of one run; whichever comes first ends it cleanly with a summary. None: no limit."""
+
+    iterations: int | None = Field(10, ge=0, description="Proposer requests in the model phase (one request may be re-asked).")
+    tokens: int | None = Field(None, ge=0, description="Prompt plus completion tokens over the whole run.")
+    usd: float | None = Field(None, ge=0, description="Money spent on tokens (needs the model's price).")
+    gpu_seconds: float | None = Field(None, gt=0, description="GPU-seconds spent checking, timing and profiling candidates.")
+    wall_seconds: float | None = Field(None, gt=0, description="Wall time of the run, summed over resumed sessions.")
+    plateau: int | None = Field(None, ge=1, description="Stop after this many timed candidates in a row that do not improve the best.")
+    plateau_min_gain: float = Field(0.01, ge=0, description="Relative speedup gain that counts as an improvement for the plateau rule.")
+
+
+class SelectionConfig(_Strict):
+    """How the lineage picks the parent of the next request."""
+
+    explore: float = Field(0.2, ge=0, le=1, description="Probability of picking a good non-best candidate instead of the best.")
+    pool: int = Field(4, ge=1, description="Exploration picks among this many best-ranked candidates after the best.")
+    max_repairs: int = Field(2, ge=0, description="Consecutive repair attempts of a failing line before going back to the best.")
+    recent_failures: int = Field(3, ge=0, description="Failed candidates shown in each prompt with their logs.")
+    seed: int = Field(0, description="Seed of the exploration draws.")
+
+
+class TuneConfig(_Strict):
+    """The built-in search over knobs and flags (the whole run without a model; the winner's sweep after one)."""
+
+    enabled: bool = Field(True, description="Sweep the winner's knobs and flags after a model-driven run.")
+    strategy: str = Field("default", description="Search strategy of the tuner.")
+    max_evaluations: int | None = Field(None, ge=1, description="Candidates the tuner may evaluate; None: its own default.")
+    seed: int = Field(0, description="Seed of the tuner's random choices.")
+
+
+class RunConfig(_Strict):
+    """Everything a run needs apart from the task and the API key."""
+
+    model: ModelConfig | None = Field(None, description="The language model; None runs the built-in search only.")
+    prices: dict[str, Price] = Field(default_factory=dict, description="Token prices per model name.")
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    tune: TuneConfig = Field(default_factory=TuneConfig)
+    sandbox: Literal["auto", "gpu", "compile-only", "fake"] = Field(
+        "auto", description="gpu, compile-only (no GPU: real compiles, no timing), fake (simulated timings), auto.")
+    sandbox_options: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits (arch, timing budget...).")
+    parallel: int = Field(1, ge=1, le=64, description="Model requests in flight at once; the GPU still evaluates one candidate at a time.")
+
+    def price(self) -> Price | None:
+        return self.prices.get(self.model.name) if self.model else None
+
+    def public(self) -> dict:
+        """The resolved config as written to run.json: no secrets, no credentials inside URLs."""
+        data = self.model_dump(mode="json")
+        if data.get("model") and data["model"].get("base_url"):
+            data["model"]["base_url"] = redact_url(data["model"]["base_url"])
+        return data
+
+
+def redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        netloc = f"[redacted]@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def merge(base: dict, override: dict) -> dict:
+    """Deep-merge ``override`` onto ``base`` (dicts merge; everything else replaces)."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_file(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    if path.suffix != ".toml":
+        raise ConfigError(f"{path}: expected a .toml run config")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def build(file_data: dict | None = None, overrides: dict | None = None, where: str = "config") -> RunConfig:
+    """Validate defaults < file < overrides into a RunConfig, with errors naming each key."""
+    data = merge(file_data or {}, overrides or {})
+    model = data.get("model")
+    if isinstance(model, dict) and not model.get("name"):
+        if any(v is not None for k, v in model.items() if k != "name"):
+            raise ConfigError(f"{where}: model settings are given but no model name (--model or model.name)")
+        data["model"] = None
+    if isinstance(data.get("model"), dict) and not data["model"].get("base_url") and os.environ.get("OPENAI_BASE_URL"):
+        data["model"]["base_url"] = os.environ["OPENAI_BASE_URL"]
+    try:
+        cfg = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_errors(where, exc)) from None
+    if cfg.budget.usd is not None and cfg.model and cfg.price() is None:
+        raise ConfigError(f"{where}: a money budget needs the price of model {cfg.model.name!r}: "
+                          f"set [prices.\"{cfg.model.name}\"] in the config file or --price-in/--price-out")
+    return cfg
+
+
+def format_errors(where: str, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        msg = {"extra_forbidden": "unknown key", "missing": "required key is missing"}.get(e["type"], e["msg"])
+        lines.append(f"{where}: {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def is_local(base_url: str | None) -> bool:
+    """Loopback or private-network endpoints (vLLM, Ollama, llama.cpp on this machine or the LAN)."""
+    if not base_url:
+        return False
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost") or host.endswith(".local"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_private or ip.is_unspecified
+
+
+def api_key(model: ModelConfig, explicit: str | None = None) -> str:
+    """The key to send: an explicit one, the variable ``model.api_key_env``, or a placeholder for local servers."""
+    if explicit:
+        return explicit
+    value = os.environ.get(model.api_key_env)
+    if value:
+        return value
+    if is_local(model.base_url):
+        return LOCAL_PLACEHOLDER_KEY
+    where = model.base_url or "the OpenAI API"
+    raise ConfigError(f"no API key for {where}: set {model.api_key_env} (or name another variable with --api-key-env)")

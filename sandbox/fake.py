@@ -1,0 +1,163 @@
+"""``FakeSandbox``: real compiles, simulated runs. For CPU-only machines, CI, demos and notebooks.
+
+It compiles every candidate for real (NVRTC, through ``CompileOnlySandbox``), resolves its launch plan at
+every check size and the benchmark size (a plan that cannot launch is a ``launch_error``, as on a GPU),
+and then, instead of running anything, returns a deterministic simulated result. Every such result says
+so: ``Result.env["simulated"] is True``, its checks carry the note ``simulated``, and the device and
+ceilings are named as simulated. Nothing here is a measurement.
+
+The model, per candidate:
+- the task's floor time is its roofline: ``max(bytes / 4.0 TB/s, flops / ceiling)`` at the benchmark size,
+  with the fixed simulated ceilings in ``SIM_CEILINGS``;
+- the baseline takes ``floor / 0.5`` (it runs at half the simulated roofline);
+- a candidate takes ``baseline / s``. ``s`` is 1.0 for the task's own baseline (same source, flags and
+  default knobs); else, from a ``// fake: speedup=X`` annotation in the source; else derived from a hash
+  of the compiled cubin and the resolved launch plan, uniform in [0.8, 1.2). Knob values that change
+  the binary or the launch geometry therefore change the simulated time; identical builds never do;
+- 20 paired rounds with 1% Gaussian noise (``// fake: noise=0.05`` changes it) from a generator seeded
+  by the same hash; medians and intervals come from ``sandbox.stats`` like real ones;
+- as on a GPU, a time below the floor divided by 1.5 is ``rejected`` (faster than the hardware allows).
+
+Annotations script failures: ``// fake: wrong``, ``// fake: crashed``, ``// fake: timeout``,
+``// fake: rejected`` (several may share a line, separated by commas or spaces).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import numpy as np
+
+from . import stats
+from .candidate import Candidate, _strip_plan, load_candidate
+from .evaluate import FLOOR_NOTE, CompileOnlySandbox, SandboxConfig
+from .plan import PlanError, resolve
+from .result import Check, Cost, Mismatch, Result, Status, Timing
+from .task import Task, describe_sizes
+
+SIM_CEILINGS = {"copy_bytes_per_s": 4.0e12, "fp32_flops": 6.0e13, "fp16_tensor_flops": 8.0e14,
+                "method": "simulated: fixed numbers of the FakeSandbox, not measured"}
+BASELINE_EFFICIENCY = 0.5
+ROUNDS = 20
+DEFAULT_NOISE = 0.01
+REJECT_FACTOR = 1.5
+_ANNOTATION = re.compile(r"//\s*fake:\s*(.+)$", re.M)
+_FAILURES = {"wrong": Status.wrong, "crashed": Status.crashed, "timeout": Status.timeout, "rejected": Status.rejected}
+
+
+def annotations(source: str) -> dict[str, str]:
+    """``// fake: wrong, speedup=1.3`` -> {"wrong": "", "speedup": "1.3"}."""
+    out: dict[str, str] = {}
+    for line in _ANNOTATION.findall(source):
+        for token in re.split(r"[,\s]+", line.strip()):
+            if token:
+                key, _, value = token.partition("=")
+                out[key.lower()] = value
+    return out
+
+
+class FakeSandbox:
+    """Compiles for real; every run, check and time is simulated and marked ``simulated``."""
+
+    kind = "fake"
+
+    def __init__(self, config: SandboxConfig | None = None, arch: str | None = None):
+        self._compiler = CompileOnlySandbox(config, arch)
+        self.arch = self._compiler.arch
+        self.device: dict = {"gpu": "simulated GPU (FakeSandbox: no measurements)", "arch": self.arch, "sms": 132,
+                             "l2_bytes": 60 * 2**20, "memory_bytes": 96 * 2**30, "shared_per_block_optin": 227 * 1024,
+                             "shared_per_sm": 228 * 1024, "simulated": True}
+
+    def compile(self, task: Task, candidate: Candidate) -> Result:
+        return self._compiler.compile(task, candidate)
+
+    def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
+        compiled = self._compiler.compile(task, candidate)
+        if compiled.status is not Status.compiled:
+            return compiled
+        bench = sizes or task.spec.sizes.benchmark
+        labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)] + [("benchmark", bench)]
+        env = {**self.device, "ceilings": SIM_CEILINGS}
+        base = dict(compile=compiled.compile, env=env, cost=Cost(compile_s=compiled.cost.compile_s))
+        try:
+            plans = [resolve(task, candidate, compiled.compile, s) for _, s in labelled]
+        except PlanError as exc:
+            return _result(task, candidate, Status.launch_error, error=str(exc), **base)
+        notes = annotations(candidate.source)
+        failure = next((status for key, status in _FAILURES.items() if key in notes), None)
+        if failure is Status.wrong:
+            out = task.spec.outputs[0].name
+            checks = [_check(s, label, out, True) for label, s in labelled[:-1]] + [_check(bench, "benchmark", out, False)]
+            return _result(task, candidate, Status.wrong, checks=checks,
+                           error=f"benchmark ({describe_sizes(bench)}): output {out!r} is wrong: 1 mismatches, "
+                                 f"first at [0]: got 0.0, expected 1.0 (simulated by a '// fake: wrong' annotation)", **base)
+        if failure is not None:
+            return _result(task, candidate, failure, error=f"simulated {failure.value} ('// fake: {failure.value}' annotation)", **base)
+        checks = [_check(s, label, t.name, True) for label, s in labelled for t in task.spec.outputs]
+        if not timing:
+            return _result(task, candidate, Status.ok, checks=checks, **base)
+        seed_blob = json.dumps([compiled.compile.cubin_sha256, plans], sort_keys=True, default=str)
+        digest = hashlib.sha256(seed_blob.encode()).digest()
+        speed = self._speedup(task, candidate, notes, digest)
+        rec, floor = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
+        base["cost"].time_gpu_s = sum(sum(i["samples_ms"]) for i in rec["impls"].values()) / 1e3
+        status, error = Status.ok, ""
+        if floor and rec["impls"]["candidate"]["median_ms"] < floor / REJECT_FACTOR:
+            status, error = Status.rejected, f"{FLOOR_NOTE} (simulated): below the roofline floor / {REJECT_FACTOR}"
+        return _result(task, candidate, status, checks=checks, timing=Timing.model_validate(rec), error=error, **base)
+
+    def _speedup(self, task: Task, candidate: Candidate, notes: dict, digest: bytes) -> float:
+        if notes.get("speedup"):
+            return float(notes["speedup"])
+        baseline = load_candidate(task.baseline_path)
+        if (_strip_plan(candidate.source).strip() == _strip_plan(baseline.source).strip()
+                and candidate.flags == baseline.flags and candidate.knob_values == baseline.knob_values):
+            return 1.0
+        return 0.8 + 0.4 * int.from_bytes(digest[:8], "big") / 2**64
+
+    def _timing(self, task: Task, bench: dict, speed: float, noise: float, digest: bytes) -> tuple[dict, float | None]:
+        peak = {"fp32": SIM_CEILINGS["fp32_flops"], "fp16_tensor": SIM_CEILINGS["fp16_tensor_flops"]}.get(task.spec.roofline.compute)
+        t_mem = task.bytes(bench) / SIM_CEILINGS["copy_bytes_per_s"]
+        t_cmp = task.flops(bench) / peak if peak else 0.0
+        floor_ms = max(t_mem, t_cmp) * 1e3
+        base_ms = max(floor_ms / BASELINE_EFFICIENCY, 0.005)
+        rng = np.random.default_rng(int.from_bytes(digest[8:16], "big"))
+        samples = {"candidate": base_ms / speed * (1 + noise * rng.standard_normal(ROUNDS)),
+                   "baseline": base_ms * (1 + noise * rng.standard_normal(ROUNDS))}
+        impls = {}
+        for name, s in samples.items():
+            s = np.maximum(s, 1e-6).tolist()
+            med, lo, hi = stats.median_ci(s)
+            impls[name] = dict(samples_ms=s, median_ms=med, ci_ms=dict(value=med, low=lo, high=hi), wall_median_ms=med,
+                               pct_of_roofline=100.0 * floor_ms / med if floor_ms else None)
+        v, lo, hi = stats.speedup_ci(impls["baseline"]["samples_ms"], impls["candidate"]["samples_ms"])
+        rec = dict(sizes=bench, rounds=ROUNDS, l2_flush_bytes=0, rotating_sets=1, impls=impls,
+                   speedup={"baseline": dict(value=v, low=lo, high=hi)}, faster_than={"baseline": lo > 1.0},
+                   roofline_ms=floor_ms or None, bound="memory" if t_mem >= t_cmp else "compute")
+        return rec, floor_ms or None
+
+    def close(self) -> None:
+        self._compiler.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _check(sizes: dict, label: str, output: str, passed: bool) -> Check:
+    mismatch = None if passed else Mismatch(index=[0], got=0.0, expected=1.0)
+    return Check(sizes=sizes, label=label, output=output, distribution="simulated", passed=passed,
+                 max_abs_error=0.0 if passed else 1.0, mismatches=0 if passed else 1, first_mismatch=mismatch,
+                 note="simulated")
+
+
+def _result(task: Task, candidate: Candidate, status: Status, **kw) -> Result:
+    return Result(status=status, task=task.name, task_fingerprint=task.fingerprint, candidate=candidate.label,
+                  candidate_key=candidate.key, knobs=candidate.defines(), flags=list(candidate.flags), **kw)
+
+
+__all__ = ["FakeSandbox", "annotations", "SIM_CEILINGS"]
