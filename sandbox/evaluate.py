@@ -25,6 +25,7 @@ from .candidate import Candidate, load_candidate, static_problems, validate_for_
 from .inputs import input_specs, output_specs
 from .plan import PlanError, resolve
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
+from .profile import ProfileMixin
 from .result import Check, CompileInfo, Cost, Mismatch, Result, Status, Timing
 from .task import Task, TaskError, describe_sizes
 
@@ -59,7 +60,7 @@ def _first_error(log: str) -> str:
     return (log.strip().splitlines() or ["compile failed"])[0][:300]
 
 
-class CompileOnlySandbox:
+class CompileOnlySandbox(ProfileMixin):
     """Compile and resource reports only: works on machines with no GPU and no driver."""
 
     kind = "compile-only"

@@ -82,3 +82,135 @@ def import_command(ncu: str, report: Path, page: str) -> list[str]:
     if page == "details":
         cmd += ["--print-details", "all"]
     return cmd
+
+
+# ---- what ncu said -------------------------------------------------------------------------
+
+NO_PERMISSION = ("ERR_NVGPUCTRPERM", "LibraryNotLoaded", "permission to access NVIDIA GPU Performance Counters")
+
+
+def messages(output: str) -> list[str]:
+    """ncu's own ``==ERROR==`` / ``==WARNING==`` lines (``==PROF==`` progress lines are dropped)."""
+    return [line.strip() for line in output.splitlines()
+            if line.startswith(("==ERROR==", "==WARNING==")) or any(k in line for k in NO_PERMISSION)]
+
+
+def no_permission(output: str) -> str | None:
+    """The line that says ncu may not read the counters here (no permission, or a runtime that blocks it)."""
+    for line in output.splitlines():
+        if any(k in line for k in NO_PERMISSION):
+            return line.strip()
+    return None
+
+
+def unknown_metric(output: str) -> str | None:
+    """The line where ncu refused a metric name, if it did."""
+    for line in output.splitlines():
+        low = line.lower()
+        if line.startswith("==ERROR==") and "metric" in low and any(w in low for w in ("not", "invalid", "unknown", "fail")):
+            return line.strip()
+    return None
+
+
+# ---- CSV pages -------------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"^[+-]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?([eE][+-]?\d+)?$")
+
+
+def number(text: str) -> float | str | None:
+    """A cell as a float (thousands separators dropped), the text itself when it is not a number, or None."""
+    text = (text or "").strip()
+    if not text or text.lower() in ("n/a", "nan"):
+        return None
+    if _NUMBER.match(text):
+        return float(text.replace(",", ""))
+    return text
+
+
+def _rows(text: str) -> list[list[str]]:
+    """CSV rows from the header (``"ID",...``) on; ncu's ``==`` lines and the program's own output before it are dropped."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), len(lines))
+    kept = [line for line in lines[start:] if line.strip() and not line.startswith("==")]
+    return list(csv.reader(io.StringIO("\n".join(kept))))
+
+
+def parse_raw(text: str) -> list[dict]:
+    """``--page raw --csv``: one dict per profiled launch, in profiling order.
+
+    Each dict: ``id`` (int), ``kernel`` (ncu's name), ``metrics`` (metric name -> float or text, base units)
+    and ``units`` (metric name -> unit). Columns without ``__`` (process, grid, ...) go into ``launch``.
+    """
+    rows = _rows(text)
+    if len(rows) < 2:
+        return []
+    header, units = rows[0], rows[1]
+    out = []
+    for row in rows[2:]:
+        cells = dict(zip(header, row))
+        metrics, unit_of, launch = {}, {}, {}
+        for i, name in enumerate(header):
+            value = number(row[i]) if i < len(row) else None
+            if "__" in name:
+                if value is not None:
+                    metrics[name] = value
+                    unit_of[name] = units[i] if i < len(units) else ""
+            else:
+                launch[name] = row[i] if i < len(row) else ""
+        out.append(dict(id=_int(cells.get("ID")), kernel=cells.get("Kernel Name", ""), metrics=metrics, units=unit_of,
+                        launch=launch))
+    return out
+
+
+def parse_details(text: str) -> dict[int, dict]:
+    """``--page details --csv`` (long format): per launch ID, the section metrics and the rule results.
+
+    ``sections``: section -> {metric label: (value, unit)}; ``rules``: dicts with ``section``, ``rule``,
+    ``type`` (OPT, WRN, INF), ``message``, ``speedup`` (ncu's estimated speedup in %, or None) and
+    ``speedup_type`` (``global``: of the whole kernel; ``local``: of the one hardware unit the rule is about).
+    """
+    rows = _rows(text)
+    if not rows:
+        return {}
+    header = rows[0]
+    col = {name: i for i, name in enumerate(header)}
+    message_col = next((i for name, i in col.items() if "Description" in name or "Message" in name), None)
+    speedup_col = col.get("Estimated Speedup")
+    out: dict[int, dict] = {}
+
+    def cell(row: list[str], name: str) -> str:
+        i = col.get(name)
+        return row[i].strip() if i is not None and i < len(row) else ""
+
+    for row in rows[1:]:
+        launch = _int(cell(row, "ID"))
+        entry = out.setdefault(launch, dict(kernel=cell(row, "Kernel Name"), sections={}, rules=[]))
+        section = cell(row, "Section Name")
+        rule = cell(row, "Rule Name")
+        if rule:
+            speed = number(row[speedup_col]) if speedup_col is not None and speedup_col < len(row) else None
+            message = row[message_col].strip() if message_col is not None and message_col < len(row) else ""
+            entry["rules"].append(dict(section=section, rule=rule, type=cell(row, "Rule Type"), message=message,
+                                       speedup=speed if isinstance(speed, float) else None,
+                                       speedup_type=cell(row, "Estimated Speedup Type")))
+        label = cell(row, "Metric Name")
+        if label:
+            entry["sections"].setdefault(section, {})[label] = (number(cell(row, "Metric Value")), cell(row, "Metric Unit"))
+    return out
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(str(text).replace(",", "").strip())
+    except ValueError:
+        return -1
+
+
+def launches(raw_text: str, details_text: str) -> list[dict]:
+    """Raw metrics and details (sections, rules) of each profiled launch, joined on ncu's launch ID."""
+    details = parse_details(details_text)
+    out = []
+    for row in parse_raw(raw_text):
+        d = details.get(row["id"], {})
+        out.append({**row, "sections": d.get("sections", {}), "rules": d.get("rules", [])})
+    return out
