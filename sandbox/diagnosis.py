@@ -242,7 +242,7 @@ def traffic_issue(task, sizes: dict | None, kernels: list[dict]) -> Issue | None
         return None
     ratio = moved / need
     return Issue(f"DRAM traffic is {ratio:.1f}x the task's minimum ({_bytes(moved)} moved for {_bytes(need)} needed): "
-                 "data is read or written more than once", min(50.0, (ratio - 1.0) * 10.0), "counters", "", "traffic")
+                 "data is read or written more than once", min(40.0, (ratio - 1.0) * 10.0), "counters", "", "traffic")
 
 
 # ---- changes against the parent -------------------------------------------------------------

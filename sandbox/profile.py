@@ -98,6 +98,8 @@ class ProfileMixin:
         if not exe:
             return self._give_up("ncu not found (looked at $KERNELWRIGHT_NCU, PATH, /opt/nvidia/nsight-compute/*/, "
                                  "/usr/local/cuda/bin)")
+        if not os.access(exe, os.X_OK):
+            return self._give_up(f"ncu at {exe} is not an executable file")
         compiled, info, cubin = self._compile(task, candidate)
         if compiled.status is not Status.compiled:
             return {"status": "skipped", "reason": f"{compiled.status.value}: {compiled.error}", "kernels": [], "seconds": 0.0}
@@ -125,8 +127,7 @@ class ProfileMixin:
         if home is None:
             home = Path(tempfile.mkdtemp(prefix="kw-profile-"))
             os.chmod(home, 0o700)
-            for sub in ("tmp", "cache"):
-                (home / sub).mkdir()
+            (home / "tmp").mkdir()
             self._profile_dir = home
             weakref.finalize(self, shutil.rmtree, str(home), True)
         return home
@@ -189,11 +190,13 @@ class ProfileMixin:
                 "kernels": kernels_from(rows, plan), "messages": ncu.messages(output)[:10], "seconds": seconds}
 
     def _profile_env(self) -> dict[str, str]:
+        from .compiler import cache_dir
         from .pool import PASS_ENV
 
         home = self._profile_home()
         env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
-        env.update(HOME=str(home), TMPDIR=str(home / "tmp"), CUPY_CACHE_DIR=str(home / "cache"),
+        # CuPy's own kernels (input generation) are cached across runs; candidate code arrives as a cubin
+        env.update(HOME=str(home), TMPDIR=str(home / "tmp"), CUPY_CACHE_DIR=str(cache_dir() / "cupy"),
                    PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))

@@ -1,0 +1,222 @@
+"""The profiling run around ncu, with a stand-in ``ncu`` program: it follows ncu's command-line contract,
+records how it was called and serves the CSV pages captured on the H200. The compile step is real."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox import CompileOnlySandbox, Status, load_task, parse_candidate
+from sandbox.profile import ProfileConfig
+
+pytestmark = pytest.mark.timeout(120)
+FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
+
+FAKE_NCU = """#!{python}
+import json, pathlib, sys, time, os
+here = pathlib.Path(__file__).parent
+mode = (here / "mode").read_text().strip()
+args = sys.argv[1:]
+with open(here / "calls.jsonl", "a") as f:
+    f.write(json.dumps(args) + "\\n")
+if args == ["--version"]:
+    print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build stand-in)")
+    sys.exit(0)
+if "--import" in args:
+    page = args[args.index("--page") + 1]
+    sys.stdout.write((here / ("ncu_" + page + ".csv")).read_text())
+    sys.exit(0)
+if mode == "noperm":
+    print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters "
+          "on the target device 0.")
+    sys.exit(1)
+if mode == "badmetric" and "--metrics" in args:
+    print("==ERROR== Failed to find metric lts__t_bytes.sum")
+    sys.exit(1)
+if mode == "hang":
+    (here / "pid").write_text(str(os.getpid()))
+    time.sleep(600)
+if mode == "nothing":
+    print("==WARNING== No kernels were profiled.")
+    sys.exit(0)
+print("==PROF== Connected to process 1")
+pathlib.Path(args[args.index("--export") + 1] + ".ncu-rep").write_bytes(b"report")
+"""
+
+THREE = """/*@kernelwright
+[[launch]]
+kernel = "k_copy"
+grid = "ceil_div(n, 256)"
+block = "256"
+args = ["a", "b", "c", "n"]
+
+[[launch]]
+kernel = "k_strided"
+grid = "ceil_div(n, 256)"
+block = "256"
+args = ["a", "b", "c", "n"]
+
+[[launch]]
+kernel = "k_sgemm<16>"
+grid = "ceil_div(n, 256)"
+block = "256"
+args = ["a", "b", "c", "n"]
+@*/
+extern "C" __global__ void k_copy(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }
+extern "C" __global__ void k_strided(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }
+template <int T> __global__ void k_sgemm(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i] * T; }
+"""
+
+
+class ProfilingSandbox(CompileOnlySandbox):
+    """A compile-only sandbox that claims a GPU: the profile path runs, the stand-in ncu answers."""
+
+    kind = "gpu"
+    _harness_cubin = b"harness"
+
+
+@pytest.fixture()
+def fake(tmp_path) -> Path:
+    folder = tmp_path / "ncu"
+    folder.mkdir()
+    exe = folder / "ncu"
+    exe.write_text(FAKE_NCU.format(python=sys.executable))
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    for page in ("raw", "details"):
+        (folder / f"ncu_{page}.csv").write_text((FIXTURES / f"ncu_{page}.csv").read_text())
+    (folder / "mode").write_text("ok")
+    return folder
+
+
+def calls(folder: Path) -> list[list[str]]:
+    path = folder / "calls.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def profiling_runs(folder: Path) -> list[list[str]]:
+    return [c for c in calls(folder) if "--export" in c]
+
+
+@pytest.fixture()
+def sandbox(fake):
+    sb = ProfilingSandbox()
+    sb.profile_config = ProfileConfig(ncu=str(fake / "ncu"), timeout_s=20, warmup_rounds=2)
+    yield sb
+    sb.close()
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_task("vector_add")
+
+
+def compiled(sandbox, task, cand):
+    res = sandbox.compile(task, cand)
+    assert res.status is Status.compiled, res.error
+    return res
+
+
+def test_profile_runs_ncu_on_the_plans_kernels_past_the_warmup(sandbox, fake, task):
+    cand = parse_candidate(THREE, label="three")
+    prof = sandbox.profile(task, cand, sizes={"n": 4096})
+    assert prof["status"] == "ok", prof
+    run = profiling_runs(fake)[0]
+    joined = " ".join(run)
+    assert "--clock-control none" in joined
+    assert "--launch-skip 6 --launch-count 3" in joined, "2 warm-up runs of 3 launches are skipped"
+    regex = run[run.index("-k") + 1]
+    assert regex.startswith("regex:^(") and "k_copy" in regex and "k_strided" in regex
+    assert "_Z7k_sgemmILi16EEvPKfS1_Pfi" in regex, "templates are filtered by their mangled name"
+    assert run[-3:-1] == ["-m", "sandbox.profile_target"]
+    assert [k["kernel"] for k in prof["kernels"]] == ["k_copy", "k_strided", "k_sgemm<16>"]
+    assert prof["tool"].startswith("Version 2025.3.1")
+    assert "bound: memory-bound" in prof["diagnosis_text"]
+
+
+def test_profiling_time_goes_to_the_cost_ledger_and_the_profile_to_the_result(sandbox, task):
+    cand = parse_candidate(THREE, label="three")
+    res = compiled(sandbox, task, cand)
+    prof = sandbox.profile(task, cand, result=res, sizes={"n": 4096})
+    assert prof["seconds"] > 0 and res.cost.profile_gpu_s == prof["seconds"]
+    assert res.cost.gpu_s >= prof["seconds"]
+    assert res.profile is prof
+    assert json.loads(res.to_json())["profile"]["status"] == "ok"
+
+
+def test_saved_pages_land_in_the_given_folder(sandbox, task, tmp_path):
+    cand = parse_candidate(THREE, label="three")
+    sandbox.profile(task, cand, sizes={"n": 4096}, save_to=tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ncu-details.csv", "ncu-raw.csv", "ncu.ncu-rep"]
+
+
+def test_no_permission_is_said_once_then_remembered_without_running_ncu_again(sandbox, fake, task):
+    (fake / "mode").write_text("noperm")
+    cand = parse_candidate(THREE, label="three")
+    first = sandbox.profile(task, cand, sizes={"n": 4096})
+    assert first["status"] == "unavailable" and "ERR_NVGPUCTRPERM" in first["notice"]
+    second = sandbox.profile(task, cand, sizes={"n": 4096})
+    assert second["status"] == "unavailable" and second["notice"] == "" and "ERR_NVGPUCTRPERM" in second["reason"]
+    assert len(profiling_runs(fake)) == 1
+    assert second["diagnosis_text"].startswith("counters: none (ncu may not read")
+
+
+def test_a_refused_metric_falls_back_to_sections_only_and_stays_off(sandbox, fake, task):
+    (fake / "mode").write_text("badmetric")
+    cand = parse_candidate(THREE, label="three")
+    assert sandbox.profile(task, cand, sizes={"n": 4096})["status"] == "ok"
+    assert sandbox.profile(task, cand, sizes={"n": 4096})["status"] == "ok"
+    runs = profiling_runs(fake)
+    assert ["--metrics" in r for r in runs] == [True, False, False]
+
+
+def test_a_hanging_ncu_is_killed_at_the_limit_and_the_candidate_marked_failed(sandbox, fake, task):
+    (fake / "mode").write_text("hang")
+    sandbox.profile_config = ProfileConfig(ncu=str(fake / "ncu"), timeout_s=2)
+    t0 = time.perf_counter()
+    prof = sandbox.profile(task, parse_candidate(THREE, label="three"), sizes={"n": 4096})
+    assert time.perf_counter() - t0 < 30
+    assert prof["status"] == "failed" and "2 s limit" in prof["reason"]
+    pid = int((fake / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_no_report_is_a_failure_with_ncus_own_words(sandbox, fake, task):
+    (fake / "mode").write_text("nothing")
+    prof = sandbox.profile(task, parse_candidate(THREE, label="three"), sizes={"n": 4096})
+    assert prof["status"] == "failed" and "no report" in prof["reason"]
+    assert "No kernels were profiled" in prof["detail"]
+
+
+def test_missing_ncu_makes_the_profiler_unavailable(task, tmp_path):
+    with ProfilingSandbox() as sb:
+        sb.profile_config = ProfileConfig(ncu=str(tmp_path / "absent" / "ncu"))
+        prof = sb.profile(task, parse_candidate(THREE, label="three"), sizes={"n": 4096})
+    assert prof["status"] == "unavailable" and "not an executable file" in prof["notice"]
+
+
+def test_a_candidate_that_does_not_compile_is_skipped(sandbox, fake, task):
+    broken = THREE.replace("c[i] = a[i] + b[i]; }", "c[i] = a[i] + ; }", 1)
+    prof = sandbox.profile(task, parse_candidate(broken, label="broken"), sizes={"n": 4096})
+    assert prof["status"] == "skipped" and prof["reason"].startswith("compile_error")
+    assert profiling_runs(fake) == []
+
+
+def test_compile_only_sandbox_reports_unavailable_once_with_resources(task):
+    with CompileOnlySandbox() as sb:
+        cand = parse_candidate(THREE, label="three")
+        res = sb.compile(task, cand)
+        first = sb.profile(task, cand, result=res)
+        second = sb.profile(task, cand, result=res)
+    assert first["status"] == second["status"] == "unavailable"
+    assert first["notice"] and not second["notice"]
+    assert "k_copy 12 registers, no spills" in first["diagnosis_text"]
