@@ -73,5 +73,5 @@ def profile_cmd(task: str = typer.Argument(..., help="Suite task name or path to
         else:
             head += f"not profiled ({prof['status']}: {prof.get('reason', '')})"
         console.print(head, markup=False, highlight=False)
-        console.print(prof["diagnosis_text"], markup=False, highlight=False)
+        console.print(prof["diagnosis"], markup=False, highlight=False)
     raise typer.Exit(0 if prof["status"] == "ok" else 1)

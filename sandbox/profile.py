@@ -13,7 +13,8 @@ sections and metrics. It returns a JSON-ready dict:
 - ``kernels``: per launch, in plan order: ``kernel``, ``share_pct`` of the profiled time, the flat
   ``summary`` of its counters (``sandbox.counters``) and ncu's ``rules`` (OPT/WRN hints with
   estimated speedups);
-- ``diagnosis`` (dict) and ``diagnosis_text`` (``sandbox.diagnosis``), for the lineage and prompts;
+- ``diagnosis`` (short text, for ``Entry.diagnosis`` and prompts) and ``diagnosis_data`` (the same as a
+  dict: bound, roofline, issues, changes, resources), from ``sandbox.diagnosis``;
 - ``seconds``: wall time of the ncu runs, also added to ``result.cost.profile_gpu_s``.
 
 Counters never feed the timing: the timed numbers come from the timing stage alone.
@@ -78,7 +79,7 @@ class ProfileMixin:
             if cand:
                 prof["timing"] = {"median_ms": cand.median_ms, "pct_of_roofline": cand.pct_of_roofline}
         diag = diagnose(task, result, prof, parent_profile)
-        prof["diagnosis"], prof["diagnosis_text"] = diag.data, diag.text
+        prof["diagnosis"], prof["diagnosis_data"] = diag.text, diag.data
         if result is not None:
             result.profile = prof
         return prof

@@ -81,7 +81,7 @@ def sandbox():
 
 
 def show(name: str, prof: dict) -> None:
-    print(f"\n--- {name}: {prof['status']} in {prof['seconds']:.2f} s ({prof.get('tool', '')})\n{prof['diagnosis_text']}")
+    print(f"\n--- {name}: {prof['status']} in {prof['seconds']:.2f} s ({prof.get('tool', '')})\n{prof['diagnosis']}")
 
 
 def ok(prof: dict) -> dict:
@@ -97,10 +97,10 @@ def test_naive_vector_add_is_memory_bound_with_its_cost_in_the_ledger(sandbox):
     assert result.status is Status.ok, result.summary()
     prof = ok(sandbox.profile(task, cand, result=result))
     show("vector_add baseline", prof)
-    assert prof["diagnosis"]["bound"] == "memory"
+    assert prof["diagnosis_data"]["bound"] == "memory"
     assert result.cost.profile_gpu_s == prof["seconds"] > 0
     assert result.profile is prof
-    assert "% of the task's roofline" in prof["diagnosis_text"]
+    assert "% of the task's roofline" in prof["diagnosis"]
     s = prof["kernels"][0]["summary"]
     assert s["ld_bytes_per_sector"] == pytest.approx(32.0)
     assert s["dram_bytes"] >= 0.9 * task.bytes(task.spec.sizes.benchmark)
@@ -113,7 +113,7 @@ def test_uncoalesced_access_shows_poor_sector_use_as_the_first_issue(sandbox):
     show("vector_add strided", prof)
     s = prof["kernels"][0]["summary"]
     assert s["ld_bytes_per_sector"] <= 8.0
-    assert prof["diagnosis"]["issues"][0]["topic"] == "coalescing"
+    assert prof["diagnosis_data"]["issues"][0]["topic"] == "coalescing"
 
 
 @pytest.mark.timeout(900)
@@ -121,8 +121,8 @@ def test_naive_sgemm_is_not_called_memory_bound(sandbox):
     task = load_task("sgemm")
     prof = ok(sandbox.profile(task, parse_candidate(NAIVE_SGEMM, label="naive")))
     show("sgemm naive", prof)
-    assert prof["diagnosis"]["bound"] != "memory"
-    assert not prof["diagnosis_text"].startswith("bound: memory-bound")
+    assert prof["diagnosis_data"]["bound"] != "memory"
+    assert not prof["diagnosis"].startswith("bound: memory-bound")
 
 
 @pytest.mark.timeout(900)
@@ -133,7 +133,7 @@ def test_each_launch_of_a_plan_is_profiled_with_its_share_and_changes_against_th
     show("vector_add in two launches", prof)
     assert [k["kernel"] for k in prof["kernels"]] == ["add_even", "add_odd"]
     assert all(20.0 < k["share_pct"] < 80.0 for k in prof["kernels"])
-    assert "kernels vector_add -> add_even, add_odd" in prof["diagnosis"]["changes"]
+    assert "kernels vector_add -> add_even, add_odd" in prof["diagnosis_data"]["changes"]
 
 
 @pytest.mark.timeout(600)
@@ -150,6 +150,6 @@ def test_suite_baselines_profile_with_a_diagnosis(sandbox, task_name, tmp_path):
     task = load_task(task_name)
     prof = ok(sandbox.profile(task, load_candidate(task.baseline_path), save_to=tmp_path))
     show(f"{task_name} baseline", prof)
-    assert prof["diagnosis"]["bound"] in ("memory", "cache", "compute", "latency")
-    assert prof["diagnosis"]["issues"], "a baseline has something to improve"
+    assert prof["diagnosis_data"]["bound"] in ("memory", "cache", "compute", "latency")
+    assert prof["diagnosis_data"]["issues"], "a baseline has something to improve"
     assert (tmp_path / "ncu-raw.csv").stat().st_size > 0

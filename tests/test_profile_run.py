@@ -139,7 +139,9 @@ def test_profile_runs_ncu_on_the_plans_kernels_past_the_warmup(sandbox, fake, ta
     assert run[-3:-1] == ["-m", "sandbox.profile_target"]
     assert [k["kernel"] for k in prof["kernels"]] == ["k_copy", "k_strided", "k_sgemm<16>"]
     assert prof["tool"].startswith("Version 2025.3.1")
-    assert "bound: memory-bound" in prof["diagnosis_text"]
+    assert isinstance(prof["diagnosis"], str) and "bound: memory-bound" in prof["diagnosis"]
+    assert prof["diagnosis_data"]["bound"] == "memory" and len(prof["diagnosis_data"]["issues"]) == 3
+    json.dumps(prof)
 
 
 def test_profiling_time_goes_to_the_cost_ledger_and_the_profile_to_the_result(sandbox, task):
@@ -166,7 +168,7 @@ def test_no_permission_is_said_once_then_remembered_without_running_ncu_again(sa
     second = sandbox.profile(task, cand, sizes={"n": 4096})
     assert second["status"] == "unavailable" and second["notice"] == "" and "ERR_NVGPUCTRPERM" in second["reason"]
     assert len(profiling_runs(fake)) == 1
-    assert second["diagnosis_text"].startswith("counters: none (ncu may not read")
+    assert second["diagnosis"].startswith("counters: none (ncu may not read")
 
 
 def test_a_refused_metric_falls_back_to_sections_only_and_stays_off(sandbox, fake, task):
@@ -219,4 +221,4 @@ def test_compile_only_sandbox_reports_unavailable_once_with_resources(task):
         second = sb.profile(task, cand, result=res)
     assert first["status"] == second["status"] == "unavailable"
     assert first["notice"] and not second["notice"]
-    assert "k_copy 12 registers, no spills" in first["diagnosis_text"]
+    assert "k_copy 12 registers, no spills" in first["diagnosis"]
