@@ -39,7 +39,7 @@ def environment():
     import jinja2
 
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(prompts_dir())), undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, autoescape=False)
+                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
 
 
 def render(name: str, **context) -> str:
@@ -185,7 +185,7 @@ def timing_view(r: Result) -> dict | None:
     t = r.timing
     if t is None:
         return None
-    impls = [{"name": name, "median_ms": f"{it.median_ms:.4g}", "low_ms": f"{it.ci_ms.low:.4g}",
+    impls = [{"name": "this kernel" if name == "candidate" else name, "median_ms": f"{it.median_ms:.4g}", "low_ms": f"{it.ci_ms.low:.4g}",
               "high_ms": f"{it.ci_ms.high:.4g}",
               "pct_of_roofline": f"{it.pct_of_roofline:.1f}" if it.pct_of_roofline is not None else None}
              for name, it in t.impls.items()]

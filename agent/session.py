@@ -8,6 +8,7 @@ were recorded but never evaluated, and re-enters every phase that did not finish
 from __future__ import annotations
 
 import datetime as dt
+import os
 import secrets as pysecrets
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ class Session:
     loop: Loop
     stops: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    tuners: list = field(default_factory=list)
 
 
 def new_run_id(task: Task) -> str:
@@ -60,16 +62,17 @@ def open_sandbox(cfg: RunConfig):
     return open_real(cfg.sandbox, cfg.sandbox_options)
 
 
-def tuner(cfg: RunConfig):
+def tuner(cfg: RunConfig, sandbox=None):
     try:
         from .tuner import TunerProposer
     except ImportError as exc:
         raise ConfigError(f"the built-in search (agent.tuner) is not available: {exc}") from None
-    return TunerProposer(strategy=cfg.tune.strategy, max_evaluations=cfg.tune.max_evaluations, seed=cfg.tune.seed)
+    return TunerProposer(strategy=cfg.tune.strategy, max_evaluations=cfg.tune.max_evaluations, seed=cfg.tune.seed,
+                         sandbox=sandbox)
 
 
 def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, replay: str | None,
-                    start: int) -> tuple[Proposer, str, dict]:
+                    start: int, sandbox=None) -> tuple[Proposer, str, dict]:
     """(proposer, main phase, what run.json records about it)."""
     if proposer is not None:
         return proposer, "model", {"kind": "custom", "name": proposer.name}
@@ -81,16 +84,22 @@ def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, 
         from .llm import LLMProposer
 
         return LLMProposer(cfg.model, api_key(cfg.model, key), cfg.price()), "model", {"kind": "llm"}
-    return tuner(cfg), "search", {"kind": "tuner"}
+    return tuner(cfg, sandbox), "search", {"kind": "tuner"}
 
 
 def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None = None, key: str | None = None,
           proposer: Proposer | None = None, replay: str | None = None,
           on_progress: Callable | None = None) -> Session:
     task = load_task(task_ref)
-    chosen, phase, about = choose_proposer(cfg, key, proposer, replay, 0)
+    if cfg.model and proposer is None and not replay:
+        api_key(cfg.model, key)
     run_id = run_id or new_run_id(task)
     sandbox = open_sandbox(cfg)
+    try:
+        chosen, phase, about = choose_proposer(cfg, key, proposer, replay, 0, sandbox)
+    except BaseException:
+        sandbox.close()
+        raise
     from sandbox.envinfo import software
 
     info = {"run_id": run_id, "created": dt.datetime.now().isoformat(timespec="seconds"),
@@ -99,7 +108,7 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
             "config": cfg.public(), "proposer": about, "sandbox": {"kind": sandbox.kind, "device": sandbox.device},
             "environment": software(), "sessions": [{"started": time.time(), "resumed": False}]}
     try:
-        trace = Trace.create(Path(traces) / run_id, info, secrets=[key or _env_key(cfg)])
+        trace = Trace.create(Path(traces) / run_id, info, secrets=_secrets(cfg, key))
     except BaseException:
         sandbox.close()
         raise
@@ -123,9 +132,13 @@ def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | No
     done_model = sum(1 for e in events if e["kind"] == "proposal" and e.get("phase") == "model")
     about = info.get("proposer", {})
     replay = about.get("replay") if about.get("kind") == "replay" else None
-    chosen, phase, _ = choose_proposer(cfg, key, proposer, replay, done_model)
     sandbox = open_sandbox(cfg)
-    trace = Trace.resume(path, secrets=[key or _env_key(cfg)])
+    try:
+        chosen, phase, _ = choose_proposer(cfg, key, proposer, replay, done_model, sandbox)
+    except BaseException:
+        sandbox.close()
+        raise
+    trace = Trace.resume(path, secrets=_secrets(cfg, key))
     trace.update_run_info(config=cfg.public(), sessions=info.get("sessions", []) + [{"started": time.time(), "resumed": True}])
     session = _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
     restore(session.loop, events)
@@ -143,10 +156,10 @@ def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session
     return session
 
 
-def _env_key(cfg: RunConfig) -> str | None:
-    import os
-
-    return os.environ.get(cfg.model.api_key_env) if cfg.model else None
+def _secrets(cfg: RunConfig, key: str | None) -> list[str]:
+    """Values scrubbed from every trace write: the explicit key and the key variables' values."""
+    names = {"OPENAI_API_KEY"} | ({cfg.model.api_key_env} if cfg.model else set())
+    return [v for v in [key, *(os.environ.get(n) for n in sorted(names))] if v]
 
 
 # ---- driving a session ---------------------------------------------------------------------------
@@ -189,11 +202,14 @@ def _phases(s: Session) -> None:
         return
     target = loop.lineage.best() or loop.lineage.baseline()
     try:
-        tune = tuner(s.config)
+        tune = tuner(s.config, s.sandbox)
     except ConfigError as exc:
         s.notes.append(f"tuning skipped: {exc}")
         return
-    s.stops["tune"] = loop.run(tune, "tune", parallel=1, target=target)
+    try:
+        s.stops["tune"] = loop.run(tune, "tune", parallel=1, target=target)
+    finally:
+        s.tuners.append(tune)
 
 
 def _should_run(s: Session, phase: str) -> bool:
@@ -223,6 +239,8 @@ def _baseline_proposal(s: Session) -> dict:
 def finish(s: Session) -> dict:
     loop = s.loop
     loop.totals.wall_s = s.trace.wall_s
+    if getattr(s.proposer, "name", "") == "tuner":
+        s.tuners.append(s.proposer)
     extra = _extras(s)
     summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops, s.notes)
     summary.update(extra)
@@ -232,21 +250,35 @@ def finish(s: Session) -> dict:
     s.trace.write_json("summary.json", summary)
     s.trace.event("end", summary=summary)
     s.trace.close()
+    for t in s.tuners:
+        getattr(t, "close", lambda: None)()
     s.sandbox.close()
     return summary
 
 
 def _extras(s: Session) -> dict:
-    """The cost ledger and the held-out re-check, where those parts are installed."""
-    out: dict = {}
-    best, base = s.loop.lineage.best(), s.loop.lineage.baseline()
-    if s.sandbox.kind == "gpu" and best is not None and base is not None and best is not base:
-        try:
-            from .generalize import heldout_table
-        except ImportError:
-            s.notes.append("held-out sizes not re-checked (agent.generalize is not installed)")
-        else:
-            out["heldout"] = heldout_table(s.sandbox, s.task, base, best)
+    """The cost ledger, and the winner re-checked at the held-out sizes (not after an interrupt)."""
+    from .generalize import format_heldout, heldout_table
+    from .ledger import Ledger
+
+    loop = s.loop
+    best, base = loop.lineage.best(), loop.lineage.baseline()
+    ledger = Ledger(wall_before_s=loop.totals.wall_s)
+    for e in loop.lineage.entries():
+        ledger.add_result(e.result)
+    for t in s.tuners:
+        for r in getattr(t, "compile_results", []):
+            ledger.add_compile(r)
+    ledger.add_usage(loop.totals.usage)
+    if best is not None:
+        ledger.record_winner(best.result)
+    ledger.stop()
+    out: dict = {"ledger": ledger.to_dict(), "ledger_text": ledger.summary(), "heldout": None}
+    interrupted = "interrupted" in s.stops.values()
+    if s.sandbox.kind != "compile-only" and best is not None and base is not None and best is not base and not interrupted:
+        rows = heldout_table(s.sandbox, s.task, base.candidate, best.candidate)
+        out["heldout"] = [{k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in r.to_dict().items()} for r in rows]
+        out["heldout_text"] = format_heldout(rows)
     return out
 
 

@@ -1,0 +1,68 @@
+"""FakeSandbox: real compiles, deterministic simulated runs that always say they are simulated."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sandbox import Sandbox
+from sandbox.candidate import load_candidate
+from sandbox.fake import FakeSandbox, annotations
+from sandbox.result import Status
+from sandbox.task import load_task
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def fake():
+    with FakeSandbox() as sb:
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_task("vector_add")
+
+
+def _with(cand, text):
+    return dataclasses.replace(cand, source=cand.source + f"\n{text}\n")
+
+
+def test_it_implements_the_sandbox_protocol_and_is_marked_simulated(fake, task):
+    assert isinstance(fake, Sandbox) and fake.kind == "fake" and fake.device["simulated"] is True
+    result = fake.evaluate(task, load_candidate(task.baseline_path))
+    assert result.status is Status.ok and result.env["simulated"] is True
+    assert result.env["ceilings"]["method"].startswith("simulated")
+    assert all(c.note == "simulated" for c in result.checks)
+    assert result.timing.speedup["baseline"].value == pytest.approx(1.0, abs=0.02)
+
+
+def test_the_same_build_gets_the_same_simulated_time(fake, task):
+    cand = load_candidate(task.baseline_path).with_knobs({"BLOCK": 512})
+    first, second = fake.evaluate(task, cand), fake.evaluate(task, cand)
+    assert first.timing.impls["candidate"].samples_ms == second.timing.impls["candidate"].samples_ms
+    other = fake.evaluate(task, cand.with_knobs({"BLOCK": 128}))
+    assert other.timing.impls["candidate"].median_ms != first.timing.impls["candidate"].median_ms
+
+
+def test_annotations_script_speedups_and_failures(fake, task):
+    base = load_candidate(task.baseline_path)
+    fast = fake.evaluate(task, _with(base, "// fake: speedup=1.3"))
+    assert fast.status is Status.ok and fast.timing.speedup["baseline"].low > 1.2
+    wrong = fake.evaluate(task, _with(base, "// fake: wrong"))
+    assert wrong.status is Status.wrong and "simulated" in wrong.error and wrong.failed_checks()
+    assert fake.evaluate(task, _with(base, "// fake: crashed")).status is Status.crashed
+    beyond = fake.evaluate(task, _with(base, "// fake: speedup=9"))
+    assert beyond.status is Status.rejected and "faster than the hardware allows" in beyond.error
+    assert annotations("x // fake: wrong, speedup=1.5\n") == {"wrong": "", "speedup": "1.5"}
+
+
+def test_compile_errors_and_unlaunchable_plans_are_real(fake, task):
+    base = load_candidate(task.baseline_path)
+    broken = dataclasses.replace(base, source=base.source.replace("c[i] = a[i] + b[i];", "c[i] = a[i] + q;"))
+    result = fake.evaluate(task, broken)
+    assert result.status is Status.compile_error and '"q" is undefined' in result.error
+    too_big = base.with_knobs({"BLOCK": 2048})
+    assert fake.evaluate(task, too_big).status is Status.launch_error

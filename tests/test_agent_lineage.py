@@ -1,0 +1,92 @@
+"""Lineage: ranking by measured speedup, parent selection (repair, explore, exploit), duplicate builds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from agent.config import SelectionConfig
+from agent.lineage import MemoryLineage, fingerprint
+from agent.protocols import Entry, Lineage
+from sandbox.candidate import load_candidate
+from sandbox.evaluate import CompileOnlySandbox
+from sandbox.result import Interval, Result, Status, Timing
+from sandbox.task import load_task
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_task("vector_add")
+
+
+def _entry(task, eid, status=Status.ok, speed=None, parents=("c0000",), origin="llm"):
+    timing = None
+    if speed is not None:
+        timing = Timing(sizes={"n": 1}, rounds=10, l2_flush_bytes=0, rotating_sets=1, impls={},
+                        speedup={"baseline": Interval(value=speed, low=speed - 0.01, high=speed + 0.01)})
+    result = Result(status=status, task=task.name, task_fingerprint=task.fingerprint, candidate=eid,
+                    candidate_key=eid, timing=timing)
+    return Entry(eid, load_candidate(task.baseline_path), result, list(parents), origin, 0)
+
+
+def _lineage(task, *entries, **cfg):
+    lineage = MemoryLineage(SelectionConfig(**cfg))
+    lineage.add(_entry(task, "c0000", speed=1.0, parents=(), origin="baseline"))
+    for e in entries:
+        lineage.add(e)
+    return lineage
+
+
+def test_the_best_is_the_fastest_correct_timed_candidate(task):
+    lineage = _lineage(task, _entry(task, "c0001", speed=1.3), _entry(task, "c0002", speed=1.6),
+                       _entry(task, "c0003", Status.wrong))
+    assert isinstance(lineage, Lineage)
+    assert lineage.best().id == "c0002"
+    assert [e.id for e in lineage.ranked()] == ["c0002", "c0001", "c0000"]
+
+
+def test_a_fresh_failure_is_repaired_once_then_the_best_is_picked(task):
+    lineage = _lineage(task, _entry(task, "c0001", speed=1.3), _entry(task, "c0002", Status.compile_error), explore=0)
+    assert lineage.select(1)[0].id == "c0002"
+    assert lineage.select(1)[0].id == "c0001"
+
+
+def test_a_failing_line_is_abandoned_after_max_repairs(task):
+    lineage = _lineage(task, _entry(task, "c0001", speed=1.2), _entry(task, "c0002", Status.wrong),
+                       _entry(task, "c0003", Status.compile_error, parents=("c0002",)),
+                       _entry(task, "c0004", Status.wrong, parents=("c0003",)), explore=0, max_repairs=2)
+    assert lineage.failure_depth(lineage.get("c0004")) == 3
+    assert lineage.select(1)[0].id == "c0001"
+
+
+def test_exploration_picks_a_good_candidate_other_than_the_best(task):
+    lineage = _lineage(task, _entry(task, "c0001", speed=1.3), _entry(task, "c0002", speed=1.6), explore=1.0, pool=1)
+    assert {lineage.select(1)[0].id for _ in range(5)} == {"c0001"}
+    greedy = _lineage(task, _entry(task, "c0001", speed=1.3), _entry(task, "c0002", speed=1.6), explore=0.0)
+    assert {greedy.select(1)[0].id for _ in range(5)} == {"c0002"}
+
+
+def test_without_measurements_the_latest_compiled_candidate_is_refined(task):
+    lineage = MemoryLineage(SelectionConfig(explore=0))
+    lineage.add(_entry(task, "c0000", Status.compiled, parents=(), origin="baseline"))
+    lineage.add(_entry(task, "c0001", Status.compiled))
+    assert lineage.best() is None
+    assert lineage.select(1)[0].id == "c0001"
+
+
+def test_duplicates_are_the_same_binary_with_the_same_launch_geometry(task, tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))  # one environment compiles everything
+    base = load_candidate(task.baseline_path)
+    with CompileOnlySandbox() as sb:
+        def fp(c):
+            return fingerprint(task, c, sb.compile(task, c).compile)
+
+        same = fp(base)
+        reworded = base.source.replace("straightforward", "STRAIGHTFORWARD")
+        assert reworded != base.source and fp(dataclasses.replace(base, source=reworded)) == same
+        other_block = base.with_knobs({"BLOCK": 512})
+        assert sb.compile(task, other_block).compile.cubin_sha256 == sb.compile(task, base).compile.cubin_sha256
+        assert fp(other_block) != same
