@@ -53,8 +53,13 @@ class ProfileConfig(BaseModel):
     ncu: str | None = Field(None, description="Path to ncu; default: $KERNELWRIGHT_NCU, PATH, then the usual folders.")
 
 
+def outcome(status: str, reason: str = "", seconds: float = 0.0, **extra) -> dict:
+    """A profile without counters (``unavailable``, ``failed``, ``skipped``): the same keys as a full one."""
+    return {"status": status, "reason": reason, "notice": "", "kernels": [], "seconds": seconds, **extra}
+
+
 def unavailable(reason: str, notice: bool = True) -> dict:
-    return {"status": "unavailable", "reason": reason, "notice": reason if notice else "", "kernels": [], "seconds": 0.0}
+    return outcome("unavailable", reason, notice=reason if notice else "")
 
 
 class ProfileMixin:
@@ -103,11 +108,11 @@ class ProfileMixin:
             return self._give_up(f"ncu at {exe} is not an executable file")
         compiled, info, cubin = self._compile(task, candidate)
         if compiled.status is not Status.compiled:
-            return {"status": "skipped", "reason": f"{compiled.status.value}: {compiled.error}", "kernels": [], "seconds": 0.0}
+            return outcome("skipped", f"{compiled.status.value}: {compiled.error}")
         try:
             plan = resolve(task, candidate, info, sizes)
         except PlanError as exc:
-            return {"status": "skipped", "reason": f"plan: {exc}", "kernels": [], "seconds": 0.0}
+            return outcome("skipped", f"plan: {exc}")
         work = Path(tempfile.mkdtemp(prefix="run-", dir=self._profile_home()))
         try:
             return self._run_ncu(exe, task, plan, cubin, sizes, work, save_to)
@@ -134,20 +139,10 @@ class ProfileMixin:
         return home
 
     def _run_ncu(self, exe: str, task, plan: dict, cubin: bytes, sizes: dict, work: Path, save_to: Path | None) -> dict:
-        from .inputs import input_specs, output_specs
-
         cfg = self.profile_config
-        (work / "cwd").mkdir()  # ncu reads config.ncu-cfg from its working directory: keep it empty
-        (work / "candidate.cubin").write_bytes(cubin)
-        (work / "harness.cubin").write_bytes(self._harness_cubin)
-        request = dict(arch=self.arch, cubin=str(work / "candidate.cubin"), harness_cubin=str(work / "harness.cubin"),
-                       plan=plan, inputs=input_specs(task, sizes, 0), outputs=output_specs(task, sizes),
-                       seed=random.SystemRandom().getrandbits(62), warmup=cfg.warmup_rounds,
-                       status_file=str(work / "target.json"))
-        (work / "request.json").write_text(json.dumps(request))
+        target = self._target(task, plan, cubin, sizes, work)
         names = [launch["func"] for launch in plan["launches"]]
         count = len(names)
-        target = [sys.executable, "-m", "sandbox.profile_target", str(work / "request.json")]
         report = work / "report"
         seconds = 0.0
         for with_metrics in ((True, False) if getattr(self, "_ncu_metrics", True) else (False,)):
@@ -173,12 +168,11 @@ class ProfileMixin:
             return _failed(f"ncu wrote no report (exit code {code})", output, seconds)
         pages = {}
         for page in ("details", "raw"):
-            code, text, spent = _run(ncu.import_command(exe, rep, page), work / "cwd", self._profile_env(),
-                                     cfg.timeout_s, keep_stdout_only=True)
+            code, pages[page], spent = _run(ncu.import_command(exe, rep, page), work / "cwd", self._profile_env(),
+                                            cfg.timeout_s, keep_stdout_only=True)
             seconds += spent
             if code != 0:
-                return _failed(f"ncu --import --page {page} failed (exit code {code})", text, seconds)
-            pages[page] = text
+                return _failed(f"ncu --import --page {page} failed (exit code {code})", pages[page], seconds)
         rows = ncu.launches(pages["raw"], pages["details"])
         if not rows:
             return _failed("ncu profiled no launch of the plan's kernels", output, seconds)
@@ -187,8 +181,22 @@ class ProfileMixin:
             shutil.copyfile(rep, save_to / "ncu.ncu-rep")
             for page, text in pages.items():
                 (save_to / f"ncu-{page}.csv").write_text(text)
-        return {"status": "ok", "reason": "", "notice": "", "tool": self._ncu_version(exe),
-                "kernels": kernels_from(rows, plan), "messages": ncu.messages(output)[:10], "seconds": seconds}
+        return dict(outcome("ok", seconds=seconds), tool=self._ncu_version(exe), kernels=kernels_from(rows, plan),
+                    messages=ncu.messages(output)[:10])
+
+    def _target(self, task, plan: dict, cubin: bytes, sizes: dict, work: Path) -> list[str]:
+        """Write the profiled program's request into ``work``; return its command line."""
+        from .inputs import input_specs, output_specs
+
+        (work / "cwd").mkdir()  # ncu reads config.ncu-cfg from its working directory: keep it empty
+        (work / "candidate.cubin").write_bytes(cubin)
+        (work / "harness.cubin").write_bytes(self._harness_cubin)
+        request = dict(arch=self.arch, cubin=str(work / "candidate.cubin"), harness_cubin=str(work / "harness.cubin"),
+                       plan=plan, inputs=input_specs(task, sizes, 0), outputs=output_specs(task, sizes),
+                       seed=random.SystemRandom().getrandbits(62), warmup=self.profile_config.warmup_rounds,
+                       status_file=str(work / "target.json"))
+        (work / "request.json").write_text(json.dumps(request))
+        return [sys.executable, "-m", "sandbox.profile_target", str(work / "request.json")]
 
     def _profile_env(self) -> dict[str, str]:
         from .compiler import cache_dir
@@ -229,8 +237,7 @@ def kernels_from(rows: list[dict], plan: dict) -> list[dict]:
 def _failed(reason: str, output: str, seconds: float) -> dict:
     said = ncu.messages(output)
     tail = said[-5:] if said else [line for line in output.strip().splitlines()[-5:]]
-    return {"status": "failed", "reason": reason, "notice": "", "kernels": [], "detail": "\n".join(tail),
-            "seconds": seconds}
+    return outcome("failed", reason, seconds, detail="\n".join(tail))
 
 
 def _read_json(path: Path) -> dict:
