@@ -313,8 +313,9 @@ def vendor_agreement(name: str) -> list[dict]:
             got = module.vendor(cupy, **inputs, **sizes, **_scalars(task))
             for t in task.spec.outputs:
                 tol = task.tolerance(t.dtype)
-                stats = compare(cupy, cupy.asarray(got[t.name]), cupy.asarray(ref[t.name]), tol.atol, tol.rtol)
-                rows.append(dict(label=label, trial=trial, output=t.name, **stats))
+                produced = cupy.asarray(got[t.name])
+                stats = compare(cupy, produced, cupy.asarray(ref[t.name]), tol.atol, tol.rtol)
+                rows.append(dict(label=label, trial=trial, output=t.name, dtype=produced.dtype.name, **stats))
             del inputs, ref, got
             cupy.get_default_memory_pool().free_all_blocks()
     return rows
@@ -331,6 +332,8 @@ def test_reference_agrees_with_the_vendor_implementation_on_the_gpu(name):
                          timeout=850, cwd=here.parent)
     assert out.returncode == 0, out.stderr[-4000:]
     rows = json.loads(out.stdout.strip().splitlines()[-1])
+    declared = {t.name: t.dtype for t in load_task(name).spec.outputs}
+    assert all(r["dtype"] == declared[r["output"]] for r in rows), "the vendor must produce the task's output dtypes"
     bad = [r for r in rows if not r["passed"]]
     assert not bad, "\n".join(f"{r['label']} trial {r['trial']} {r['output']}: {r['mismatches']} mismatches, "
                               f"max abs {r['max_abs_error']}, first {r['first_mismatch']}" for r in bad)

@@ -3,7 +3,7 @@
 import math
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_fused = {}
+_vendor = {}
 
 
 def reference(xp, *, x, bias, residual, rows, cols):
@@ -12,15 +12,17 @@ def reference(xp, *, x, bias, residual, rows, cols):
     return {"out": gelu + residual.astype(xp.float64)}
 
 
+def _epilogue_expression(xp):
+    def epilogue(x, bias, residual, k, c, half, one):
+        v = x + bias
+        return half * v * (one + xp.tanh(k * (v + c * v * v * v))) + residual
+
+    return epilogue
+
+
 def vendor(xp, *, x, bias, residual, rows, cols):
-    if "epilogue" not in _fused:
-        import numpy as np
-
-        k, c, half, one = (np.float32(v) for v in (SQRT_2_OVER_PI, 0.044715, 0.5, 1.0))
-
-        def epilogue(x, bias, residual):
-            v = x + bias
-            return half * v * (one + xp.tanh(k * (v + c * v * v * v))) + residual
-
-        _fused["epilogue"] = xp.fuse(epilogue)
-    return {"out": _fused["epilogue"](x, bias, residual)}
+    # Constants travel as 0-d float32 arrays: Python or NumPy scalars inside cupy.fuse promote to float64.
+    if not _vendor:
+        _vendor["constants"] = [xp.asarray(c, dtype=xp.float32) for c in (SQRT_2_OVER_PI, 0.044715, 0.5, 1.0)]
+        _vendor["epilogue"] = xp.fuse(kernel_name="vendor_bias_gelu_residual")(_epilogue_expression(xp))
+    return {"out": _vendor["epilogue"](x, bias, residual, *_vendor["constants"])}
