@@ -201,8 +201,8 @@ def optimize(task: Optional[str] = typer.Argument(None, help="Suite task name or
     file_model = (base.get("model") or {}).get("name")
     over = overrides(model, base_url, api_key_env, iterations, budget_tokens, budget_usd, budget_gpu_s, budget_wall_s,
                      plateau, parallel, temperature, max_tokens, price_in, price_out, sandbox, no_tune, file_model)
-    if not resume and not replay and not (over.get("model") or {}).get("name") and not file_model and not quiet and not as_json:
-        console.print("No model configured: running the built-in search over the kernel's knobs and compiler flags.\n"
+    if not resume and not replay and not (over.get("model") or {}).get("name") and not file_model:
+        err_console.print("No model configured: running the built-in search over the kernel's knobs and compiler flags.\n"
                       "To let a language model rewrite the kernel: --model NAME [--base-url URL] (key in OPENAI_API_KEY, "
                       "none needed for a local server), or a [model] table in --config FILE.", highlight=False)
     run = _run(task, base, over, traces, quiet or as_json, where=str(config) if config else "flags",

@@ -1,0 +1,106 @@
+"""`kernelwright optimize` and `kernelwright batch` as a user runs them (subprocesses, real local model server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
+from answers import answer  # noqa: E402
+from scripted_server import Script  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def kw(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update(KERNELWRIGHT_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
+
+    def run(*args, timeout=150, **extra_env):
+        return subprocess.run([sys.executable, "-m", "agent", *map(str, args)], capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT, env={**env, **extra_env})
+    return run
+
+
+@pytest.fixture
+def tune_small(tmp_path):
+    path = tmp_path / "small.toml"
+    path.write_text("[tune]\nmax_evaluations = 3\n")
+    return path
+
+
+@pytest.mark.timeout(180)
+def test_optimize_against_a_local_server_prints_the_table_and_says_it_is_simulated(kw, httpserver, tmp_path):
+    script = Script([answer(broken=True), answer(fake="speedup=1.3")])
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.werkzeug)
+    out = kw("optimize", "vector_add", "--model", "scripted", "--base-url", httpserver.url_for("/v1"),
+             "--iterations", "2", "--sandbox", "fake", "--no-tune", "--traces", tmp_path / "t", "--run-id", "demo")
+    assert out.returncode == 0, out.stderr
+    assert "SIMULATED" in out.stdout and "compile_error" in out.stdout
+    assert re.search(r"best: c0002 \(llm\) 1\.\d+x \[1\.\d+, 1\.\d+\]: faster than the baseline", out.stdout)
+    assert "GPU-s (simulated)" in out.stdout and "break-even" in out.stdout
+    assert script.headers[0]["authorization"] == "Bearer sk-no-key-required"
+    assert (tmp_path / "t" / "demo" / "summary.json").is_file()
+
+
+@pytest.mark.timeout(180)
+def test_optimize_without_a_model_says_it_runs_the_built_in_search(kw, tmp_path, tune_small):
+    out = kw("optimize", "vector_add", "--sandbox", "fake", "--config", tune_small, "--traces", tmp_path / "t", "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["stops"]["search"] and summary["simulated"] is True
+    quiet = kw("optimize", "vector_add", "--sandbox", "fake", "--config", tune_small, "--traces", tmp_path / "t", "--quiet")
+    assert "No model configured: running the built-in search" in quiet.stderr
+    assert "--model NAME" in quiet.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, words", [
+    (["vector_add", "--sandbox", "cloud"], "--sandbox: expected one of"),
+    (["vector_add", "--resume", "x"], "give a TASK, or --resume RUN"),
+    (["no_such_task", "--sandbox", "fake"], "no such task"),
+    (["vector_add", "--model", "gpt-x", "--base-url", "https://api.example.com/v1"], "no API key for https://api.example.com/v1"),
+    (["vector_add", "--model", "gpt-x", "--budget-usd", "1"], "a money budget needs the price of model 'gpt-x'"),
+    (["--resume", "nope"], "nope: no such run"),
+])
+def test_bad_input_is_one_clear_line_and_exit_code_2(kw, tmp_path, args, words):
+    out = kw("optimize", *args, "--traces", tmp_path / "t")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert words in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").rglob("events.jsonl"))
+
+
+@pytest.mark.timeout(60)
+def test_an_unknown_key_in_the_config_file_is_named(kw, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[budget]\niterations = 3\nmoney = 2\n")
+    out = kw("optimize", "vector_add", "--config", bad, "--traces", tmp_path / "t")
+    assert out.returncode == 2 and "budget.money: unknown key" in out.stderr
+
+
+@pytest.mark.timeout(300)
+def test_batch_runs_tasks_in_turn_and_resumes_the_unfinished_one(kw, tmp_path, tune_small):
+    out = kw("batch", "vector_add", "softmax", "--sandbox", "fake", "--config", tune_small, "--traces", tmp_path / "t",
+             "--batch-id", "b1", timeout=280)
+    assert out.returncode == 0, out.stderr
+    assert "vector_add" in out.stdout and "softmax" in out.stdout and "(sim)" in out.stdout
+    rows = json.loads((tmp_path / "t" / "b1" / "summary.json").read_text())["tasks"]
+    assert [r["state"] for r in rows] == ["done", "done"]
+
+    events = tmp_path / "t" / "b1" / "softmax" / "events.jsonl"
+    lines = events.read_text().splitlines(keepends=True)
+    events.write_text("".join(lines[: len(lines) // 2]))
+    untouched = (tmp_path / "t" / "b1" / "vector_add" / "events.jsonl").read_text()
+    again = kw("batch", "--resume", "b1", "--traces", tmp_path / "t", timeout=280)
+    assert again.returncode == 0, again.stderr
+    assert "softmax: resuming" in again.stdout and "vector_add: " not in again.stdout
+    assert (tmp_path / "t" / "b1" / "vector_add" / "events.jsonl").read_text() == untouched
+    assert events.read_text().splitlines()[-1].find('"kind": "end"') > 0
