@@ -1,0 +1,117 @@
+"""What the tuner searches: a candidate's declared knobs times a catalogue of compiler options.
+
+Knob dimensions come first (launch and tile parameters move a kernel far more than flags do), then
+one dimension per flag group; ``()`` in a group means "leave the compiler's default". Flags of the
+candidate that no group covers (``-std=c++20``, ``--restrict``...) stay on every variant.
+
+``code_key`` is what makes two configurations the same experiment: the same machine code and the
+same resolved launch plan at every size of the task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from sandbox.candidate import Candidate
+from sandbox.result import Result, Status
+from sandbox.task import Task
+
+from .search import Point, Space
+
+FlagGroup = tuple[str, tuple[tuple[str, ...], ...]]
+
+FLAG_GROUPS: tuple[FlagGroup, ...] = (
+    ("ptxas -O", ((), ("--ptxas-options=-O2",), ("--ptxas-options=-O1",))),
+    ("--maxrregcount", ((), ("--maxrregcount=32",), ("--maxrregcount=64",), ("--maxrregcount=128",))),
+    ("vectorization", ((), ("--extra-device-vectorization",))),
+    ("load caching", ((), ("--ptxas-options=-dlcm=ca",), ("--ptxas-options=-dlcm=cg",))),
+    ("--fmad", ((), ("--fmad=false",))),
+)
+FAST_MATH: FlagGroup = ("fast math", ((), ("--use_fast_math",)))
+
+
+def flag_groups(task: Task, flags: bool = True) -> tuple[FlagGroup, ...]:
+    """The catalogue for ``task``: fast math only where the task's tolerance admits it."""
+    if not flags:
+        return ()
+    return FLAG_GROUPS + ((FAST_MATH,) if task.spec.allow_fast_math else ())
+
+
+class TuningSpace:
+    """Maps points of a ``Space`` to variants of one candidate, and back."""
+
+    def __init__(self, candidate: Candidate, groups: tuple[FlagGroup, ...]):
+        self.candidate = candidate
+        self.knob_names = tuple(candidate.knobs)
+        self.groups = groups
+        covered = {f for _, choices in groups for choice in choices for f in choice}
+        self.fixed_flags = tuple(f for f in candidate.flags if f not in covered)
+        self.space = Space(self.knob_names + tuple(name for name, _ in groups),
+                           tuple(candidate.knobs[k] for k in self.knob_names) + tuple(c for _, c in groups))
+        self.start = self.point_of(candidate)
+
+    def point_of(self, candidate: Candidate) -> Point:
+        knobs = tuple(self.space.choices[i].index(candidate.knob_values.get(k, self.space.choices[i][0]))
+                      for i, k in enumerate(self.knob_names))
+        chosen = []
+        for _, choices in self.groups:
+            hits = [i for i, choice in enumerate(choices) if choice and set(choice) <= set(candidate.flags)]
+            chosen.append(hits[-1] if hits else 0)
+        return knobs + tuple(chosen)
+
+    def candidate_at(self, point: Point) -> Candidate:
+        n = len(self.knob_names)
+        knobs = {k: self.space.choices[i][point[i]] for i, k in enumerate(self.knob_names)}
+        flags = list(self.fixed_flags)
+        for (_, choices), i in zip(self.groups, point[n:]):
+            flags += choices[i]
+        return self.candidate.with_knobs(knobs).with_flags(flags)
+
+    def describe(self, point: Point) -> str:
+        """``BLOCK=512 --ptxas-options=-dlcm=cg``: the knob values, then the flags that differ from the defaults."""
+        n = len(self.knob_names)
+        knobs = [f"{k}={self.space.choices[i][point[i]]}" for i, k in enumerate(self.knob_names)]
+        flags = [f for (_, choices), i in zip(self.groups, point[n:]) for f in choices[i]]
+        return " ".join(knobs + flags) or "defaults"
+
+
+def code_key(task: Task, candidate: Candidate, result: Result, cubin: bytes | None = None) -> str | None:
+    """Same key = same machine code and same launch plan at every size; None when it cannot run.
+
+    ``cubin`` (when given) is hashed without compiler provenance (``agent.cubin.code_hash``);
+    otherwise the sandbox's ``cubin_sha256`` stands in. A plan that does not resolve at some size
+    (too many threads, a bad grid) has no key: it would fail with ``launch_error``.
+    """
+    from sandbox.plan import PlanError, resolve
+
+    from .cubin import code_hash
+
+    info = result.compile
+    if info is None or not info.ok or result.status not in (Status.compiled, Status.ok):
+        return None
+    try:
+        plans = [resolve(task, candidate, info, sizes) for _, sizes in task.spec.all_sizes()]
+    except PlanError:
+        return None
+    code = code_hash(cubin) if cubin is not None else info.cubin_sha256
+    h = hashlib.sha256(str(code).encode())
+    h.update(json.dumps(plans, sort_keys=True).encode())
+    return h.hexdigest()[:24]
+
+
+def cubin_of(candidate: Candidate, result: Result) -> bytes | None:
+    """The cubin the sandbox just built, read back through the compile cache (no new compile:
+    ``sandbox.compile`` has stored it); None where the cache holds something else."""
+    from sandbox.compiler import compile_source
+
+    info = result.compile
+    if info is None or not info.ok:
+        return None
+    try:
+        cached, cubin = compile_source(candidate, arch=info.arch)
+    except (RuntimeError, OSError):
+        return None
+    if cubin is None or hashlib.sha256(cubin).hexdigest() != info.cubin_sha256:
+        return None
+    return cubin
