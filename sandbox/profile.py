@@ -265,11 +265,14 @@ def _run(cmd: list[str], cwd: Path, env: dict, timeout: float, keep_stdout_only:
                 pass
             proc.wait()
             code = None
-        out.seek(0)
-        text = out.read().decode(errors="replace")
+        text = _read(out, None if keep_stdout_only else OUTPUT_LIMIT)
         if keep_stdout_only and code != 0:
-            err.seek(0)
-            text += err.read().decode(errors="replace")
-    if not keep_stdout_only and len(text) > OUTPUT_LIMIT:
-        text = text[-OUTPUT_LIMIT:]
+            text += _read(err, OUTPUT_LIMIT)
     return code, text, time.perf_counter() - t0
+
+
+def _read(f, tail: int | None) -> str:
+    """The whole file, or its last ``tail`` bytes (a candidate's printf may flood the output)."""
+    size = f.seek(0, os.SEEK_END)
+    f.seek(0 if tail is None else max(0, size - tail))
+    return f.read().decode(errors="replace")

@@ -46,6 +46,8 @@ if mode == "nothing":
     print("==WARNING== No kernels were profiled.")
     sys.exit(0)
 print("==PROF== Connected to process 1")
+if mode == "flood":
+    sys.stdout.write("device printf line\\n" * 100000)
 pathlib.Path(args[args.index("--export") + 1] + ".ncu-rep").write_bytes(b"report")
 """
 
@@ -190,6 +192,12 @@ def test_a_hanging_ncu_is_killed_at_the_limit_and_the_candidate_marked_failed(sa
     pid = int((fake / "pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_a_flood_of_program_output_does_not_break_the_profile(sandbox, fake, task):
+    (fake / "mode").write_text("flood")
+    prof = sandbox.profile(task, parse_candidate(THREE, label="three"), sizes={"n": 4096})
+    assert prof["status"] == "ok" and prof["messages"] == []
 
 
 def test_no_report_is_a_failure_with_ncus_own_words(sandbox, fake, task):
