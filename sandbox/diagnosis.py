@@ -57,7 +57,7 @@ class Issue:
     gain: float | None = None   # ncu's estimated speedup in %, where a rule gave one
 
     def render(self) -> str:
-        return self.text + (f" (ncu estimates up to {self.gain:.0f}% faster)" if self.gain else "")
+        return self.text + (f" (ncu estimates up to {self.gain:.0f}% shorter runtime)" if self.gain else "")
 
     def as_dict(self) -> dict:
         return dict(text=self.render(), priority=round(self.priority, 2), source=self.source, kernel=self.kernel,
