@@ -1,0 +1,104 @@
+"""Generalization: before a winner is declared, re-check and re-time it at the task's held-out sizes.
+
+``heldout_table(sandbox, task, baseline_candidate, best_candidate)`` evaluates the winner at each
+size of ``task.spec.sizes.heldout``; the sandbox re-checks correctness there and times the winner
+A/B against the task's baseline, so ``Result.timing.speedup['baseline']`` is the interval. When
+``baseline_candidate`` is not the task's own baseline (e.g. the start of a model-driven run), it is
+evaluated at each size too and the winner is compared with it: intervals that do not overlap decide.
+
+A row is flagged when the winner is not correct there (any status but ok), or when it is slower:
+its interval lies entirely below 1.0 (or entirely below the start's interval).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from sandbox.candidate import Candidate, load_candidate
+from sandbox.result import Interval, Result, Status
+from sandbox.task import Task, describe_sizes
+
+
+@dataclass
+class HeldoutRow:
+    sizes: dict[str, int]
+    status: str
+    error: str = ""
+    speedup: Interval | None = None            # winner vs the task's baseline
+    start_speedup: Interval | None = None      # baseline_candidate vs the task's baseline (when distinct)
+    vendor_speedup: Interval | None = None     # winner vs the vendor library, where timed
+    winner_ms: float | None = None
+    baseline_ms: float | None = None
+    flagged: bool = False
+    reason: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return self.speedup is not None
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["measured"] = self.measured
+        return out
+
+
+def heldout_table(sandbox, task: Task, baseline_candidate: Candidate, best_candidate: Candidate) -> list[HeldoutRow]:
+    distinct = baseline_candidate.key != load_candidate(task.baseline_path).key
+    rows = []
+    for sizes in task.spec.sizes.heldout:
+        result = sandbox.evaluate(task, best_candidate, sizes=sizes)
+        start = sandbox.evaluate(task, baseline_candidate, sizes=sizes) if distinct else None
+        rows.append(_row(sizes, result, start))
+    return rows
+
+
+def _row(sizes: dict[str, int], result: Result, start: Result | None) -> HeldoutRow:
+    row = HeldoutRow(sizes=dict(sizes), status=result.status.value, error=result.error)
+    if result.status is Status.compiled:
+        row.reason = "not run: the sandbox only compiles"
+        return row
+    if not result.ok:
+        row.flagged, row.reason = True, f"the winner is {result.status.value} at this size"
+        return row
+    t = result.timing
+    row.speedup, row.vendor_speedup = result.speedup("baseline"), result.speedup("vendor")
+    if t is not None:
+        row.winner_ms = t.impls["candidate"].median_ms if "candidate" in t.impls else None
+        row.baseline_ms = t.impls["baseline"].median_ms if "baseline" in t.impls else None
+    if start is not None:
+        row.start_speedup = start.speedup("baseline")
+    s, s0 = row.speedup, row.start_speedup
+    if s is None:
+        row.reason = "not timed"
+    elif s.high < 1.0:
+        row.flagged, row.reason = True, "slower than the baseline (interval below 1.0)"
+    elif s0 is not None and s.high < s0.low:
+        row.flagged, row.reason = True, "slower than the start configuration (intervals do not overlap)"
+    return row
+
+
+def any_flagged(rows: list[HeldoutRow]) -> bool:
+    return any(r.flagged for r in rows)
+
+
+def format_heldout(rows: list[HeldoutRow]) -> str:
+    """A plain-text table: one line per held-out size."""
+    if not rows:
+        return "held-out sizes: none declared by the task"
+    lines = ["held-out sizes (winner re-checked and timed A/B against the baseline):"]
+    for r in rows:
+        where = describe_sizes(r.sizes)
+        if r.speedup is not None:
+            s = r.speedup
+            text = f"{s.value:.3f}x [{s.low:.3f}, {s.high:.3f}] vs baseline"
+            if r.vendor_speedup is not None:
+                v = r.vendor_speedup
+                text += f", {v.value:.3f}x [{v.low:.3f}, {v.high:.3f}] vs vendor"
+            if r.start_speedup is not None:
+                s0 = r.start_speedup
+                text += f" (start: {s0.value:.3f}x [{s0.low:.3f}, {s0.high:.3f}])"
+        else:
+            text = r.status + (f": {r.error}" if r.error else "")
+        flag = f"  <-- FLAGGED: {r.reason}" if r.flagged else (f"  ({r.reason})" if r.reason else "")
+        lines.append(f"  {where}: {text}{flag}")
+    return "\n".join(lines)
