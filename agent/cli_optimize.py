@@ -169,7 +169,8 @@ def print_summary(run) -> None:
         console.print(escape(summary["ledger_text"]) + (" [SIMULATED]" if run.simulated else ""), highlight=False)
     if summary.get("heldout_text"):
         console.print(escape(summary["heldout_text"]) + (" [SIMULATED]" if run.simulated else ""), highlight=False)
-    console.print(f"stopped: {escape(str(summary.get('stop_reason')))}; trace: {run.path}", highlight=False)
+    stops = "; ".join(f"{phase}: {reason}" for phase, reason in (summary.get("stops") or {}).items())
+    console.print(f"stopped: {escape(stops or '-')}; trace: {run.path}", highlight=False)
 
 
 def _exit_code(run) -> int:

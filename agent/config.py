@@ -104,6 +104,9 @@ class RunConfig(_Strict):
         "auto", description="gpu, compile-only (no GPU: real compiles, no timing), fake (simulated timings), auto.")
     sandbox_options: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits (arch, timing budget...).")
     parallel: int = Field(1, ge=1, le=64, description="Model requests in flight at once; the GPU still evaluates one candidate at a time.")
+    profile: Literal["promising", "all", "none"] = Field(
+        "promising", description="Which correct candidates Nsight Compute profiles (GPU sandbox with ncu): the baseline and "
+                                 "those within 5% of the best, every one, or none. The rest are diagnosed from timing and resources.")
 
     def price(self) -> Price | None:
         return self.prices.get(self.model.name) if self.model else None

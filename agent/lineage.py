@@ -25,7 +25,7 @@ import random
 
 from sandbox.candidate import Candidate
 from sandbox.plan import PlanError, resolve
-from sandbox.result import CompileInfo, Status
+from sandbox.result import CompileInfo, Result, Status
 from sandbox.task import Task
 
 from .config import SelectionConfig
@@ -36,7 +36,11 @@ REPAIRABLE = (Status.compile_error, Status.wrong, Status.launch_error, Status.cr
 
 def score(entry: Entry) -> float | None:
     """Speedup over the baseline (median ratio) of a correct, timed candidate; None otherwise."""
-    s = entry.result.speedup("baseline") if entry.result.ok else None
+    return score_of(entry.result)
+
+
+def score_of(result: Result) -> float | None:
+    s = result.speedup("baseline") if result.ok else None
     return s.value if s else None
 
 

@@ -20,7 +20,7 @@ from sandbox.task import Task, TaskError
 
 from .budget import Budget, Totals
 from .config import SelectionConfig
-from .lineage import MemoryLineage, fingerprint, score
+from .lineage import MemoryLineage, fingerprint, score, score_of
 from .llm import ModelEndpointError
 from .protocols import Entry, Proposal, ProposalRequest, Proposer
 from .trace import Trace
@@ -30,9 +30,10 @@ NOTHING_LEFT = "the proposer has nothing more to propose"
 
 class Loop:
     def __init__(self, task: Task, sandbox, lineage: MemoryLineage, trace: Trace, budget: Budget, totals: Totals,
-                 selection: SelectionConfig, on_progress: Callable[[str, "Loop"], None] | None = None):
+                 selection: SelectionConfig, on_progress: Callable[[str, "Loop"], None] | None = None,
+                 profile: str = "promising"):
         self.task, self.sandbox, self.lineage, self.trace = task, sandbox, lineage, trace
-        self.budget, self.totals, self.selection = budget, totals, selection
+        self.budget, self.totals, self.selection, self.profile = budget, totals, selection, profile
         self.on_progress = on_progress or (lambda kind, loop: None)
         self.next_candidate = len(lineage.entries())
         self.next_request = 0
@@ -152,7 +153,7 @@ class Loop:
             self.totals.duplicates += 1
             self.trace.event("skip", candidate_id=entry_id, reason="duplicate", duplicate_of=duplicate)
             return None
-        diagnosis = (result.profile or {}).get("diagnosis") if result.profile else None
+        diagnosis = self.diagnose(candidate, result, proposal.parent_ids)
         entry = Entry(entry_id, candidate, result, list(proposal.parent_ids), proposal.origin, iteration,
                       proposal.note, diagnosis)
         improved = self.account(entry, fp)
@@ -184,6 +185,21 @@ class Loop:
             return retrying(self.sandbox.evaluate, self.task, candidate), fp, None
         except (RuntimeError, TaskError) as exc:
             raise SandboxFailure(str(exc).splitlines()[0]) from exc
+
+    def diagnose(self, candidate: Candidate, result: Result, parent_ids: list[str]) -> str | None:
+        """Profile promising candidates where the sandbox can (ncu); else diagnose from timing and resources."""
+        if result.status not in (Status.ok, Status.compiled) or result.env.get("simulated"):
+            return None
+        best = self.lineage.best()
+        promising = result.ok and (best is None or (score_of(result) or 0) >= 0.95 * score(best))
+        if hasattr(self.sandbox, "profile") and (self.profile == "all" or (self.profile == "promising" and promising)):
+            parent = next((e for e in self.lineage.entries() if parent_ids and e.id == parent_ids[0]), None)
+            self.sandbox.profile(self.task, candidate, result=result, parent_profile=parent and parent.result.profile)
+        if result.profile and result.profile.get("diagnosis"):
+            return result.profile["diagnosis"]
+        from sandbox.diagnosis import diagnose
+
+        return diagnose(self.task, result).text
 
     def account(self, entry: Entry, fp: str | None) -> bool:
         """Add an evaluated entry to the lineage and the totals; True when it is the new best."""

@@ -152,7 +152,7 @@ def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session
     session = Session(task, cfg, trace, sandbox, proposer, phase, lineage, totals, None)
     hook = (lambda kind, loop: on_progress(kind, summary_mod.snapshot(loop.lineage, loop.totals, session.main_phase,
                                                                       loop.last))) if on_progress else None
-    session.loop = Loop(task, sandbox, lineage, trace, Budget(cfg.budget), totals, cfg.selection, hook)
+    session.loop = Loop(task, sandbox, lineage, trace, Budget(cfg.budget), totals, cfg.selection, hook, cfg.profile)
     return session
 
 

@@ -66,7 +66,7 @@ def test_first_prompt_carries_task_format_gpu_and_the_baseline(task, base):
     for needle in ("## The task: softmax", "rows=32768,cols=8192", "rows=3,cols=5", "1e-09 + 1e-05 * |expected|", "5 * rows * cols",
                    "NVIDIA H200", "132 SMs", "4.26 TB/s", "softmax_rows", "40 registers", "spills 8/0"):
         assert needle in user, needle
-    assert "Profiler diagnosis: none" in user
+    assert "Diagnosis: none (no profiler ran" in user
 
 
 def test_iteration_prompt_shows_the_parents_diagnosis_best_and_recent_failures(task, base):
@@ -77,7 +77,7 @@ def test_iteration_prompt_shows_the_parents_diagnosis_best_and_recent_failures(t
                     detail='candidate.cu(12): error: identifier "m2" is undefined')
     user = prompts.messages(_request(task, good, best, base, [broken]))[1]["content"]
     assert prompts.kind(_request(task, good, best, base, [broken])) == "iterate"
-    assert "Profiler diagnosis: memory-bound, 62% of DRAM peak" in user
+    assert "Diagnosis:\nmemory-bound, 62% of DRAM peak" in user
     assert "one pass over the row" in user
     assert "best measured candidate so far is c0004" in user and "1.600x" in user
     assert "Recent failures" in user and 'identifier "m2" is undefined' in user

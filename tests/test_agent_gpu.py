@@ -1,0 +1,55 @@
+"""The agent loop on a real GPU: a local OpenAI-compatible server answers with scripted kernels that really
+speed up softmax (tests/fixtures/agent/softmax: a one-pass, register-cached, warp-shuffle softmax; a
+variant with a compile error; its fix). The best must beat the baseline with an interval clearing 1.0."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import agent
+from agent.trace import read_events
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
+from scripted_server import Script  # noqa: E402
+
+ANSWERS = Path(__file__).parent / "fixtures" / "agent" / "softmax"
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(1200)
+def test_scripted_rewrites_make_softmax_faster_and_the_trace_is_complete(httpserver, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    script = Script([p.read_text() for p in sorted(ANSWERS.glob("*.md"))])
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.werkzeug)
+    run = agent.optimize("softmax", model="scripted", base_url=httpserver.url_for("/v1"), iterations=3,
+                         sandbox="gpu", tune=False, traces=tmp_path / "traces")
+    print(json.dumps({k: run.summary[k] for k in ("best", "baseline", "totals", "stops", "heldout_text")}, indent=2,
+                     default=str))
+
+    statuses = {e.id: e.result.status.value for e in run.entries}
+    assert statuses == {"c0000": "ok", "c0001": "ok", "c0002": "compile_error", "c0003": "ok"}
+    assert not run.simulated and run.summary["sandbox"] == "gpu"
+    best = run.best
+    assert best is not None and best.origin == "llm"
+    speed = best.result.speedup("baseline")
+    assert speed.low > 1.0, speed
+    assert best.result.timing.impls["candidate"].pct_of_roofline > 0
+
+    baseline = run.baseline
+    assert baseline.diagnosis and baseline.diagnosis in script.user_messages[0]
+
+    events = read_events(run.path)
+    proposed = {e["candidate_id"] for e in events if e["kind"] == "proposal" and e["candidate_id"]}
+    evaluated = {e["candidate_id"] for e in events if e["kind"] == "evaluation"}
+    assert proposed == evaluated == set(statuses)
+    assert sum(e["kind"] == "model_call" for e in events) == 3 and events[-1]["kind"] == "end"
+    totals = run.summary["totals"]
+    assert totals["tokens"] > 0 and totals["gpu_s"] > 0
+    assert run.summary["ledger"]["saving"]["speedup"] == pytest.approx(speed.value)
+    assert all(row["status"] == "ok" for row in run.summary["heldout"]), run.summary["heldout_text"]
+    for entry in run.entries:
+        assert (run.path / "candidates" / entry.id / "result.json").is_file()
