@@ -1,0 +1,318 @@
+"""The tuner's search against exhaustive search, on a GPU, with the evaluations cached for replay.
+
+For each case (a suite task, or a richer tunable candidate from bench/candidates/, with its space
+of knobs x compiler flags), every configuration is compiled (in parallel) and keyed by its machine
+code and launch plan; each distinct configuration is then measured once on the GPU through the
+sandbox (correctness checked at every check size, timed A/B against the baseline). Every
+measurement goes into a JSON cache (--cache) as soon as it is taken, so an interrupted run resumes
+where it stopped, and the strategies are compared by replaying the cached objective (simulation mode,
+as in Kernel Tuner): the exhaustive best is the best cached value; the default strategy and random
+sampling each get 20% of the exhaustive evaluations (duplicates are free for both) and are replayed
+over many seeds, spending no GPU time.
+
+    python bench/tuner.py                       # measure what the cache lacks, then compare
+    python bench/tuner.py --time-limit 500      # stop measuring after 500 s (resume later)
+    python bench/tuner.py --replay              # no GPU: compare on the cache alone
+    python bench/tuner.py --dry-run             # no GPU: compile every case, count its space
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import statistics
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent.search import INF, Search, minimize  # noqa: E402
+from agent.tuner import default_max_points, default_patience  # noqa: E402
+from agent.tuning_space import TuningSpace, code_key, cubin_of, flag_groups  # noqa: E402
+from sandbox import CompileOnlySandbox, SandboxConfig, Status, load_candidate, load_task  # noqa: E402
+from sandbox.compiler import atomic_write, nvrtc_version  # noqa: E402
+
+SCHEMA = 1
+DEFAULT_CACHE = ROOT / "bench" / "results" / "tuner_points.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    task: str
+    candidate: str | None     # None: the task's baseline.cu
+    flags: bool               # search the compiler-option catalogue too
+
+
+CASES = {
+    "vector_add": Case("vector_add", None, True),
+    "softmax": Case("softmax", None, True),
+    "sgemm": Case("sgemm", None, True),
+    "sgemm_blocked": Case("sgemm", "bench/candidates/sgemm_blocked.cu", False),
+}
+
+
+def _bench_config(thorough: bool) -> SandboxConfig:
+    if thorough:
+        return SandboxConfig(vendor=False)
+    return SandboxConfig(vendor=False, trials_per_check_size=1, timing_budget_s=0.1, min_rounds=10, max_rounds=20,
+                         full_check_rounds=1)
+
+
+def _pt(point) -> str:
+    return ",".join(map(str, point))
+
+
+class CaseRun:
+    """One case: its tuning space, compile keys and measurements (backed by the cache's entry)."""
+
+    def __init__(self, name: str, case: Case, entry: dict, arch: str):
+        self.name = name
+        self.task = load_task(case.task)
+        path = ROOT / case.candidate if case.candidate else self.task.baseline_path
+        cand = load_candidate(path)
+        self.candidate = dataclasses.replace(cand, label=path.stem)
+        self.tspace = TuningSpace(self.candidate, flag_groups(self.task, case.flags))
+        self.space = self.tspace.space
+        envelope = dict(task_fingerprint=self.task.fingerprint, nvrtc=nvrtc_version(), arch=arch,
+                        candidate=hashlib.sha256(cand.source.encode()).hexdigest()[:16],
+                        dims={n: [str(c) for c in ch] for n, ch in zip(self.space.names, self.space.choices)})
+        if entry.get("envelope") != envelope:
+            entry.clear()
+            entry.update(envelope=envelope, keys={}, compile_status={}, measured={}, gpu=None)
+        self.entry = entry
+
+    @property
+    def keys(self) -> dict:
+        return self.entry["keys"]
+
+    @property
+    def measured(self) -> dict:
+        return self.entry["measured"]
+
+    def compiled_all(self) -> bool:
+        return len(self.keys) == self.space.size
+
+    def distinct(self) -> list[str]:
+        """Keys in first-seen order of the points (the start first)."""
+        order = [_pt(self.tspace.start)] + [_pt(p) for p in self.space.points()]
+        return list(dict.fromkeys(k for p in order if (k := self.keys.get(p))))
+
+    def representative(self, key: str):
+        for p in [self.tspace.start, *self.space.points()]:
+            if self.keys.get(_pt(p)) == key:
+                return p
+        raise KeyError(key)
+
+    def complete(self) -> bool:
+        return self.compiled_all() and all(k in self.measured for k in self.distinct())
+
+    def value(self, key: str) -> float:
+        """Time relative to the baseline timed A/B in the same measurement (drift cancels); inf if failed."""
+        m = self.measured[key]
+        return m["relative"] if m["status"] == "ok" and m["relative"] is not None else INF
+
+    def ms(self, key: str) -> float:
+        m = self.measured[key]
+        return m["ms"] if m["status"] == "ok" and m["ms"] is not None else INF
+
+
+def compile_case(run: CaseRun, arch: str, workers: int, save) -> None:
+    todo = [p for p in run.space.points() if _pt(p) not in run.keys]
+    if not todo:
+        return
+    local = threading.local()
+    sandboxes: list[CompileOnlySandbox] = []
+    lock = threading.Lock()
+
+    def one(point):
+        if not hasattr(local, "sb"):
+            local.sb = CompileOnlySandbox(arch=arch)
+            with lock:
+                sandboxes.append(local.sb)
+        cand = run.tspace.candidate_at(point)
+        result = local.sb.compile(run.task, cand)
+        key = code_key(run.task, cand, result, cubin_of(cand, result)) if result.status is Status.compiled else None
+        status = result.status.value if result.status is not Status.compiled else ("compiled" if key else "launch_error")
+        return point, key, status
+
+    t0 = time.perf_counter()
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            for i, (point, key, status) in enumerate(pool.map(one, todo), 1):
+                run.keys[_pt(point)] = key
+                if status != "compiled":
+                    run.entry["compile_status"][_pt(point)] = status
+                if i % 200 == 0:
+                    save()
+    finally:
+        for sb in sandboxes:
+            sb.close()
+    save()
+    print(f"[{run.name}] compiled {len(todo)} configurations in {time.perf_counter() - t0:.0f} s "
+          f"({len(run.distinct())} distinct)", flush=True)
+
+
+def measure_case(run: CaseRun, sandbox, deadline: float, save) -> bool:
+    """Measure the distinct configurations the cache lacks; False if the deadline stopped it."""
+    from agent.tuner import objective
+
+    env = sandbox.device
+    gpu = dict(gpu=env.get("gpu"), driver=env.get("driver"), cuda=env.get("cuda_runtime"))
+    if run.entry.get("gpu") not in (None, gpu):
+        run.entry["measured"] = {}
+    run.entry["gpu"] = gpu
+    todo = [k for k in run.distinct() if k not in run.measured]
+    for i, key in enumerate(todo, 1):
+        if time.monotonic() > deadline:
+            print(f"[{run.name}] time limit: {len(todo) - i + 1} configurations left to measure", flush=True)
+            return False
+        point = run.representative(key)
+        cand = run.tspace.candidate_at(point)
+        r = sandbox.evaluate(run.task, cand)
+        t = r.timing.impls.get("candidate") if r.timing else None
+        run.measured[key] = dict(status=r.status.value, ms=t.median_ms if t and r.ok else None,
+                                 relative=objective(r) if r.ok else None, config=run.tspace.describe(point),
+                                 gpu_s=r.cost.gpu_s, wall_s=r.cost.wall_s, error=r.error[:200])
+        save()
+        if i % 10 == 0 or i == len(todo):
+            print(f"[{run.name}] measured {i}/{len(todo)} ({r.status.value}, {r.cost.wall_s:.1f} s)", flush=True)
+    return True
+
+
+def replay(run: CaseRun, strategy: str, budget: int, seed: int) -> tuple[str, int]:
+    """One seeded search on the cached objective, as the tuner runs it: (key of the best found, evaluations)."""
+    search = Search(run.space, strategy, budget=budget, seed=seed, start=run.tspace.start,
+                    patience=default_patience(strategy, run.space), max_points=default_max_points(strategy, budget))
+    minimize(search, lambda p: run.keys[_pt(p)], run.value)
+    return run.keys[_pt(search.best[0])], search.evaluations
+
+
+def compare(run: CaseRun, fraction: float, seeds: int) -> dict:
+    distinct = run.distinct()
+    best_key = min(distinct, key=run.value)
+    best = run.value(best_key)
+    budget = max(1, math.ceil(fraction * len(distinct)))
+    row = dict(case=run.name, task=run.task.name, space=run.space.size, evaluations=len(distinct), budget=budget,
+               failed=sum(run.value(k) == INF for k in distinct), compile_failed=len(run.entry["compile_status"]),
+               best_ms=run.ms(best_key), best_config=run.measured[best_key]["config"],
+               start_ms=run.ms(run.keys[_pt(run.tspace.start)]),
+               gpu_s=sum(m["gpu_s"] for m in run.measured.values()),
+               wall_s=sum(m["wall_s"] for m in run.measured.values()))
+    for strategy in ("default", "random"):
+        found = [replay(run, strategy, budget, seed) for seed in range(seeds)]
+        gaps = [100 * (run.value(k) / best - 1) for k, _ in found]
+        row[strategy] = dict(mean_ms=statistics.mean(run.ms(k) for k, _ in found), mean_gap=statistics.mean(gaps),
+                             worst_gap=max(gaps), within_5=sum(g <= 5 for g in gaps) / len(gaps),
+                             mean_evaluations=statistics.mean(e for _, e in found))
+    return row
+
+
+def print_table(rows: list[dict], fraction: float, seeds: int) -> None:
+    pct = f"{fraction:.0%}"
+    print()
+    print(f"Replayed on the cached measurements (simulation mode, {seeds} seeds per strategy; no GPU time spent "
+          f"on the comparison). Budget: {pct} of the exhaustive evaluations; duplicates free for every strategy.")
+    head = ["case", "space", "evals", "exhaustive best ms", "start ms", f"default@{pct} ms", "gap", "worst",
+            "<=5%", "evals used", f"random@{pct} ms", "gap", "worst", "<=5%", "GPU-s"]
+    lines = [head]
+    for r in rows:
+        d, q = r["default"], r["random"]
+        lines.append([r["case"], str(r["space"]), f"{r['evaluations']} ({r['failed']} failed)", f"{r['best_ms']:.4f}",
+                      f"{r['start_ms']:.4f}", f"{d['mean_ms']:.4f}", f"{d['mean_gap']:.2f}%", f"{d['worst_gap']:.1f}%",
+                      f"{d['within_5']:.0%}", f"{d['mean_evaluations']:.1f}/{r['budget']}", f"{q['mean_ms']:.4f}",
+                      f"{q['mean_gap']:.2f}%", f"{q['worst_gap']:.1f}%", f"{q['within_5']:.0%}", f"{r['gpu_s']:.0f}"])
+    widths = [max(len(l[i]) for l in lines) for i in range(len(head))]
+    for i, l in enumerate(lines):
+        print("  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(l, widths))))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    print()
+    print("space: declared configurations (knobs x flags); evals: distinct configurations the exhaustive search "
+          "measures (same machine code and launch plan measured once; compile errors are free and not counted); "
+          "gap: mean over seeds of the best found vs the exhaustive best, in time relative to the baseline timed A/B "
+          "in the same measurement; worst: the worst seed; <=5%: seeds within 5%; GPU-s: GPU time of the exhaustive "
+          "measurements (check + time stages). Each configuration was measured once: the exhaustive best is the "
+          "minimum of noisy medians.")
+    for r in rows:
+        print(f"  {r['case']}: exhaustive best {r['best_config']} ({r['compile_failed']} configurations failed to "
+              f"compile or launch before running)")
+    met = [r for r in rows if r["default"]["mean_gap"] <= 5]
+    print(f"target (default strategy within 5% of the exhaustive best at {pct} of its evaluations, mean over seeds): "
+          f"met on {len(met)} of {len(rows)} cases")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from: {', '.join(CASES)}")
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="JSON file of compiled keys and measurements")
+    ap.add_argument("--time-limit", type=float, default=math.inf, help="stop measuring after this many seconds")
+    ap.add_argument("--fraction", type=float, default=0.2, help="budget of the strategies, share of exhaustive")
+    ap.add_argument("--seeds", type=int, default=100)
+    ap.add_argument("--workers", type=int, default=8, help="parallel compile processes")
+    ap.add_argument("--thorough", action="store_true", help="the sandbox's default checks and timing (slower)")
+    ap.add_argument("--replay", action="store_true", help="no GPU: compare strategies on the cache alone")
+    ap.add_argument("--dry-run", action="store_true", help="no GPU: compile every case and count its space")
+    args = ap.parse_args(argv)
+    names = [n.strip() for n in args.cases.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        ap.error(f"unknown cases {unknown} (known: {', '.join(CASES)})")
+    started = time.monotonic()
+    data = json.loads(args.cache.read_text()) if args.cache.is_file() else {}
+    if data.get("schema") != SCHEMA:
+        data = {"schema": SCHEMA, "cases": {}}
+    data["about"] = ("kernelwright bench/tuner.py: compile keys and one GPU measurement per distinct configuration; "
+                     "strategies are compared by replaying these values")
+
+    def save():
+        atomic_write(args.cache, json.dumps(data, indent=1, sort_keys=True))
+
+    sandbox = None
+    arch = "sm_90"
+    if not (args.replay or args.dry_run):
+        from sandbox import GPUSandbox
+
+        sandbox = GPUSandbox(_bench_config(args.thorough))
+        arch = sandbox.arch
+        print(f"GPU: {sandbox.device.get('gpu')} ({arch}), driver {sandbox.device.get('driver')}, "
+              f"NVRTC {nvrtc_version()}", flush=True)
+    elif args.replay:
+        arch = next((c.get("envelope", {}).get("arch") for c in data["cases"].values() if c.get("envelope")), arch)
+    rows = []
+    try:
+        for name in names:
+            run = CaseRun(name, CASES[name], data["cases"].setdefault(name, {}), arch)
+            if not args.replay:
+                compile_case(run, arch, args.workers, save)
+            if args.dry_run:
+                fails = {}
+                for s in run.entry["compile_status"].values():
+                    fails[s] = fails.get(s, 0) + 1
+                print(f"{name}: {run.space.size} configurations ({' x '.join(str(len(c)) for c in run.space.choices)}), "
+                      f"{len(run.distinct())} distinct, failing before a run: {fails or 'none'}")
+                continue
+            if sandbox is not None:
+                measure_case(run, sandbox, started + args.time_limit, save)
+            if run.complete():
+                rows.append(compare(run, args.fraction, args.seeds))
+            else:
+                left = sum(k not in run.measured for k in run.distinct()) if run.compiled_all() else "?"
+                print(f"[{name}] incomplete ({left} distinct configurations not measured): not compared")
+    finally:
+        if sandbox is not None:
+            sandbox.close()
+    if rows:
+        print_table(rows, args.fraction, args.seeds)
+    print(f"\ncache: {args.cache}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
