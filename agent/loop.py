@@ -12,18 +12,16 @@ import queue
 import threading
 from typing import Callable
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
-
-from sandbox.candidate import Candidate, CandidateError
-from sandbox.result import Result, Status
-from sandbox.task import Task, TaskError
+from sandbox.candidate import Candidate
+from sandbox.task import Task
 
 from .budget import Budget, Totals
 from .config import SelectionConfig
-from .lineage import MemoryLineage, fingerprint, score, score_of
+from .judge import SandboxFailure, diagnose, judge
+from .lineage import MemoryLineage, score
 from .llm import ModelEndpointError
 from .protocols import Entry, Proposal, ProposalRequest, Proposer
-from .trace import Trace
+from .trace import Trace, candidate_record
 
 NOTHING_LEFT = "the proposer has nothing more to propose"
 
@@ -145,7 +143,7 @@ class Loop:
             self.trace.event("skip", candidate_id=entry_id, reason=f"budget: {reason}")
             return reason
         try:
-            result, fp, duplicate = self.judge(candidate)
+            result, fp, duplicate = judge(self.sandbox, self.task, self.lineage, candidate)
         except SandboxFailure as exc:
             self.trace.event("skip", candidate_id=entry_id, reason=f"sandbox: {exc}")
             return f"sandbox: {exc}"
@@ -153,7 +151,7 @@ class Loop:
             self.totals.duplicates += 1
             self.trace.event("skip", candidate_id=entry_id, reason="duplicate", duplicate_of=duplicate)
             return None
-        diagnosis = self.diagnose(candidate, result, proposal.parent_ids)
+        diagnosis = diagnose(self.sandbox, self.task, self.lineage, candidate, result, proposal.parent_ids, self.profile)
         entry = Entry(entry_id, candidate, result, list(proposal.parent_ids), proposal.origin, iteration,
                       proposal.note, diagnosis)
         improved = self.account(entry, fp)
@@ -167,39 +165,6 @@ class Loop:
             proposer.observe(entry)
         self.on_progress("evaluation", self)
         return None
-
-    def judge(self, candidate: Candidate) -> tuple[Result, str | None, str | None]:
-        """(result, fingerprint, duplicate_of): compile first, skip a known build, then run."""
-        try:
-            compiled = self.sandbox.compile(self.task, candidate)
-        except CandidateError as exc:
-            return invalid(self.task, candidate, str(exc)), None, None
-        if compiled.status is not Status.compiled:
-            return compiled, None, None
-        fp = fingerprint(self.task, candidate, compiled.compile)
-        duplicate = self.lineage.duplicate_of(fp)
-        if duplicate or self.sandbox.kind == "compile-only":
-            return compiled, fp, duplicate
-        retrying = Retrying(stop=stop_after_attempt(2), retry=retry_if_exception_type(RuntimeError), reraise=True)
-        try:
-            return retrying(self.sandbox.evaluate, self.task, candidate), fp, None
-        except (RuntimeError, TaskError) as exc:
-            raise SandboxFailure(str(exc).splitlines()[0]) from exc
-
-    def diagnose(self, candidate: Candidate, result: Result, parent_ids: list[str]) -> str | None:
-        """Profile promising candidates where the sandbox can (ncu); else diagnose from timing and resources."""
-        if result.status not in (Status.ok, Status.compiled) or result.env.get("simulated"):
-            return None
-        best = self.lineage.best()
-        promising = result.ok and (best is None or (score_of(result) or 0) >= 0.95 * score(best))
-        if hasattr(self.sandbox, "profile") and (self.profile == "all" or (self.profile == "promising" and promising)):
-            parent = next((e for e in self.lineage.entries() if parent_ids and e.id == parent_ids[0]), None)
-            self.sandbox.profile(self.task, candidate, result=result, parent_profile=parent and parent.result.profile)
-        if result.profile and result.profile.get("diagnosis"):
-            return result.profile["diagnosis"]
-        from sandbox.diagnosis import diagnose
-
-        return diagnose(self.task, result).text
 
     def account(self, entry: Entry, fp: str | None) -> bool:
         """Add an evaluated entry to the lineage and the totals; True when it is the new best."""
@@ -216,25 +181,3 @@ class Loop:
         gain = self.budget.config.plateau_min_gain
         self.totals.since_improvement = 0 if old is None or new > old * (1 + gain) else self.totals.since_improvement + 1
         return old is None or new > old
-
-
-class SandboxFailure(RuntimeError):
-    """The sandbox itself failed twice on one candidate (a worker broke, the baseline is broken)."""
-
-
-def invalid(task: Task, candidate: Candidate, error: str) -> Result:
-    return Result(status=Status.rejected, task=task.name, task_fingerprint=task.fingerprint, candidate=candidate.label,
-                  candidate_key=candidate.key, error=f"invalid candidate: {error}")
-
-
-def candidate_record(c: Candidate) -> dict:
-    return {"source": c.source, "flags": list(c.flags), "knobs": {k: list(v) for k, v in c.knobs.items()},
-            "knob_values": dict(c.knob_values), "label": c.label}
-
-
-def candidate_from_record(d: dict) -> Candidate:
-    from sandbox.candidate import parse_candidate
-
-    c = parse_candidate(d["source"], label=d["label"])
-    return dataclasses.replace(c, flags=tuple(d["flags"]), knobs={k: tuple(v) for k, v in d["knobs"].items()},
-                               knob_values=dict(d["knob_values"]))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from sandbox.result import Result
 
-from .loop import Loop, candidate_from_record
+from .loop import Loop
 from .protocols import Entry, Proposal, Usage
+from .trace import candidate_from_record
 
 
 def restore(loop: Loop, events: list[dict]) -> None:

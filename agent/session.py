@@ -7,6 +7,7 @@ were recorded but never evaluated, and re-enters every phase that did not finish
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import secrets as pysecrets
@@ -26,7 +27,7 @@ from .lineage import MemoryLineage
 from .loop import NOTHING_LEFT, Loop
 from .protocols import Entry, Proposal, Proposer
 from .resume import pending_proposals, restore
-from .trace import Trace, read_events
+from .trace import Trace, candidate_record, read_events
 
 FINAL = (NOTHING_LEFT,)
 NO_TUNE_AFTER = ("interrupted", "GPU time", "wall time", "sandbox", "baseline")
@@ -222,13 +223,9 @@ def _should_run(s: Session, phase: str) -> bool:
 
 
 def _baseline_proposal(s: Session) -> dict:
-    import dataclasses
-
     cand = dataclasses.replace(load_candidate(s.task.baseline_path), label="c0000")
     s.loop.next_candidate = max(s.loop.next_candidate, 1)
     s.trace.save_candidate("c0000", cand.render())
-    from .loop import candidate_record
-
     s.trace.event("proposal", request=None, iteration=0, phase="setup", candidate_id="c0000", parents=[],
                   origin="baseline", note="the task's starting kernel", error="", usage={}, answer=None,
                   candidate=candidate_record(cand))
@@ -276,9 +273,14 @@ def _extras(s: Session) -> dict:
     out: dict = {"ledger": ledger.to_dict(), "ledger_text": ledger.summary(), "heldout": None}
     interrupted = "interrupted" in s.stops.values()
     if s.sandbox.kind != "compile-only" and best is not None and base is not None and best is not base and not interrupted:
-        rows = heldout_table(s.sandbox, s.task, base.candidate, best.candidate)
-        out["heldout"] = [{k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in r.to_dict().items()} for r in rows]
-        out["heldout_text"] = format_heldout(rows)
+        try:
+            rows = heldout_table(s.sandbox, s.task, base.candidate, best.candidate)
+        except (RuntimeError, TaskError) as exc:
+            s.notes.append(f"held-out sizes not re-checked: the sandbox failed ({str(exc).splitlines()[0]})")
+        else:
+            out["heldout"] = [{k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in r.to_dict().items()}
+                              for r in rows]
+            out["heldout_text"] = format_heldout(rows)
     return out
 
 

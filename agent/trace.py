@@ -17,12 +17,14 @@ Every text written passes through a scrubber that replaces the run's secrets (th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from sandbox.candidate import Candidate, parse_candidate
 from sandbox.compiler import atomic_write
 
 EVENTS_SCHEMA = "kernelwright-events-1"
@@ -138,6 +140,18 @@ def read_events(path: Path, repair: bool = False) -> list[dict]:
             f.flush()
             os.fsync(f.fileno())
     return events
+
+
+def candidate_record(c: Candidate) -> dict:
+    """A candidate as events store it: the source as received, plus the chosen flags and knob values."""
+    return {"source": c.source, "flags": list(c.flags), "knobs": {k: list(v) for k, v in c.knobs.items()},
+            "knob_values": dict(c.knob_values), "label": c.label}
+
+
+def candidate_from_record(d: dict) -> Candidate:
+    c = parse_candidate(d["source"], label=d["label"])
+    return dataclasses.replace(c, flags=tuple(d["flags"]), knobs={k: tuple(v) for k, v in d["knobs"].items()},
+                               knob_values=dict(d["knob_values"]))
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,0 +1,63 @@
+"""Judging one candidate: compile, skip a build already seen, run it in the sandbox, diagnose it.
+
+The sandbox's own infrastructure failures (a worker that broke, not the candidate's fault) are retried
+once with tenacity; a second failure is a ``SandboxFailure`` that ends the run cleanly.
+"""
+
+from __future__ import annotations
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+
+from sandbox.candidate import Candidate, CandidateError
+from sandbox.result import Result, Status
+from sandbox.task import Task, TaskError
+
+from .lineage import MemoryLineage, fingerprint, score, score_of
+
+PROMISING = 0.95   # profile a correct candidate within this fraction of the best speedup
+
+
+class SandboxFailure(RuntimeError):
+    """The sandbox itself failed twice on one candidate (a worker broke, the baseline is broken)."""
+
+
+def judge(sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate) -> tuple[Result, str | None, str | None]:
+    """(result, fingerprint, duplicate_of): compile first, skip a known build, then run."""
+    try:
+        compiled = sandbox.compile(task, candidate)
+    except CandidateError as exc:
+        return invalid(task, candidate, str(exc)), None, None
+    if compiled.status is not Status.compiled:
+        return compiled, None, None
+    fp = fingerprint(task, candidate, compiled.compile)
+    duplicate = lineage.duplicate_of(fp)
+    if duplicate or sandbox.kind == "compile-only":
+        return compiled, fp, duplicate
+    retrying = Retrying(stop=stop_after_attempt(2), retry=retry_if_exception_type(RuntimeError), reraise=True)
+    try:
+        return retrying(sandbox.evaluate, task, candidate), fp, None
+    except (RuntimeError, TaskError) as exc:
+        raise SandboxFailure(str(exc).splitlines()[0]) from exc
+
+
+def diagnose(sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate, result: Result,
+             parent_ids: list[str], policy: str) -> str | None:
+    """Profile promising candidates where the sandbox can (ncu); diagnose the rest from timing and resources.
+    Simulated results get no diagnosis: there is nothing measured to diagnose."""
+    if result.status not in (Status.ok, Status.compiled) or result.env.get("simulated"):
+        return None
+    best = lineage.best()
+    promising = result.ok and (best is None or (score_of(result) or 0.0) >= PROMISING * score(best))
+    if hasattr(sandbox, "profile") and (policy == "all" or (policy == "promising" and promising)):
+        parent = next((e for e in lineage.entries() if parent_ids and e.id == parent_ids[0]), None)
+        sandbox.profile(task, candidate, result=result, parent_profile=parent.result.profile if parent else None)
+    if result.profile and result.profile.get("diagnosis"):
+        return result.profile["diagnosis"]
+    from sandbox.diagnosis import diagnose as from_timing
+
+    return from_timing(task, result).text
+
+
+def invalid(task: Task, candidate: Candidate, error: str) -> Result:
+    return Result(status=Status.rejected, task=task.name, task_fingerprint=task.fingerprint, candidate=candidate.label,
+                  candidate_key=candidate.key, error=f"invalid candidate: {error}")
