@@ -9,4 +9,8 @@ def __getattr__(name: str):
         from . import api
 
         return getattr(api, name)
+    if name == "load_run":
+        from .tracefile import load_run
+
+        return load_run
     raise AttributeError(f"module 'agent' has no attribute {name!r}")

@@ -11,7 +11,6 @@ Synchronous (no event loop is started or needed). Settings beyond the common one
 from __future__ import annotations
 
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 from typing import Any, Callable
 
@@ -63,18 +62,28 @@ class Run:
             text += f", best {best['id']} {speed['value']:.3f}x [{speed['low']:.3f}, {speed['high']:.3f}]"
         return text + (", SIMULATED)" if self.simulated else ")")
 
+    def plot(self, over: str = "evaluations"):
+        """The best speedup so far against evaluations, tokens, gpu_s or wall_s (a matplotlib Figure)."""
+        from .notebook import plot
+
+        return plot(self, over)
+
+    def candidate(self, entry_id: str):
+        """One candidate: its diff against its parent and its result (renders itself in Jupyter)."""
+        from .notebook import candidate
+
+        return candidate(self, entry_id)
+
+    def report(self, out: str | Path | None = None) -> Path:
+        """Write the self-contained HTML report (default: report.html in the run folder)."""
+        from .notebook import report
+
+        return report(self, out)
+
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{h}</th>" for h in ("id", "origin", "status", "median ms", "speedup [95%]", "% roofline", "error"))
-        body = []
-        for r in self.rows():
-            s = r["speedup"]
-            speed = f"{s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]" if s else "-"
-            ms = f"{r['median_ms']:.4g}" if r["median_ms"] is not None else "-"
-            pct = f"{r['pct_of_roofline']:.1f}" if r["pct_of_roofline"] is not None else "-"
-            cells = (r["id"], r["origin"], r["status"], ms, speed, pct, r["error"][:120])
-            body.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
-        note = "".join(f"<p><b>{escape(n)}</b></p>" for n in self.summary.get("notes", []))
-        return f"<p>{escape(repr(self))}</p>{note}<table><tr>{head}</tr>{''.join(body)}</table>"
+        from .notebook import run_html
+
+        return run_html(self)
 
 
 def optimize(task: str | Path | None = None, model: str | None = None, *, base_url: str | None = None,

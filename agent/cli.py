@@ -63,4 +63,5 @@ def main() -> None:
 from . import cli_sandbox  # noqa: E402,F401  (registers tasks, compile, eval, doctor)
 from . import cli_profile  # noqa: E402,F401  (registers profile)
 from . import cli_optimize  # noqa: E402,F401  (registers optimize, batch)
+from . import cli_report  # noqa: E402,F401  (registers report, show, verify)
 from . import cli_best  # noqa: E402,F401  (registers best)

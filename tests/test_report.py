@@ -1,0 +1,195 @@
+"""`kernelwright report` and `kernelwright show` on stored runs (no GPU), and their answers to bad RUN arguments."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "traces"))
+from trace_tarballs import SIMULATED, TARBALLS, extract  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(params=TARBALLS, ids=lambda p: p.name.removesuffix(".tar.gz"))
+def run_dir(request, tmp_path) -> Path:
+    return extract(request.param, tmp_path / "traces")
+
+
+@pytest.fixture
+def simulated_run(tmp_path) -> Path:
+    return extract(SIMULATED, tmp_path / "traces")
+
+
+def kw(*args, timeout=120):
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "agent", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+def _events(run: Path) -> list[str]:
+    return (run / "events.jsonl").read_text().splitlines(keepends=True)
+
+
+@pytest.mark.timeout(120)
+def test_report_is_one_self_contained_file_with_plots_lineage_and_every_candidate(run_dir):
+    from agent.report import write_report
+    from agent.tracefile import read
+
+    stored = read(run_dir)
+    html = write_report(stored).read_text()
+    assert (run_dir / "report.html").is_file()
+    assert html.count("<svg") >= 2 and 'id="plot-evaluations"' in html and 'id="plot-gpu_s"' in html
+    for entry in stored.entries:
+        assert f'id="{entry.id}"' in html
+    assert "Validity envelope" in html and "Held-out sizes" in html and "break-even" in html
+    assert "the task&#39;s starting kernel (baseline.cu)" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "the report must load nothing from outside"
+    assert "<script" not in html.lower() and "<link" not in html.lower()
+    assert "Content-Security-Policy" in html
+
+
+@pytest.mark.timeout(120)
+def test_report_names_the_winner_its_interval_and_the_costs_of_the_simulated_run(simulated_run):
+    from agent.report import render_report
+    from agent.tracefile import read
+
+    stored = read(simulated_run)
+    html = render_report(stored)
+    best = stored.best
+    s = best.result.speedup("baseline")
+    assert f"Winner <a href=\"#{best.id}\">{best.id}</a>" in html
+    assert f"{s.value:.3f}x [{s.low:.3f}, {s.high:.3f}]" in html
+    assert "SIMULATED RUN" in html
+    tokens = json.loads((simulated_run / "summary.json").read_text())["totals"]["tokens"]
+    assert f"{tokens:,} (prompt" in html
+    assert 'id="plot-tokens"' in html and html.count("<svg") == 3
+    assert "duplicate of c0003" in html and "unusable answer" in html
+
+
+@pytest.mark.timeout(120)
+def test_text_from_the_model_is_escaped_in_the_report(simulated_run):
+    from agent.report import render_report
+    from agent.tracefile import read
+
+    html = render_report(read(simulated_run))
+    assert "&lt;script&gt;alert(&#39;not escaped&#39;)&lt;/script&gt;" in html
+    assert "<script>alert" not in html and "<b>bold</b>" not in html
+    assert "a &lt; b &amp;&amp; b &gt; a" in html
+
+
+@pytest.mark.timeout(120)
+def test_each_candidate_shows_its_diff_against_its_parent(simulated_run):
+    from agent.report_view import candidate_view
+    from agent.tracefile import read
+
+    stored = read(simulated_run)
+    fixed = candidate_view(stored, stored.by_id["c0003"])
+    assert fixed["parents"] == ["c0002"]
+    changed = [d["text"] for d in fixed["diff"] if d["kind"] in ("add", "del")]
+    assert any("make_float5" in t for t in changed if t.startswith("-"))
+    assert any("make_float4" in t for t in changed if t.startswith("+"))
+    tuned = candidate_view(stored, stored.by_id[stored.best.id])
+    assert any(d["kind"] == "add" and "BLOCK = [512" in d["text"] for d in tuned["diff"])
+    base = candidate_view(stored, stored.baseline)
+    assert {d["kind"] for d in base["diff"]} == {"src"}
+
+
+@pytest.mark.timeout(120)
+def test_an_unfinished_run_still_renders_and_says_it_did_not_finish(simulated_run):
+    from agent.report import render_report
+    from agent.tracefile import read
+
+    lines = _events(simulated_run)
+    cut = next(i for i, line in enumerate(lines) if '"kind": "stop"' in line)
+    (simulated_run / "events.jsonl").write_text("".join(lines[:cut]))
+    (simulated_run / "summary.json").unlink()
+    stored = read(simulated_run)
+    html = render_report(stored)
+    assert "did not finish" in html and stored.best is not None
+    assert f'id="{stored.best.id}"' in html
+
+
+@pytest.mark.timeout(120)
+def test_report_command_writes_the_file_given_with_o(run_dir, tmp_path):
+    out = kw("report", run_dir.name, "--traces", run_dir.parent, "-o", tmp_path / "r.html")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert str(tmp_path / "r.html") in out.stdout
+
+
+@pytest.mark.timeout(120)
+def test_show_prints_the_claim_and_the_lineage_tree(simulated_run):
+    from agent.tracefile import read
+
+    stored = read(simulated_run)
+    out = kw("show", simulated_run)
+    assert out.returncode == 0, out.stderr
+    assert "SIMULATED" in out.stdout and "lineage:" in out.stdout
+    assert re.search(rf"winner {stored.best.id} \(tuner\): \d\.\d{{3}}x \[", out.stdout)
+    assert "└─ c0002 llm compile_error" in out.stdout
+    assert re.search(rf"[├└]─ {stored.best.id} tuner ok .* <- winner", out.stdout)
+    for entry in stored.entries:
+        assert entry.id in out.stdout
+
+
+def _cut_last_line(run: Path) -> None:
+    raw = (run / "events.jsonl").read_bytes()
+    (run / "events.jsonl").write_bytes(raw[:-40])
+
+
+def _garbage_line(run: Path) -> None:
+    lines = _events(run)
+    lines[3] = "{not json\n"
+    (run / "events.jsonl").write_text("".join(lines))
+
+
+def _other_schema(run: Path) -> None:
+    lines = _events(run)
+    lines[0] = lines[0].replace("kernelwright-events-1", "kernelwright-events-9")
+    (run / "events.jsonl").write_text("".join(lines))
+
+
+def _lost_proposal(run: Path) -> None:
+    lines = _events(run)
+    first = next(i for i, line in enumerate(lines) if '"kind": "proposal"' in line and '"c0001"' in line)
+    kept = lines[:first] + lines[first + 1:]
+    (run / "events.jsonl").write_text("".join(json.dumps({**json.loads(l), "seq": i}) + "\n" for i, l in enumerate(kept)))
+
+
+def _no_events(run: Path) -> None:
+    (run / "events.jsonl").unlink()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["report", "show", "verify"])
+@pytest.mark.parametrize("damage, message", [
+    (_cut_last_line, "is cut off"),
+    (_garbage_line, "line 4: not JSON"),
+    (_other_schema, "line 1: schema 'kernelwright-events-9'"),
+    (_lost_proposal, "which no earlier proposal made"),
+    (_no_events, "not a run folder (no events.jsonl)"),
+], ids=["truncated", "garbage", "schema", "orphan-evaluation", "no-events"])
+def test_a_damaged_trace_is_one_clear_error_and_exit_2(simulated_run, command, damage, message):
+    damage(simulated_run)
+    out = kw(command, simulated_run)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) <= 3
+    assert not (simulated_run / "report.html").exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["report", "show", "verify"])
+def test_no_such_run_and_a_folder_that_is_not_a_run_exit_2(command, tmp_path):
+    missing = kw(command, "no-such-run", "--traces", tmp_path)
+    assert missing.returncode == 2 and "no-such-run: no such run" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = kw(command, tmp_path / "empty")
+    assert empty.returncode == 2 and "not a run folder" in empty.stderr
