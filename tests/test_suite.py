@@ -299,6 +299,20 @@ def test_baseline_is_ok_at_every_check_size_and_the_benchmark_size(gpu_sandbox, 
     assert all(c.passed for c in result.checks)
 
 
+@pytest.mark.gpu
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("name", SUITE)
+def test_baseline_is_correct_at_every_heldout_size(gpu_sandbox, name):
+    """Winners are re-timed at held-out sizes against the baseline, whose outputs must be right there too."""
+    from sandbox import Status
+
+    task = load_task(name)
+    baseline = load_candidate(task.baseline_path)
+    for sizes in task.spec.sizes.heldout:
+        result = gpu_sandbox.evaluate(task, baseline, sizes=sizes, timing=False)
+        assert result.status is Status.ok, f"{sizes}: {result.summary()}\n{result.detail}"
+
+
 def vendor_agreement(name: str) -> list[dict]:
     """Run in a child process on a GPU: reference and vendor on the same CuPy inputs at every check size
     and the benchmark size, both trial distributions, compared with the task's tolerance."""
