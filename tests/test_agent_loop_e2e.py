@@ -192,3 +192,23 @@ def test_without_a_model_the_built_in_search_runs(tmp_path):
     assert [e["name"] for e in _events(run, "phase")] == ["search"]
     assert {e.origin for e in run.entries} == {"baseline", "tuner"}
     assert run.summary["ledger"]["evaluations"] == len(run.entries)
+
+
+def test_a_toml_run_config_sets_the_endpoint_and_request_fields(serve, tmp_path):
+    script, url = serve([answer()])
+    config = tmp_path / "run.toml"
+    config.write_text(f'sandbox = "fake"\n\n[model]\nname = "scripted"\nbase_url = "{url}"\nmax_tokens = 4096\n'
+                      'max_tokens_field = "max_completion_tokens"\nextra_body = { top_k = 20 }\n\n'
+                      '[budget]\niterations = 1\n\n[tune]\nenabled = false\n')
+    run = agent.optimize("vector_add", config=config, traces=tmp_path / "traces")
+    body = script.requests[0]
+    assert body["max_completion_tokens"] == 4096 and body["top_k"] == 20 and "max_tokens" not in body
+    assert run.best is not None and json.loads((run.path / "run.json").read_text())["config"]["model"]["base_url"] == url
+
+
+def test_openai_base_url_is_used_when_no_base_url_is_given(serve, tmp_path, monkeypatch):
+    script, url = serve([answer()])
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    run = agent.optimize("vector_add", model="scripted", iterations=1, sandbox="fake", tune=False,
+                         traces=tmp_path / "traces")
+    assert len(script.requests) == 1 and run.best is not None

@@ -106,3 +106,27 @@ def test_a_finished_run_continues_when_resumed_with_a_larger_budget(httpserver, 
     more = agent.optimize(resume=run.path, iterations=3)
     assert len(script.requests) == 3 and len(more.entries) == 4
     assert more.summary["totals"]["iterations"] == 3
+
+
+@pytest.mark.timeout(240)
+def test_ctrl_c_ends_the_run_with_a_summary_and_exit_code_130_and_it_resumes(httpserver, tmp_path, env):
+    script, url = _serve(httpserver, [answer(fake=f"speedup={1.1 + v / 10}", variant=v) for v in range(8)], SlowScript)
+    traces = tmp_path / "traces"
+    cmd = [sys.executable, "-m", "agent", "optimize", "vector_add", "--model", "scripted", "--base-url", url,
+           "--iterations", "5", "--sandbox", "fake", "--no-tune", "--traces", str(traces), "--run-id", "stopped", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    events_file = traces / "stopped" / "events.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (events_file.exists() and events_file.read_text().count('"kind": "evaluation"') >= 2):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    events = read_events(traces / "stopped")
+    assert events[-1]["kind"] == "end" and events[-1]["summary"]["stop_reason"] == "interrupted"
+    assert "stopped: model: interrupted" in out
+
+    run = agent.optimize(resume="stopped", traces=traces)
+    assert run.stop_reason == "iterations: 5 reached"
+    assert sum(e["kind"] == "proposal" and e["phase"] == "model" for e in read_events(run.path)) == 5
