@@ -105,14 +105,23 @@ def test_every_array_fits_2_gib_and_int32_indexing_at_every_size(name):
 # ---- each task: its baseline ------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def compile_only():
+    from sandbox import CompileOnlySandbox
+
+    with CompileOnlySandbox() as sb:
+        yield sb
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", SUITE)
-def test_baseline_compiles_without_spills(name):
+def test_baseline_passes_the_sandbox_policy_and_compiles_without_spills(compile_only, name):
+    from sandbox import Status
+
     task = load_task(name)
-    info, cubin = compile_source(load_candidate(task.baseline_path))
-    assert info.ok, info.log
-    assert cubin
-    for k in info.kernels.values():
+    result = compile_only.compile(task, load_candidate(task.baseline_path))
+    assert result.status is Status.compiled, result.summary() + "\n" + result.detail
+    for k in result.compile.kernels.values():
         assert (k.spill_stores, k.spill_loads) == (0, 0), f"{k.name} spills"
         assert k.static_shared <= STATIC_SHARED_LIMIT
 
@@ -199,6 +208,11 @@ def _naive_attention(q, k, v):
     return np.einsum("bij,bjd->bid", e, v) / e.sum(axis=2)[:, :, None]
 
 
+def _naive_histogram(x, bins: int = 256) -> np.ndarray:
+    counts = Counter(x.tolist())
+    return np.array([counts[b] for b in range(bins)])
+
+
 def _wrap_int32(values) -> np.ndarray:
     return np.array([(v + 2**31) % 2**32 - 2**31 for v in values], dtype=np.int64)
 
@@ -220,7 +234,7 @@ NAIVE = {
     "hgemm": lambda A, B, M, N, K: {"C": np.einsum("mk,kn->mn", A.astype(np.float64), B.astype(np.float64))},
     "gemv": lambda A, x, M, K: {"y": np.array([math.fsum(a * b for a, b in zip(row, x.tolist())) for row in _rows(A)])},
     "laplacian": lambda u, H, W: {"out": _second_difference(H) @ u.astype(np.float64) + u.astype(np.float64) @ _second_difference(W)},
-    "histogram": lambda x, n: {"hist": np.array([Counter(x.tolist())[b] for b in range(256)])},
+    "histogram": lambda x, n: {"hist": _naive_histogram(x)},
     "attention": lambda q, k, v, BH, S, D: {"o": _naive_attention(q, k, v)},
 }
 
