@@ -15,7 +15,12 @@ Used by the loop (``kernelwright optimize TASK`` with no model configured)::
     proposals = tuner.propose(request)      # [] once the search is over
     ...evaluate each proposal.candidate, then tuner.observe(entry) for every evaluated entry...
     tuner.summaries()                       # what was searched, duplicates, failures, best, why it stopped
+    tuner.compile_results                   # its own compiles, for the ledger (Ledger.add_compile)
     tuner.close()
+
+One request at a time: a proposal that is not observed by the next ``propose`` (skipped by the loop
+as a duplicate, or not evaluated because a budget ran out) counts as failed. Each new source (a
+parent whose source or knob declarations differ) gets its own search and its own budget.
 
 or alone: ``tune(sandbox, task, candidate)`` runs the search to its end and returns the entries.
 """
@@ -38,6 +43,7 @@ from .tuning_space import TuningSpace, code_key, cubin_of, flag_groups
 
 
 COMPILES_PER_EVALUATION = 5   # configurations compiled (duplicates included) per evaluation in the budget
+MAX_DEFAULT_BUDGET = 200
 
 
 def objective(result: Result) -> float:
@@ -52,10 +58,11 @@ def objective(result: Result) -> float:
 
 
 def default_budget(strategy: str, size: int) -> int:
-    """Exhaustive: the whole space; otherwise a fifth of it, at least 20 (evaluations, not compiles)."""
+    """Exhaustive: the whole space; otherwise a fifth of it, at least 20 and at most 200 (evaluations,
+    not compiles: duplicates and compile failures are free)."""
     if strategy == "exhaustive":
         return size
-    return min(size, max(20, math.ceil(0.2 * size)))
+    return min(size, max(20, min(MAX_DEFAULT_BUDGET, math.ceil(0.2 * size))))
 
 
 def default_patience(strategy: str, space: Space) -> int | None:
@@ -90,7 +97,8 @@ class TunerProposer:
     strategy: ``default`` (random start, then coordinate sweeps and iterated local search),
         ``random`` or ``exhaustive``.
     max_evaluations: candidates proposed for evaluation per tuned source (duplicates and compile
-        failures are free); None: ``default_budget`` (a fifth of the space, the whole for exhaustive).
+        failures are free); None: ``default_budget`` (a fifth of the space, 20 to 200; the whole
+        space for exhaustive).
     seed: the strategy's random seed (same seed, same proposals).
     flags: search the compiler-option catalogue too (False: knobs only).
     sandbox: used to compile before proposing (any ``sandbox.Sandbox``); None: a compile-only
