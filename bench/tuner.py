@@ -169,6 +169,9 @@ def measure_case(run: CaseRun, sandbox, deadline: float, save) -> bool:
         run.entry["measured"] = {}
     run.entry["gpu"] = gpu
     todo = [k for k in run.distinct() if k not in run.measured]
+    if todo:
+        print(f"[{run.name}] measuring {len(todo)} distinct configurations", flush=True)
+    t0 = time.monotonic()
     for i, key in enumerate(todo, 1):
         if time.monotonic() > deadline:
             print(f"[{run.name}] time limit: {len(todo) - i + 1} configurations left to measure", flush=True)
@@ -182,7 +185,9 @@ def measure_case(run: CaseRun, sandbox, deadline: float, save) -> bool:
                                  gpu_s=r.cost.gpu_s, wall_s=r.cost.wall_s, error=r.error[:200])
         save()
         if i % 10 == 0 or i == len(todo):
-            print(f"[{run.name}] measured {i}/{len(todo)} ({r.status.value}, {r.cost.wall_s:.1f} s)", flush=True)
+            per = (time.monotonic() - t0) / i
+            print(f"[{run.name}] measured {i}/{len(todo)} (last: {r.status.value}; {per:.1f} s each, "
+                  f"about {per * (len(todo) - i):.0f} s left)", flush=True)
     return True
 
 
