@@ -123,7 +123,7 @@ def verify_cmd(run: str = RUN, traces: Path = TRACES,
 
 
 def _print_verification(v) -> None:
-    from .report_view import interval, verdict
+    from .report_view import NOT_RECORDED, interval, verdict
 
     sizes = ",".join(f"{k}={x}" for k, x in v.sizes.items())
     console.print(f"verify run {escape(v.run_id)}: winner {v.candidate} ({escape(v.origin)}) at {sizes}", highlight=False)
@@ -137,7 +137,8 @@ def _print_verification(v) -> None:
                       highlight=False)
     for row in v.environment:
         mark = "" if row["same"] else "  <- differs"
-        console.print(f"  {row['label']:<18} run: {escape(str(row['run']))}  now: {escape(str(row['now']))}{mark}",
+        then, now = (NOT_RECORDED if x is None else escape(str(x)) for x in (row["run"], row["now"]))
+        console.print(f"  {row['label']:<18} run: {then}  now: {now}{mark}",
                       highlight=False, soft_wrap=True)
     for w in v.warnings:
         console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)

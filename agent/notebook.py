@@ -29,7 +29,35 @@ def plot(run, over: str = "evaluations"):
     """The best speedup so far against ``over``: evaluations, tokens, gpu_s or wall_s (a matplotlib Figure)."""
     from .plots import best_so_far
 
+    _figures_inline()
     return best_so_far(_stored(run), over)
+
+
+def _figures_inline() -> None:
+    """In IPython, a figure made without pyplot displays as text unless a formatter knows figures: add the
+    PNG formatter ``%matplotlib inline`` would add, unless there is one already."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    from matplotlib.figure import Figure
+
+    png = shell.display_formatter.formatters["image/png"]
+    try:
+        png.lookup_by_type(Figure)
+    except KeyError:
+        png.for_type(Figure, _png)
+
+
+def _png(fig) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
 
 
 def report(run, out: str | Path | None = None) -> Path:

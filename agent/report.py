@@ -35,8 +35,8 @@ def environment():
                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
-def _css() -> str:
-    return (TEMPLATES / "report.css").read_text()
+def _css():
+    return _markup((TEMPLATES / "report.css").read_text())
 
 
 def _markup(text: str):
@@ -98,9 +98,7 @@ def candidate_fragment(stored: StoredRun, entry: Entry) -> str:
 
 def entry_fragment(entry: Entry) -> str:
     """An entry on its own (no trace at hand): its note, its source and its result."""
-    r = entry.result
-    s = r.speedup("baseline") if r.ok else None
     c = {"id": entry.id, "origin": entry.origin, "phase": "", "iteration": entry.iteration, "parents": entry.parent_ids,
-         "full_note": entry.note, "best": False, "diagnosis": entry.diagnosis if isinstance(entry.diagnosis, str) else "",
-         "diff": views.diff_lines(None, None, entry.id, entry.candidate.render()), "speedup": views.interval(s)}
-    return environment().get_template("candidate.html.j2").render(c=c, css=_css(), result_html=_markup(result_html(r)))
+         "full_note": entry.note, "best": False, "diagnosis": views.own_diagnosis(entry),
+         "diff": views.diff_lines(None, None, entry.id, entry.candidate.render()), "diff_label": "source"}
+    return environment().get_template("candidate.html.j2").render(c=c, css=_css(), result_html=_markup(result_html(entry.result)))

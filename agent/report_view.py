@@ -151,7 +151,7 @@ def envelope(stored: StoredRun, shown: Entry | None, task=None) -> list[dict]:
         rows.append({"key": "timing", "label": "timing protocol", "value": f"{t.rounds} interleaved A/B rounds, L2 flush "
                      f"{t.l2_flush_bytes / 2**20:.0f} MiB, {t.rotating_sets} rotating input set(s)"})
     if r is not None and r.checks:
-        sizes = sorted({describe_sizes(c.sizes) for c in r.checks}, key=len)
+        sizes = dict.fromkeys(describe_sizes(c.sizes) for c in r.checks)
         rows.append({"key": "checked", "label": "checked at sizes", "value": "; ".join(sizes)})
     if task is not None:
         spec = task.spec
@@ -280,17 +280,21 @@ def diff_lines(parent_id: str | None, parent_source: str | None, entry_id: str, 
     return rows or [{"kind": "head", "text": f"identical to {parent_id}"}]
 
 
+def own_diagnosis(entry: Entry) -> str:
+    """The entry's diagnosis text where its result's profile does not already show it."""
+    text = entry.diagnosis if isinstance(entry.diagnosis, str) else ""
+    return "" if text == diagnosis_text(entry.result) else text
+
+
 def candidate_view(stored: StoredRun, entry: Entry) -> dict:
     parent = stored.parent(entry)
     phases = {ev["candidate_id"]: ev.get("phase", "") for ev in stored.events
               if ev["kind"] == "proposal" and ev.get("candidate_id")}
-    diagnosis = entry.diagnosis if isinstance(entry.diagnosis, str) else ""
-    if diagnosis == diagnosis_text(entry.result):
-        diagnosis = ""
     return {**node(stored, entry), "phase": phases.get(entry.id, ""), "iteration": entry.iteration,
-            "parents": entry.parent_ids, "full_note": entry.note, "diagnosis": diagnosis,
+            "parents": entry.parent_ids, "full_note": entry.note, "diagnosis": own_diagnosis(entry),
             "diff": diff_lines(parent.id if parent else None, stored.source(parent.id) if parent else None,
                                entry.id, stored.source(entry.id)),
+            "diff_label": f"diff against {parent.id}" if parent else "source",
             "score": score(entry)}
 
 

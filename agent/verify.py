@@ -136,7 +136,9 @@ def compare(stored: StoredRun, entry: Entry, result: Result, tolerance: float = 
         v.within_tolerance = measured.low <= claimed.high * (1 + tolerance) and claimed.low * (1 - tolerance) <= measured.high
         v.now_clears = measured.low > 1.0
         v.reproduces = v.within_tolerance and (v.now_clears or not v.claim_cleared)
-    v.environment, v.warnings = environment(stored, entry.result.env, result.env)
+    from sandbox.envinfo import software
+
+    v.environment, v.warnings = environment(stored, entry.result.env, {**software(), **result.env})
     return v
 
 
@@ -152,6 +154,8 @@ def environment(stored: StoredRun, then: dict, now: dict) -> tuple[list[dict], l
             continue
         if a is None:
             warnings.append(f"the run did not record its {label}; this machine has {b}")
+        elif b is None:
+            warnings.append(f"this machine does not report its {label}; the run measured on {a}")
         else:
             warnings.append(f"other {label}: the run measured on {a}, this machine has {b}; the claim's envelope "
                             "does not cover it")

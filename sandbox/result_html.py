@@ -62,8 +62,8 @@ def view(r: Result) -> dict:
         failed = r.failed_checks()
         out["checks"] = {
             "total": len(r.checks), "passed": len(r.checks) - len(failed),
-            "sizes": sorted({describe_sizes(c.sizes) for c in r.checks}, key=len),
-            "distributions": sorted({c.distribution for c in r.checks}),
+            "sizes": list(dict.fromkeys(describe_sizes(c.sizes) for c in r.checks)),
+            "distributions": list(dict.fromkeys(c.distribution for c in r.checks)),
             "failed": [{"label": c.label, "sizes": describe_sizes(c.sizes), "output": c.output,
                         "distribution": c.distribution, "max_abs": _num(c.max_abs_error, ".3g"),
                         "max_rel": _num(c.max_rel_error, ".3g"), "mismatches": str(c.mismatches),

@@ -52,7 +52,7 @@ def test_report_is_one_self_contained_file_with_plots_lineage_and_every_candidat
     assert "the task&#39;s starting kernel (baseline.cu)" in html
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "the report must load nothing from outside"
     assert "<script" not in html.lower() and "<link" not in html.lower()
-    assert "Content-Security-Policy" in html
+    assert "Content-Security-Policy" in html and '"Segoe UI"' in html, "CSS must not be HTML-escaped"
 
 
 @pytest.mark.timeout(120)
