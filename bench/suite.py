@@ -23,7 +23,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 from sandbox import GPUSandbox, SandboxConfig, Status, load_candidate, load_task  # noqa: E402
 from sandbox.compiler import atomic_write  # noqa: E402
-from sandbox.task import describe_sizes, suite_names  # noqa: E402
+from sandbox.task import TaskError, describe_sizes, suite_names  # noqa: E402
 
 COLUMNS = ("task", "category", "benchmark size", "baseline ms [95%]", "vendor ms [95%]",
            "baseline % roofline", "vendor % roofline", "bound")
@@ -40,8 +40,11 @@ def _pct(impl) -> str:
 def row(sb: GPUSandbox, name: str) -> tuple[list[str], str]:
     """The table row of one task, and a note (empty when the baseline is ok)."""
     task = load_task(name)
-    result = sb.evaluate(task, load_candidate(task.baseline_path))
     head = [name, task.spec.category, describe_sizes(task.spec.sizes.benchmark)]
+    try:
+        result = sb.evaluate(task, load_candidate(task.baseline_path))
+    except (TaskError, RuntimeError) as exc:  # a baseline that is not ok, or a vendor or reference that failed
+        return head + ["failed", "-", "-", "-", "-"], f"{name}: {exc}"
     if result.status is not Status.ok:
         return head + [result.status.value, "-", "-", "-", "-"], f"{name}: {result.summary()}"
     t = result.timing
