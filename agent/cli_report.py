@@ -64,7 +64,8 @@ def show_cmd(run: str = RUN, traces: Path = TRACES):
                       f"{best['verdict']}" + (f"; vs vendor {best['vendor']}" if best["vendor"] else "")
                       + f"; {best['median_ms']} ms, {best['pct']}% of roofline", highlight=False, soft_wrap=True)
     else:
-        console.print("winner: none (no candidate beat the baseline)", highlight=False)
+        why = "a compile-only run times nothing" if s["sandbox"] == "compile-only" else "no candidate beat the baseline"
+        console.print(f"winner: none ({why})", highlight=False)
     for b in s["baselines"]:
         console.print(f"  {b['name']}: {escape(b['what'])} ({b['ms']})", highlight=False, soft_wrap=True)
     env = {row["key"]: row["value"] for row in s["envelope"]}
@@ -74,8 +75,9 @@ def show_cmd(run: str = RUN, traces: Path = TRACES):
     for h in s["heldout"] or []:
         flag = f" [red]FLAGGED: {escape(h['reason'])}[/]" if h["flagged"] else ""
         console.print(f"  held-out {h['sizes']}: {h['status']} {h['speedup']}{flag}", highlight=False, soft_wrap=True)
-    console.print("cost: " + "; ".join(f"{row['label']} {escape(row['value'])}" for row in s["cost"]),
-                  highlight=False, soft_wrap=True)
+    console.print("cost:", highlight=False)
+    for row in s["cost"]:
+        console.print(f"  {row['label']}: {escape(row['value'])}", highlight=False, soft_wrap=True)
     console.print("lineage:", highlight=False)
     for n in views.lineage_lines(stored):
         style = "green" if n["ok"] else "red"

@@ -112,7 +112,7 @@ def summary_view(stored: StoredRun, task=None) -> dict:
         base_ms = t.impls["baseline"].median_ms if t and "baseline" in t.impls else None
         out["baselines"].append({"name": "baseline", "what": "the task's starting kernel (baseline.cu) with its default "
                                  "knobs and flags, timed A/B against every candidate in the same process",
-                                 "ms": f"{base_ms:.4g} ms" if base_ms else "-", "entry": base.id})
+                                 "ms": f"{base_ms:.4g} ms" if base_ms else "not timed", "entry": base.id})
     if timing is not None and "vendor" in timing.impls:
         out["baselines"].append({"name": "vendor", "what": (spec.vendor if spec and spec.vendor else
                                                             "the task's vendor-library implementation"),
@@ -205,7 +205,7 @@ def cost(stored: StoredRun) -> list[dict]:
         rows.append(("saving per call", f"{saving['per_call_s'] * 1e6:.2f} us at {size} ({saving['reference_ms']:.4g} ms "
                                         f"{saving['over']} -> {saving['winner_ms']:.4g} ms winner)"))
     be = ledger.get("break_even_calls")
-    if be:
+    if be and be.get("gpu") is not None:
         rows.append(("break-even", f"{_calls(be.get('gpu'))} calls repay the GPU time ({_calls(be.get('gpu_conservative'))} "
                                    f"at the interval's low end); {_calls(be.get('wall'))} calls repay the wall time"))
     elif stored.finished:

@@ -12,19 +12,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "traces"))
-from trace_tarballs import SIMULATED, TARBALLS, extract  # noqa: E402
+from trace_tarballs import run_dir, simulated_run  # noqa: E402,F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(params=TARBALLS, ids=lambda p: p.name.removesuffix(".tar.gz"))
-def run_dir(request, tmp_path) -> Path:
-    return extract(request.param, tmp_path / "traces")
-
-
-@pytest.fixture
-def simulated_run(tmp_path) -> Path:
-    return extract(SIMULATED, tmp_path / "traces")
 
 
 def kw(*args, timeout=120):

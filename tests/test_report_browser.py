@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "traces"))
-from trace_tarballs import TARBALLS, extract  # noqa: E402
+from trace_tarballs import run_dir  # noqa: E402,F401  (a fixture)
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install -y chromium)")
@@ -147,12 +147,11 @@ def open_page(path: Path, profile: Path) -> tuple[dict, list[str], list[str]]:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("tarball", TARBALLS, ids=lambda p: p.name.removesuffix(".tar.gz"))
-def test_report_opens_in_chromium_with_its_plots_and_no_console_errors(tarball, tmp_path):
+def test_report_opens_in_chromium_with_its_plots_and_no_console_errors(run_dir, tmp_path):
     from agent.report import write_report
     from agent.tracefile import read
 
-    stored = read(extract(tarball, tmp_path / "traces"))
+    stored = read(run_dir)
     page = write_report(stored, tmp_path / "report.html")
     facts, problems, remote = open_page(page, tmp_path / "profile")
     assert problems == [] and remote == []

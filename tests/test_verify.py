@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "traces"))
-from trace_tarballs import SIMULATED, extract, strip_simulation  # noqa: E402
+from trace_tarballs import simulated_run, strip_simulation  # noqa: E402,F401  (simulated_run: a fixture)
 
 from conftest import gpu_available  # noqa: E402
 
@@ -25,9 +25,9 @@ def kw(*args, timeout=300):
 
 
 @pytest.fixture
-def measured_run(tmp_path) -> Path:
+def measured_run(simulated_run) -> Path:
     """The simulated fixture with its simulation markers stripped (reaches the paths that refuse simulated runs)."""
-    return strip_simulation(extract(SIMULATED, tmp_path / "traces"))
+    return strip_simulation(simulated_run)
 
 
 def _remeasured(entry, value, low, high, status=None, **env):
@@ -115,8 +115,8 @@ def test_verify_re_measures_the_winners_file_through_a_sandbox(measured_run):
 
 
 @pytest.mark.timeout(60)
-def test_verify_refuses_a_simulated_run(tmp_path):
-    out = kw("verify", extract(SIMULATED, tmp_path / "traces"))
+def test_verify_refuses_a_simulated_run(simulated_run):
+    out = kw("verify", simulated_run)
     assert out.returncode == 2
     assert "is SIMULATED (fake sandbox): its figures were modelled, not measured" in out.stderr
 
