@@ -18,12 +18,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-# Run as a script, this folder comes first on sys.path, and bench/sandbox.py would shadow the sandbox package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from sandbox import GPUSandbox, SandboxConfig, Status, load_candidate, load_task  # noqa: E402
-from sandbox.compiler import atomic_write  # noqa: E402
-from sandbox.task import TaskError, describe_sizes, suite_names  # noqa: E402
+from sandbox import GPUSandbox, SandboxConfig, Status, load_candidate, load_task
+from sandbox.compiler import atomic_write
+from sandbox.task import TaskError, describe_sizes, suite_names
 
 COLUMNS = ("task", "category", "benchmark size", "baseline ms [95%]", "vendor ms [95%]",
            "baseline % roofline", "vendor % roofline", "bound")
