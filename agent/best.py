@@ -102,10 +102,10 @@ class BestStore:
         return self.root / task.name / task.fingerprint / name
 
     def offer(self, task: Task, candidate: Candidate, result: Result, run: str | None = None) -> bool:
-        """Store ``candidate`` if its result is correct, timed on a GPU, and faster than the record."""
+        """Store ``candidate`` if its result is correct, timed on a real GPU, and faster than the record."""
         envelope = Envelope.from_env(result.env)
         speedup = result.speedup("baseline")
-        if not result.ok or result.timing is None or speedup is None or envelope is None:
+        if not result.ok or result.timing is None or speedup is None or envelope is None or result.env.get("simulated"):
             return False
         if result.task_fingerprint != task.fingerprint:
             return False

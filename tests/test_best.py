@@ -86,6 +86,7 @@ def test_only_a_faster_offer_replaces_the_record(task, tuned, store):
 def test_results_that_are_not_correct_timed_gpu_measurements_are_not_stored(task, tuned, store):
     assert not store.offer(task, tuned, failed_result(task, tuned, Status.wrong))
     assert not store.offer(task, tuned, timed_result(task, tuned, 2.0, 3.0, env={"gpu": None}))
+    assert not store.offer(task, tuned, timed_result(task, tuned, 2.0, 3.0, env={**H200_ENV, "simulated": True}))
     other = load_task("vector_add")
     assert not store.offer(other, tuned, timed_result(task, tuned, 2.0, 3.0))
     assert store.records(task) == []
