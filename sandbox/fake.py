@@ -58,23 +58,19 @@ def annotations(source: str) -> dict[str, str]:
     return out
 
 
-class FakeSandbox:
+class FakeSandbox(CompileOnlySandbox):
     """Compiles for real; every run, check and time is simulated and marked ``simulated``."""
 
     kind = "fake"
 
     def __init__(self, config: SandboxConfig | None = None, arch: str | None = None):
-        self._compiler = CompileOnlySandbox(config, arch)
-        self.arch = self._compiler.arch
-        self.device: dict = {"gpu": "simulated GPU (FakeSandbox: no measurements)", "arch": self.arch, "sms": 132,
-                             "l2_bytes": 60 * 2**20, "memory_bytes": 96 * 2**30, "shared_per_block_optin": 227 * 1024,
-                             "shared_per_sm": 228 * 1024, "simulated": True}
-
-    def compile(self, task: Task, candidate: Candidate) -> Result:
-        return self._compiler.compile(task, candidate)
+        super().__init__(config, arch)
+        self.device = {"gpu": "simulated GPU (FakeSandbox: no measurements)", "arch": self.arch, "sms": 132,
+                       "l2_bytes": 60 * 2**20, "memory_bytes": 96 * 2**30, "shared_per_block_optin": 227 * 1024,
+                       "shared_per_sm": 228 * 1024, "simulated": True}
 
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
-        compiled = self._compiler.compile(task, candidate)
+        compiled = self.compile(task, candidate)
         if compiled.status is not Status.compiled:
             return compiled
         bench = sizes or task.spec.sizes.benchmark
@@ -84,20 +80,20 @@ class FakeSandbox:
         try:
             plans = [resolve(task, candidate, compiled.compile, s) for _, s in labelled]
         except PlanError as exc:
-            return _result(task, candidate, Status.launch_error, error=str(exc), **base)
+            return self._base(task, candidate, Status.launch_error, error=str(exc), **base)
         notes = annotations(candidate.source)
         failure = next((status for key, status in _FAILURES.items() if key in notes), None)
         if failure is Status.wrong:
             out = task.spec.outputs[0].name
             checks = [_check(s, label, out, True) for label, s in labelled[:-1]] + [_check(bench, "benchmark", out, False)]
-            return _result(task, candidate, Status.wrong, checks=checks,
+            return self._base(task, candidate, Status.wrong, checks=checks,
                            error=f"benchmark ({describe_sizes(bench)}): output {out!r} is wrong: 1 mismatches, "
                                  f"first at [0]: got 0.0, expected 1.0 (simulated by a '// fake: wrong' annotation)", **base)
         if failure is not None:
-            return _result(task, candidate, failure, error=f"simulated {failure.value} ('// fake: {failure.value}' annotation)", **base)
+            return self._base(task, candidate, failure, error=f"simulated {failure.value} ('// fake: {failure.value}' annotation)", **base)
         checks = [_check(s, label, t.name, True) for label, s in labelled for t in task.spec.outputs]
         if not timing:
-            return _result(task, candidate, Status.ok, checks=checks, **base)
+            return self._base(task, candidate, Status.ok, checks=checks, **base)
         seed_blob = json.dumps([compiled.compile.cubin_sha256, plans], sort_keys=True, default=str)
         digest = hashlib.sha256(seed_blob.encode()).digest()
         speed = self._speedup(task, candidate, notes, digest)
@@ -106,7 +102,7 @@ class FakeSandbox:
         status, error = Status.ok, ""
         if floor and rec["impls"]["candidate"]["median_ms"] < floor / REJECT_FACTOR:
             status, error = Status.rejected, f"{FLOOR_NOTE} (simulated): below the roofline floor / {REJECT_FACTOR}"
-        return _result(task, candidate, status, checks=checks, timing=Timing.model_validate(rec), error=error, **base)
+        return self._base(task, candidate, status, checks=checks, timing=Timing.model_validate(rec), error=error, **base)
 
     def _speedup(self, task: Task, candidate: Candidate, notes: dict, digest: bytes) -> float:
         if notes.get("speedup"):
@@ -138,26 +134,11 @@ class FakeSandbox:
                    roofline_ms=floor_ms or None, bound="memory" if t_mem >= t_cmp else "compute")
         return rec, floor_ms or None
 
-    def close(self) -> None:
-        self._compiler.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
 def _check(sizes: dict, label: str, output: str, passed: bool) -> Check:
     mismatch = None if passed else Mismatch(index=[0], got=0.0, expected=1.0)
     return Check(sizes=sizes, label=label, output=output, distribution="simulated", passed=passed,
                  max_abs_error=0.0 if passed else 1.0, mismatches=0 if passed else 1, first_mismatch=mismatch,
                  note="simulated")
-
-
-def _result(task: Task, candidate: Candidate, status: Status, **kw) -> Result:
-    return Result(status=status, task=task.name, task_fingerprint=task.fingerprint, candidate=candidate.label,
-                  candidate_key=candidate.key, knobs=candidate.defines(), flags=list(candidate.flags), **kw)
 
 
 __all__ = ["FakeSandbox", "annotations", "SIM_CEILINGS"]

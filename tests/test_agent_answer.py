@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from agent.answer import FormatError, extract, parse_answer, split_reasoning
 from sandbox.task import load_task
 
-pytestmark = pytest.mark.timeout(30)
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
+from answers import PLAIN  # noqa: E402
 
-FILE = """/*@kernelwright
-[[launch]]
-kernel = "vector_add"
-grid = "ceil_div(n, 256)"
-block = "256"
-args = ["a", "b", "c", "n"]
-@*/
-extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) c[i] = a[i] + b[i];
-}
-"""
+pytestmark = pytest.mark.timeout(30)
 
 
 @pytest.fixture(scope="module")
@@ -29,27 +22,27 @@ def task():
 
 
 def test_one_cuda_block_becomes_a_candidate_and_the_prose_its_note(task):
-    cand, note = parse_answer(f"I kept it simple.\n\n```cuda\n{FILE}```\nThat is all.", task)
+    cand, note = parse_answer(f"I kept it simple.\n\n```cuda\n{PLAIN}```\nThat is all.", task)
     assert cand.launches[0].kernel == "vector_add"
     assert note == "I kept it simple.\n\n\nThat is all."
 
 
 def test_a_block_tagged_cpp_is_accepted_when_it_holds_the_plan(task):
-    cand, _ = parse_answer(f"```cpp\n{FILE}```", task)
+    cand, _ = parse_answer(f"```cpp\n{PLAIN}```", task)
     assert cand.launches[0].args == ("a", "b", "c", "n")
 
 
 def test_the_block_with_the_plan_wins_over_other_snippets(task):
-    cand, _ = parse_answer(f"Before: ```\nc[i] = a[i] + b[i];\n```\nNow:\n```cuda\n{FILE}```", task)
+    cand, _ = parse_answer(f"Before: ```\nc[i] = a[i] + b[i];\n```\nNow:\n```cuda\n{PLAIN}```", task)
     assert cand.launches[0].kernel == "vector_add"
 
 
 @pytest.mark.parametrize("text, reason, words", [
     ("", "empty", "empty"),
     ("I would vectorize the loads.", "no_code", "no ```cuda code block"),
-    (FILE, "no_code", "not inside a fenced block"),
-    (f"```cuda\n{FILE}", "unclosed", "never closed"),
-    (f"```cuda\n{FILE}```\n```cuda\n{FILE}```", "several", "2 code blocks"),
+    (PLAIN, "no_code", "not inside a fenced block"),
+    (f"```cuda\n{PLAIN}", "unclosed", "never closed"),
+    (f"```cuda\n{PLAIN}```\n```cuda\n{PLAIN}```", "several", "2 code blocks"),
     ("```cuda\n__global__ void k() {}\n```", "plan", "no launch plan"),
     ("```python\nprint(1)\n```", "plan", "hold no launch plan"),
 ])
@@ -61,14 +54,14 @@ def test_unusable_answers_say_what_was_missing(task, text, reason, words):
 
 
 def test_a_plan_naming_an_unknown_array_is_a_format_error_naming_it(task):
-    bad = FILE.replace('"a", "b", "c", "n"', '"a", "b", "out", "n"')
+    bad = PLAIN.replace('"a", "b", "c", "n"', '"a", "b", "out", "n"')
     with pytest.raises(FormatError) as err:
         parse_answer(f"```cuda\n{bad}```", task)
     assert "out" in err.value.problem and err.value.reason == "plan"
 
 
 def test_inline_think_blocks_are_split_off_as_reasoning():
-    answer, reasoning = split_reasoning(f"<think>float4 would halve the loads</think>\n```cuda\n{FILE}```")
+    answer, reasoning = split_reasoning(f"<think>float4 would halve the loads</think>\n```cuda\n{PLAIN}```")
     assert reasoning == "float4 would halve the loads"
     code, _ = extract(answer)
     assert code.startswith("/*@kernelwright")

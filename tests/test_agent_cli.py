@@ -40,14 +40,17 @@ def tune_small(tmp_path):
 def test_optimize_against_a_local_server_prints_the_table_and_says_it_is_simulated(kw, httpserver, tmp_path):
     script = Script([answer(broken=True), answer(fake="speedup=1.3")])
     httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.werkzeug)
+    key = "sk-cli-SECRET-27182818"
     out = kw("optimize", "vector_add", "--model", "scripted", "--base-url", httpserver.url_for("/v1"),
-             "--iterations", "2", "--sandbox", "fake", "--no-tune", "--traces", tmp_path / "t", "--run-id", "demo")
+             "--api-key-env", "KW_TEST_KEY", "--iterations", "2", "--sandbox", "fake", "--no-tune",
+             "--traces", tmp_path / "t", "--run-id", "demo", KW_TEST_KEY=key)
     assert out.returncode == 0, out.stderr
     assert "SIMULATED" in out.stdout and "compile_error" in out.stdout
     assert re.search(r"best: c0002 \(llm\) 1\.\d+x \[1\.\d+, 1\.\d+\]: faster than the baseline", out.stdout)
     assert "GPU-s (simulated)" in out.stdout and "break-even" in out.stdout
-    assert script.headers[0]["authorization"] == "Bearer sk-no-key-required"
+    assert script.headers[0]["authorization"] == f"Bearer {key}"
     assert (tmp_path / "t" / "demo" / "summary.json").is_file()
+    assert all(key not in p.read_text() for p in (tmp_path / "t" / "demo").rglob("*") if p.is_file())
 
 
 @pytest.mark.timeout(180)

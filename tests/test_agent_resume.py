@@ -39,6 +39,20 @@ class SlowScript(Script):
         return super().werkzeug(request)
 
 
+def _optimize_until(url: str, traces: Path, run_id: str, iterations: int, evaluations: int, env: dict):
+    """Start `kernelwright optimize` in a subprocess; return once its trace holds ``evaluations`` evaluations."""
+    cmd = [sys.executable, "-m", "agent", "optimize", "vector_add", "--model", "scripted", "--base-url", url,
+           "--iterations", str(iterations), "--sandbox", "fake", "--no-tune", "--traces", str(traces),
+           "--run-id", run_id, "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    events_file = traces / run_id / "events.jsonl"
+    deadline = time.monotonic() + 120
+    while not (events_file.exists() and events_file.read_text().count('"kind": "evaluation"') >= evaluations):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    return proc, events_file
+
+
 def _serve(httpserver, steps, cls=Script):
     script = cls(steps)
     httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.werkzeug)
@@ -50,16 +64,7 @@ def test_a_run_killed_with_sigkill_resumes_and_keeps_every_event(httpserver, tmp
     # spare answers: one the killed process asked for and never recorded is asked again after the resume
     script, url = _serve(httpserver, [answer(fake=f"speedup={1.1 + v / 10}", variant=v) for v in range(9)], SlowScript)
     traces = tmp_path / "traces"
-    cmd = [sys.executable, "-m", "agent", "optimize", "vector_add", "--model", "scripted", "--base-url", url,
-           "--iterations", "6", "--sandbox", "fake", "--no-tune", "--traces", str(traces), "--run-id", "killed", "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    events_file = traces / "killed" / "events.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if events_file.exists() and events_file.read_text().count('"kind": "evaluation"') >= 3:
-            break
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
+    proc, events_file = _optimize_until(url, traces, "killed", iterations=6, evaluations=3, env=env)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     before = events_file.read_bytes()
@@ -112,14 +117,7 @@ def test_a_finished_run_continues_when_resumed_with_a_larger_budget(httpserver, 
 def test_ctrl_c_ends_the_run_with_a_summary_and_exit_code_130_and_it_resumes(httpserver, tmp_path, env):
     script, url = _serve(httpserver, [answer(fake=f"speedup={1.1 + v / 10}", variant=v) for v in range(8)], SlowScript)
     traces = tmp_path / "traces"
-    cmd = [sys.executable, "-m", "agent", "optimize", "vector_add", "--model", "scripted", "--base-url", url,
-           "--iterations", "5", "--sandbox", "fake", "--no-tune", "--traces", str(traces), "--run-id", "stopped", "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    events_file = traces / "stopped" / "events.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (events_file.exists() and events_file.read_text().count('"kind": "evaluation"') >= 2):
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
+    proc, _ = _optimize_until(url, traces, "stopped", iterations=5, evaluations=2, env=env)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)

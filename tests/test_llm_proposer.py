@@ -15,24 +15,13 @@ from sandbox.result import Result, Status
 from sandbox.task import load_task
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
+from answers import PLAIN  # noqa: E402
 from scripted_server import Script  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
 KEY = "sk-test-llm-0123456789"
-FILE = """/*@kernelwright
-[[launch]]
-kernel = "vector_add"
-grid = "ceil_div(n, 256)"
-block = "256"
-args = ["a", "b", "c", "n"]
-@*/
-extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) c[i] = a[i] + b[i];
-}
-"""
-GOOD = f"Fixed block size.\n\n```cuda\n{FILE}```\n"
+GOOD = f"Fixed block size.\n\n```cuda\n{PLAIN}```\n"
 
 
 @pytest.fixture(scope="module")
