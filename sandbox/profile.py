@@ -95,8 +95,9 @@ class ProfileMixin:
         from .plan import PlanError, resolve
         from .result import Status
 
-        if getattr(self, "kind", "") != "gpu":
-            return unavailable("compile-only sandbox: no GPU to profile on", notice=not self._said_once())
+        kind = getattr(self, "kind", "")
+        if kind != "gpu":
+            return unavailable(f"{kind} sandbox: no GPU to profile on", notice=not self._said_once())
         known = getattr(self, "_ncu_unavailable", None)
         if known:
             return unavailable(known, notice=False)
