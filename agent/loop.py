@@ -36,11 +36,13 @@ class Loop:
         self.next_candidate = len(lineage.entries())
         self.next_request = 0
         self.last: Entry | None = None
+        self.phase = "setup"
 
     # ---- the loop --------------------------------------------------------------------------------
 
     def run(self, proposer: Proposer, phase: str, parallel: int = 1, target: Entry | None = None) -> str:
         """Ask ``proposer`` for candidates until a limit or the proposer stops; returns the reason."""
+        self.phase = phase
         self.trace.event("phase", name=phase, proposer=proposer.name, target=target.id if target else None)
         inbox: queue.Queue = queue.Queue()
         stop = None

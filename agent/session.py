@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import os
 import secrets as pysecrets
 import time
@@ -122,8 +123,7 @@ def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | No
     path = Path(path)
     if not (path / "run.json").is_file():
         raise ConfigError(f"{path}: not a run folder (no run.json)")
-    trace = Trace(path)
-    info = trace.run_info()
+    info = json.loads((path / "run.json").read_text())
     task = load_task(info["task"]["folder"])
     if task.fingerprint != info["task"]["fingerprint"]:
         raise TaskError(f"{task.folder}: the task changed since run {info['run_id']} started "
@@ -151,7 +151,9 @@ def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session
     lineage = MemoryLineage(cfg.selection)
     totals = Totals()
     session = Session(task, cfg, trace, sandbox, proposer, phase, lineage, totals, None)
-    hook = (lambda kind, loop: on_progress(kind, summary_mod.snapshot(loop.lineage, loop.totals, session.main_phase,
+    if cfg.sandbox == "auto" and sandbox.kind == "compile-only":
+        session.notes.append("--sandbox auto: no CUDA device answered, so this run only compiles")
+    hook = (lambda kind, loop: on_progress(kind, summary_mod.snapshot(loop.lineage, loop.totals, loop.phase,
                                                                       loop.last))) if on_progress else None
     session.loop = Loop(task, sandbox, lineage, trace, Budget(cfg.budget), totals, cfg.selection, hook, cfg.profile)
     return session

@@ -212,3 +212,14 @@ def test_openai_base_url_is_used_when_no_base_url_is_given(serve, tmp_path, monk
     run = agent.optimize("vector_add", model="scripted", iterations=1, sandbox="fake", tune=False,
                          traces=tmp_path / "traces")
     assert len(script.requests) == 1 and run.best is not None
+
+
+def test_progress_reports_iteration_best_interval_tokens_and_gpu_seconds(serve, tmp_path):
+    script, url = serve([answer(fake="speedup=1.3")])
+    seen = []
+    _run(url, tmp_path, 1, on_progress=lambda kind, snap: seen.append((kind, snap)))
+    kinds = [k for k, _ in seen]
+    assert kinds.index("request") < kinds.index("proposal") < len(kinds) - 1 - kinds[::-1].index("evaluation")
+    last = [snap for kind, snap in seen if kind == "evaluation"][-1]
+    assert last["best_id"] == "c0001" and last["best_speedup"]["low"] > 1.0 and last["simulated"]
+    assert last["iterations"] == 1 and last["tokens"] > 0 and last["gpu_s"] > 0 and last["phase"] == "model"
