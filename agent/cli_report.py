@@ -100,23 +100,27 @@ def verify_cmd(run: str = RUN, traces: Path = TRACES,
     """Re-measure the winner against the baseline on this GPU and say whether the claimed interval reproduces.
 
     Exit 0: it reproduces; 1: it does not; 2: nothing to verify or bad input; 3: no usable CUDA device."""
+    from sandbox.evaluate import GPUSandbox
     from sandbox.pool import WorkerDied, WorkerTimeout
 
-    from .verify import NothingToVerify, prepare, verify
+    from .verify import NothingToVerify, prepare, sandbox_config, verify
 
     if not 0 <= tolerance < 1:
         raise BadInput(f"--tolerance: expected a fraction in [0, 1), got {tolerance}")
     stored = _stored(run, traces)
     try:
         prepare(stored)
-        v = verify(stored, tolerance, budget)
     except NothingToVerify as exc:
         raise BadInput(str(exc)) from None
+    try:
+        sandbox = GPUSandbox(sandbox_config(stored, budget))
     except (RuntimeError, WorkerDied, WorkerTimeout) as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc).splitlines()[0])}\nverify re-measures on a CUDA device; "
                           "this machine has none that works. `kernelwright show RUN` and `kernelwright report RUN` "
                           "need no GPU.", soft_wrap=True, highlight=False)
         raise typer.Exit(EXIT_NO_DEVICE) from None
+    with sandbox:
+        v = verify(stored, tolerance, sandbox=sandbox)
     if as_json:
         print(json.dumps(v.to_dict(), indent=2, default=str))
     else:

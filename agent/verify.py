@@ -164,16 +164,12 @@ def environment(stored: StoredRun, then: dict, now: dict) -> tuple[list[dict], l
 
 def verify(stored: StoredRun, tolerance: float = DEFAULT_TOLERANCE, budget_s: float | None = None,
            sandbox=None) -> Verification:
-    """Re-measure the winner. Without ``sandbox`` a ``GPUSandbox`` is opened (RuntimeError without a device)."""
+    """Re-measure the winner on ``sandbox``; without one a ``GPUSandbox`` with the run's settings is opened
+    (RuntimeError where there is no usable device)."""
     task, cand, best = prepare(stored)
-    own = sandbox is None
-    if own:
-        from sandbox.evaluate import GPUSandbox
+    if sandbox is not None:
+        return compare(stored, best, sandbox.evaluate(task, cand), tolerance)
+    from sandbox.evaluate import GPUSandbox
 
-        sandbox = GPUSandbox(sandbox_config(stored, budget_s))
-    try:
-        result = sandbox.evaluate(task, cand)
-    finally:
-        if own:
-            sandbox.close()
-    return compare(stored, best, result, tolerance)
+    with GPUSandbox(sandbox_config(stored, budget_s)) as own:
+        return compare(stored, best, own.evaluate(task, cand), tolerance)

@@ -92,6 +92,26 @@ def test_each_candidate_shows_its_diff_against_its_parent(simulated_run):
 
 
 @pytest.mark.timeout(120)
+def test_a_profiled_candidate_shows_its_diagnosis(simulated_run):
+    from agent.report import render_report
+    from agent.tracefile import read
+
+    text = "memory-bound: DRAM at 81% of peak; top stall long_scoreboard <b>(41%)</b>"
+    lines = []
+    for line in _events(simulated_run):
+        ev = json.loads(line)
+        if ev["kind"] == "evaluation" and ev["candidate_id"] == "c0003":
+            ev["diagnosis"] = text
+            ev["result"]["profile"] = {"status": "ok", "diagnosis": text, "diagnosis_data": {"bound": "memory"}}
+        lines.append(json.dumps(ev) + "\n")
+    (simulated_run / "events.jsonl").write_text("".join(lines))
+    html = render_report(read(simulated_run))
+    section = html[html.index('id="c0003"'):html.index('id="c0004"')]
+    assert "<summary>diagnosis</summary>" in section
+    assert "long_scoreboard &lt;b&gt;(41%)&lt;/b&gt;" in section and section.count("DRAM at 81%") == 1
+
+
+@pytest.mark.timeout(120)
 def test_an_unfinished_run_still_renders_and_says_it_did_not_finish(simulated_run):
     from agent.report import render_report
     from agent.tracefile import read
