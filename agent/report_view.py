@@ -243,18 +243,18 @@ def lineage_lines(stored: StoredRun) -> list[dict]:
                            "note": _first_line(u.note), "error": ""}
             parents[u.id] = u.parents[0] if u.parents else None
     children: dict[str | None, list[str]] = {}
-    for nid in sorted(nodes):
+    for nid in sorted(nodes, key=lambda i: (len(i), i)):
         parent = parents[nid] if parents[nid] in nodes else None
         children.setdefault(parent, []).append(nid)
     lines: list[dict] = []
-    stack = [(nid, "", "", True) for nid in reversed(children.get(None, []))]
+    stack = [(nid, "", "") for nid in reversed(children.get(None, []))]
     while stack:
-        nid, lead, branch, _ = stack.pop()
+        nid, lead, branch = stack.pop()
         lines.append({**nodes[nid], "prefix": lead + branch})
         kids = children.get(nid, [])
         below = lead + ("" if not branch else ("   " if branch.startswith("└") else "│  "))
         for i, kid in reversed(list(enumerate(kids))):
-            stack.append((kid, below, "└─ " if i == len(kids) - 1 else "├─ ", True))
+            stack.append((kid, below, "└─ " if i == len(kids) - 1 else "├─ "))
     return lines
 
 

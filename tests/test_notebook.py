@@ -25,8 +25,9 @@ def test_load_run_opens_a_stored_run_with_its_lineage_as_records(run_dir):
     assert run.id == summary["run_id"] and len(run.entries) == summary["candidates"]
     assert run.simulated == summary["simulated"]
     rows = run.rows()
-    assert [r["id"] for r in rows][:1] == [summary["best"]["id"]] if summary["best"] else rows
     assert {r["id"] for r in rows} == {e.id for e in run.entries}
+    if summary["best"]:
+        assert rows[0]["id"] == summary["best"]["id"] == run.best.id
     assert all({"id", "origin", "parents", "status", "speedup"} <= set(r) for r in rows)
 
 
