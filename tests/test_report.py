@@ -170,7 +170,7 @@ def _lost_proposal(run: Path) -> None:
     lines = _events(run)
     first = next(i for i, line in enumerate(lines) if '"kind": "proposal"' in line and '"c0001"' in line)
     kept = lines[:first] + lines[first + 1:]
-    (run / "events.jsonl").write_text("".join(json.dumps({**json.loads(l), "seq": i}) + "\n" for i, l in enumerate(kept)))
+    (run / "events.jsonl").write_text("".join(json.dumps({**json.loads(line), "seq": i}) + "\n" for i, line in enumerate(kept)))
 
 
 def _no_events(run: Path) -> None:
