@@ -135,6 +135,32 @@ def _rows(text: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO("\n".join(kept))))
 
 
+_SI = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_TIME_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
+_PER_SECOND = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "second": 1.0}
+
+
+def to_base(value: float | str, unit: str) -> tuple[float | str, str]:
+    """Scale a raw-page value to base units: bytes, nanoseconds, hertz, and rates per second.
+
+    ncu prints raw values in the unit it finds readable (``Gbyte``, ``ms``, ``Kbyte/block``; SI
+    prefixes: 1 Kbyte = 1000 bytes), even with ``--csv``; the units row says which.
+    """
+    if isinstance(value, str):
+        return value, unit
+    head, sep, tail = unit.partition("/")
+    scale, base = 1.0, head
+    if head.endswith("byte") and head[:-4] in _SI:
+        scale, base = _SI[head[:-4]], "byte"
+    elif head in _TIME_NS:
+        scale, base = _TIME_NS[head], "ns"
+    elif head.lower().endswith("hz") and head[:-2] in _SI:
+        scale, base = _SI[head[:-2]], "hz"
+    if sep and tail in _PER_SECOND:
+        return value * scale / _PER_SECOND[tail], f"{base}/s"
+    return value * scale, base + (sep + tail if sep else "")
+
+
 def parse_raw(text: str) -> list[dict]:
     """``--page raw --csv``: one dict per profiled launch, in profiling order.
 
@@ -153,8 +179,7 @@ def parse_raw(text: str) -> list[dict]:
             value = number(row[i]) if i < len(row) else None
             if "__" in name:
                 if value is not None:
-                    metrics[name] = value
-                    unit_of[name] = units[i] if i < len(units) else ""
+                    metrics[name], unit_of[name] = to_base(value, units[i] if i < len(units) else "")
             else:
                 launch[name] = row[i] if i < len(row) else ""
         out.append(dict(id=_int(cells.get("ID")), kernel=cells.get("Kernel Name", ""), metrics=metrics, units=unit_of,
