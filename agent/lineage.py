@@ -19,12 +19,10 @@ launch geometries). A candidate whose fingerprint was seen is skipped before it 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 
 from sandbox.candidate import Candidate
-from sandbox.plan import PlanError, resolve
+from sandbox.plan import identity
 from sandbox.result import CompileInfo, Result, Status
 from sandbox.task import Task
 
@@ -45,15 +43,7 @@ def score_of(result: Result) -> float | None:
 
 
 def fingerprint(task: Task, candidate: Candidate, info: CompileInfo) -> str | None:
-    if not info.ok or not info.cubin_sha256:
-        return None
-    sizes = [task.spec.sizes.benchmark, *task.spec.sizes.check]
-    try:
-        plans = [resolve(task, candidate, info, s) for s in sizes]
-    except PlanError:
-        return None
-    blob = json.dumps([info.cubin_sha256, plans], sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+    return identity(task, candidate, info)
 
 
 class MemoryLineage:

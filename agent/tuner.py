@@ -39,7 +39,7 @@ from sandbox.task import Task
 from .protocols import Entry, Proposal, ProposalRequest
 from .search import INF, Search, SharedEvaluations, Space
 from .strategies import get_strategy
-from .tuning_space import TuningSpace, code_key, cubin_of, flag_groups
+from .tuning_space import TuningSpace, code_key, flag_groups
 
 
 COMPILES_PER_EVALUATION = 5   # configurations compiled (duplicates included) per evaluation in the budget
@@ -206,7 +206,7 @@ class TunerProposer:
         """Compile ``cand``; its code key, or None when it cannot run (counted by status)."""
         result = self._sandbox(request).compile(session.task, cand)
         self.compile_results.append(result)
-        key = code_key(session.task, cand, result, cubin_of(cand, result)) if result.status is Status.compiled else None
+        key = code_key(session.task, cand, result) if result.status is Status.compiled else None
         status = result.status.value if result.status is not Status.compiled else "compiled" if key else "launch_error"
         session.statuses[status] = session.statuses.get(status, 0) + 1
         return key

@@ -10,10 +10,9 @@ same resolved launch plan at every size of the task.
 
 from __future__ import annotations
 
-import hashlib
-import json
 
 from sandbox.candidate import Candidate
+from sandbox.plan import identity
 from sandbox.result import Result, Status
 from sandbox.task import Task
 
@@ -76,42 +75,12 @@ class TuningSpace:
         return " ".join(knobs + flags) or "defaults"
 
 
-def code_key(task: Task, candidate: Candidate, result: Result, cubin: bytes | None = None) -> str | None:
-    """Same key = same machine code and same launch plan at every size; None when it cannot run.
-
-    ``cubin`` (when given) is hashed without compiler provenance (``agent.cubin.code_hash``);
-    otherwise the sandbox's ``cubin_sha256`` stands in. A plan that does not resolve at some size
-    (too many threads, a bad grid) has no key: it would fail with ``launch_error``.
-    """
-    from sandbox.plan import PlanError, resolve
-
-    from .cubin import code_hash
-
+def code_key(task: Task, candidate: Candidate, result: Result) -> str | None:
+    """Same key = same machine code and same launch plan at every size (``sandbox.plan.identity``);
+    None when the configuration did not compile or cannot launch."""
     info = result.compile
     if info is None or not info.ok or result.status not in (Status.compiled, Status.ok):
         return None
-    try:
-        plans = [resolve(task, candidate, info, sizes) for _, sizes in task.spec.all_sizes()]
-    except PlanError:
-        return None
-    code = code_hash(cubin) if cubin is not None else info.cubin_sha256
-    h = hashlib.sha256(str(code).encode())
-    h.update(json.dumps(plans, sort_keys=True).encode())
-    return h.hexdigest()[:24]
+    return identity(task, candidate, info)
 
 
-def cubin_of(candidate: Candidate, result: Result) -> bytes | None:
-    """The cubin the sandbox just built, read back through the compile cache (no new compile:
-    ``sandbox.compile`` has stored it); None where the cache holds something else."""
-    from sandbox.compiler import compile_source
-
-    info = result.compile
-    if info is None or not info.ok:
-        return None
-    try:
-        cached, cubin = compile_source(candidate, arch=info.arch)
-    except (RuntimeError, OSError):
-        return None
-    if cubin is None or hashlib.sha256(cubin).hexdigest() != info.cubin_sha256:
-        return None
-    return cubin

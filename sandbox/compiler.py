@@ -8,7 +8,6 @@ kernel names); the cubin's own hash lets callers drop duplicates that compile to
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import tempfile
@@ -17,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .candidate import Candidate
+from .cubin import code_hash
 from .result import CompileInfo, KernelResources
 
 DEFAULT_ARCH = "sm_90"
@@ -117,7 +117,8 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
         info = CompileInfo.model_validate_json(entry.with_suffix(".json").read_text())
         cubin = entry.with_suffix(".cubin").read_bytes() if info.ok else None
         if not info.ok or (cubin and hashlib.sha256(cubin).hexdigest() == info.cubin_sha256):
-            return info.model_copy(update={"cached": True}), cubin
+            update = {"cached": True, "code_hash": info.code_hash or (code_hash(cubin) if cubin else None)}
+            return info.model_copy(update=update), cubin
     info, cubin = _nvrtc(candidate.source, options, arch, names)
     if info.ok:
         info.lowered_names = {k: info.lowered_names[v] for k, v in expanded.items()}
@@ -169,7 +170,7 @@ def _nvrtc(source: str, options: list[str], arch: str, names: list[str]) -> tupl
     by_lowered = {v: k for k, v in lowered.items()}
     kernels = {by_lowered.get(k, k): r.model_copy(update={"name": by_lowered.get(k, k)}) for k, r in kernels.items()}
     info = CompileInfo(ok=True, log=_trim(log), cubin_sha256=hashlib.sha256(cubin).hexdigest(),
-                       global_bytes=gmem, kernels=kernels, lowered_names=lowered, **base)
+                       code_hash=code_hash(cubin), global_bytes=gmem, kernels=kernels, lowered_names=lowered, **base)
     info.seconds = time.perf_counter() - t0
     return info, cubin
 

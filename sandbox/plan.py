@@ -7,6 +7,9 @@ on the host; its expressions are evaluated here by ``sandbox.expr``.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from . import expr
 from .candidate import Candidate, CandidateError, split_arg
 from .result import CompileInfo
@@ -66,6 +69,23 @@ def resolve(task: Task, candidate: Candidate, compile_info: CompileInfo, sizes: 
     return dict(launches=launches, scratch=scratch)
 
 
+def identity(task: Task, candidate: Candidate, info: CompileInfo) -> str | None:
+    """What would run on the GPU: the machine code and the launch plan at every size of the task.
+
+    Two candidates with the same identity are one experiment (knob values can give one binary but
+    different launch geometry; flags can give different binaries with the same code). None when the
+    candidate did not compile or its plan cannot launch at some size.
+    """
+    if not info.ok or not (info.code_hash or info.cubin_sha256):
+        return None
+    try:
+        plans = [resolve(task, candidate, info, sizes) for _, sizes in task.spec.all_sizes()]
+    except PlanError:
+        return None
+    blob = json.dumps([info.code_hash or info.cubin_sha256, plans], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
 def _eval(text: str, env: dict[str, int], where: str) -> int:
     try:
         return expr.evaluate(text, env)
@@ -78,4 +98,4 @@ def _dims(dims: tuple[str, ...], env: dict[str, int], where: str) -> list[int]:
     return values + [1] * (3 - len(values))
 
 
-__all__ = ["resolve", "PlanError", "CandidateError"]
+__all__ = ["resolve", "identity", "PlanError", "CandidateError"]

@@ -50,7 +50,8 @@ class CompileInfo(_Record):
     log: str = ""
     seconds: float = 0.0
     cached: bool = False
-    cubin_sha256: str | None = None
+    cubin_sha256: str | None = None      # the bytes NVRTC wrote (they include its command line)
+    code_hash: str | None = None         # the machine code alone: equal for equal code from any compile
     global_bytes: int = 0
     kernels: dict[str, KernelResources] = Field(default_factory=dict)
     lowered_names: dict[str, str] = Field(default_factory=dict)

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from agent.cubin import code_hash
+from sandbox.cubin import code_hash
 from agent.protocols import Entry, Proposer, ProposalRequest
 from agent.tuner import TunerProposer, objective, tune
-from agent.tuning_space import FAST_MATH, TuningSpace, code_key, cubin_of, flag_groups
+from agent.tuning_space import FAST_MATH, TuningSpace, code_key, flag_groups
 from sandbox.candidate import load_candidate, parse_candidate
 from sandbox.compiler import compile_source
 from sandbox.evaluate import CompileOnlySandbox
@@ -105,8 +105,8 @@ def test_tuner_never_proposes_the_same_build_twice(compile_only):
     start = _start(task, result=compile_only.compile(task, load_candidate(task.baseline_path)))
     entries = _drive(tuner, compile_only, task, start)
     assert 1 <= len(entries) <= 6
-    keys = [code_key(task, e.candidate, e.result, cubin_of(e.candidate, e.result)) for e in entries]
-    start_key = code_key(task, start.candidate, start.result, cubin_of(start.candidate, start.result))
+    keys = [code_key(task, e.candidate, e.result) for e in entries]
+    start_key = code_key(task, start.candidate, start.result)
     assert None not in keys and len(set(keys)) == len(keys) and start_key not in keys
     summary = tuner.summaries()[0]
     assert summary["duplicates"] > 0 and summary["finished"]
