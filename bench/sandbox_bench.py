@@ -7,7 +7,7 @@ report evaluated candidates per GPU-hour with the time split by stage.
 Repeatability: measure the same kernel in two separate sandboxes (fresh worker processes) and
 compare the medians.
 
-    python bench/sandbox.py [--candidates 40] [--size 1048576] [--task softmax]
+    python bench/sandbox_bench.py [--candidates 40] [--size 1048576] [--task softmax]
 """
 
 from __future__ import annotations
