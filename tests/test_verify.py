@@ -222,7 +222,7 @@ def test_verify_reproduces_the_winner_of_a_fresh_run_on_this_gpu(tmp_path):
     import agent
 
     run = agent.optimize("bias_gelu_residual", proposer=OneAnswer(), sandbox="gpu", iterations=1, tune=False,
-                         traces=tmp_path, run_id="fresh")
+                         traces=tmp_path, run_id="fresh", config={"profile": "none"})
     assert run.best is not None and not run.simulated, run.summary
     claimed = run.best.result.speedup("baseline")
     assert claimed.low > 1.0, claimed
