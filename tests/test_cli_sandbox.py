@@ -64,3 +64,28 @@ def test_doctor_says_what_is_found_and_what_it_enables():
     assert out.returncode == 0, out.stderr
     for word in ("NVRTC", "CuPy", "GPU", "ncu", "compute-sanitizer", "what it enables"):
         assert word in out.stdout
+
+
+def test_eval_summary_prints_a_real_h200_result(tmp_path, capsys):
+    """The printer of `kernelwright eval` on a Result measured on an H200 (from the stored softmax run)."""
+    import tarfile
+
+    from agent.cli import console
+    from agent.cli_sandbox import print_result
+    from sandbox.result import Result
+
+    with tarfile.open(ROOT / "tests" / "fixtures" / "traces" / "h200-softmax.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    result = Result.from_json((tmp_path / "h200-softmax" / "candidates" / "c0003" / "result.json").read_text())
+    assert result.ok and result.env["gpu"] == "NVIDIA H200"
+    width = console.width
+    console.width = 200  # a wide terminal: the checks below look for phrases a narrow one would wrap
+    try:
+        print_result(result)
+    finally:
+        console.width = width
+    out = capsys.readouterr().out
+    assert "c0003" in out or result.candidate in out
+    for text in ("ok", "interleaved rounds", "L2 flushed", "baseline", "vendor", "% of roofline", "NVIDIA H200",
+                 f"{result.timing.speedup['baseline'].value:.3f}x"):
+        assert text in out, text
