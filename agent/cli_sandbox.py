@@ -53,7 +53,7 @@ def tasks(as_json: bool = typer.Option(False, "--json", help="Print JSON instead
 def _resources_table(result) -> Table:
     table = Table(title="resources (ptxas)")
     for col in ("kernel", "registers", "spill st/ld B", "stack B", "static smem B", "cmem B"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for k in result.compile.kernels.values():
         table.add_row(k.name, str(k.registers), f"{k.spill_stores}/{k.spill_loads}", str(k.stack_frame),
                       str(k.static_shared), str(k.constant))
