@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -174,6 +173,7 @@ def doctor():
     """Say what this machine has (GPU, driver, CUDA, NVRTC, CuPy, ncu, compute-sanitizer) and what each enables."""
     from sandbox.compiler import include_dirs, nvrtc_version
     from sandbox.envinfo import software
+    from sandbox.ncu import find_ncu
     from sandbox.pool import WorkerDied, WorkerProcess, WorkerTimeout
 
     rows = []
@@ -203,7 +203,7 @@ def doctor():
     else:
         rows.append(("GPU", f"none ({reply['error'].splitlines()[0][:120]})",
                      "without one: tasks, compile and compile-only optimize runs"))
-    ncu = shutil.which("ncu") or next((str(p) for p in Path("/opt/nvidia").glob("nsight-compute/*/ncu")), None) if os.path.isdir("/opt/nvidia") else shutil.which("ncu")
+    ncu = find_ncu()
     rows.append(("ncu", (_tool_version([ncu, "--version"]) or "found") if ncu else "missing",
                  "profiler counters and diagnoses in prompts (without it: timing and resources only)"))
     san = shutil.which("compute-sanitizer")
