@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.search import INF, Search, minimize  # noqa: E402
 from agent.tuner import default_max_points, default_patience  # noqa: E402
-from agent.tuning_space import TuningSpace, code_key, cubin_of, flag_groups  # noqa: E402
+from agent.tuning_space import TuningSpace, code_key, flag_groups  # noqa: E402
 from sandbox import CompileOnlySandbox, SandboxConfig, Status, load_candidate, load_task  # noqa: E402
 from sandbox.compiler import atomic_write, nvrtc_version  # noqa: E402
 
@@ -55,6 +55,8 @@ CASES = {
     "softmax": Case("softmax", None, True),
     "sgemm": Case("sgemm", None, True),
     "sgemm_blocked": Case("sgemm", "bench/candidates/sgemm_blocked.cu", False),
+    "softmax_tuned": Case("softmax", "bench/candidates/softmax_tuned.cu", False),
+    "transpose_tuned": Case("transpose", "bench/candidates/transpose_tuned.cu", False),
 }
 
 
@@ -138,7 +140,7 @@ def compile_case(run: CaseRun, arch: str, workers: int, save) -> None:
                 sandboxes.append(local.sb)
         cand = run.tspace.candidate_at(point)
         result = local.sb.compile(run.task, cand)
-        key = code_key(run.task, cand, result, cubin_of(cand, result)) if result.status is Status.compiled else None
+        key = code_key(run.task, cand, result) if result.status is Status.compiled else None
         status = result.status.value if result.status is not Status.compiled else ("compiled" if key else "launch_error")
         return point, key, status
 
