@@ -41,13 +41,16 @@ def judge(sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate) -> 
 
 
 def diagnose(sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate, result: Result,
-             parent_ids: list[str], policy: str) -> str | None:
+             parent_ids: list[str], policy: str, origin: str = "") -> str | None:
     """Profile promising candidates where the sandbox can (ncu); diagnose the rest from timing and resources.
-    Simulated results get no diagnosis: there is nothing measured to diagnose."""
+    Under ``promising``, a model's candidate is profiled within 5% of the best; a tuner point only when it is
+    the new best (a sweep's many near-best points differ by a knob or a flag, and the tuner reads no
+    diagnosis). Simulated results get no diagnosis: there is nothing measured to diagnose."""
     if result.status not in (Status.ok, Status.compiled) or result.env.get("simulated"):
         return None
     best = lineage.best()
-    promising = result.ok and (best is None or (score_of(result) or 0.0) >= PROMISING * score(best))
+    new = score_of(result) or 0.0
+    promising = result.ok and (best is None or (new > score(best) if origin == "tuner" else new >= PROMISING * score(best)))
     if hasattr(sandbox, "profile") and (policy == "all" or (policy == "promising" and promising)):
         parent = next((e for e in lineage.entries() if parent_ids and e.id == parent_ids[0]), None)
         sandbox.profile(task, candidate, result=result, parent_profile=parent.result.profile if parent else None)

@@ -153,7 +153,8 @@ class Loop:
             self.totals.duplicates += 1
             self.trace.event("skip", candidate_id=entry_id, reason="duplicate", duplicate_of=duplicate)
             return None
-        diagnosis = diagnose(self.sandbox, self.task, self.lineage, candidate, result, proposal.parent_ids, self.profile)
+        diagnosis = diagnose(self.sandbox, self.task, self.lineage, candidate, result, proposal.parent_ids, self.profile,
+                             proposal.origin)
         entry = Entry(entry_id, candidate, result, list(proposal.parent_ids), proposal.origin, iteration,
                       proposal.note, diagnosis)
         improved = self.account(entry, fp)

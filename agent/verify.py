@@ -65,7 +65,11 @@ class Verification:
         return "DOES NOT REPRODUCE: the claim cleared 1.0 and the new interval does not"
 
     def to_dict(self) -> dict:
+        """JSON-ready: intervals as {value, low, high} (``dataclasses.asdict`` leaves pydantic records as they are)."""
         out = dataclasses.asdict(self)
+        for key, value in out.items():
+            if isinstance(value, Interval):
+                out[key] = value.model_dump()
         out["verdict"] = self.verdict()
         return out
 

@@ -326,7 +326,7 @@ def kernel_lines(k: dict, many: bool) -> list[str]:
     if many:
         word = k.get("bound") or "unknown"
         head += f" [{k['share_pct']:.0f}% of profiled time, {word}-bound" + (", latency-limited]" if k.get("latency_limited") and word != "latency" else "]")
-    facts = [f"{s['duration_ns'] / 1e3:.4g} us under ncu"] if "duration_ns" in s else []
+    facts = [f"{_duration(s['duration_ns'])} under ncu"] if "duration_ns" in s else []
     if k.get("bound_numbers"):
         facts.append(k["bound_numbers"])
     lines = [f"{head}: {'; '.join(facts)}"]
@@ -435,3 +435,8 @@ def diagnose(task=None, result=None, profile: dict | None = None, parent_profile
     if profile:
         data["profiler"] = {"status": profile.get("status"), "reason": profile.get("reason", "")}
     return Diagnosis("\n".join(lines), data)
+
+
+def _duration(ns: float) -> str:
+    """``930.5 us``, ``17.27 ms``: microseconds up to a millisecond, then milliseconds."""
+    return f"{ns / 1e3:.4g} us" if ns < 1e6 else f"{ns / 1e6:.4g} ms"

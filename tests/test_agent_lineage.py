@@ -90,3 +90,39 @@ def test_duplicates_are_the_same_binary_with_the_same_launch_geometry(task, tmp_
         other_block = base.with_knobs({"BLOCK": 512})
         assert sb.compile(task, other_block).compile.cubin_sha256 == sb.compile(task, base).compile.cubin_sha256
         assert fp(other_block) != same
+
+
+class _Profiler:
+    """A sandbox that only records which candidates it was asked to profile."""
+
+    def __init__(self):
+        self.profiled = []
+
+    def profile(self, task, candidate, result=None, parent_profile=None):
+        self.profiled.append(result.candidate)
+        result.profile = {"status": "ok", "diagnosis": f"profiled {result.candidate}"}
+        return result.profile
+
+
+@pytest.mark.parametrize("origin, speed, profiled", [
+    ("llm", 1.96, True),     # within 5% of the best (2.0): a model's candidate is worth profiling
+    ("llm", 1.80, False),
+    ("tuner", 1.96, False),  # a tuner point is profiled only as a new best
+    ("tuner", 2.0, False),
+    ("tuner", 2.05, True),
+])
+def test_promising_policy_profiles_model_candidates_near_the_best_and_tuner_points_that_beat_it(task, origin, speed, profiled):
+    from agent.judge import diagnose
+
+    lineage = _lineage(task, _entry(task, "c0001", speed=2.0))
+    sb = _Profiler()
+    entry = _entry(task, "c0002", speed=speed, parents=("c0001",), origin=origin)
+    text = diagnose(sb, task, lineage, entry.candidate, entry.result, ["c0001"], "promising", origin)
+    assert (sb.profiled == ["c0002"]) == profiled
+    if profiled:
+        assert text == "profiled c0002"
+    else:
+        assert text.startswith("counters: none (not profiled)")
+    fresh, never = _entry(task, "c0003", speed=speed, origin=origin), _Profiler()
+    text = diagnose(never, task, lineage, fresh.candidate, fresh.result, ["c0001"], "none", origin)
+    assert text.startswith("counters: none (not profiled)") and never.profiled == []

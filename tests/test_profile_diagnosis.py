@@ -104,3 +104,11 @@ def test_diagnosis_does_not_modify_the_profile(copy_profile):
     before = copy.deepcopy(copy_profile)
     diagnose(result=result(), profile=copy_profile)
     assert copy_profile == before
+
+
+@pytest.mark.parametrize("ns, shown", [(930_500.0, "930.5 us under ncu"), (17_270_000.0, "17.27 ms under ncu")])
+def test_kernel_time_under_ncu_is_shown_in_microseconds_or_milliseconds(ns, shown):
+    from sandbox.diagnosis import kernel_lines
+
+    line = kernel_lines({"kernel": "k", "summary": {"duration_ns": ns}}, many=False)[0]
+    assert line == f"k: {shown}"

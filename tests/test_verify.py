@@ -56,6 +56,9 @@ def test_the_verdict_follows_the_interval_rules(measured_run, interval, reproduc
     v = compare(stored, best, _remeasured(best, *interval))
     assert (v.reproduces, v.overlap) == (reproduces, overlap)
     assert words in v.verdict() and v.claim_cleared
+    data = json.loads(json.dumps(v.to_dict()))  # no default=: every field must be plain JSON
+    assert data["measured"] == {"value": interval[0], "low": interval[1], "high": interval[2]}
+    assert data["claimed"]["low"] == best.result.speedup("baseline").low and data["verdict"] == v.verdict()
 
 
 @pytest.mark.timeout(60)
