@@ -56,7 +56,7 @@ def repeatability(task_name: str, runs: int = 2) -> list[float]:
     cand = load_candidate(task.baseline_path)
     medians = []
     for _ in range(runs):
-        with GPUSandbox(SandboxConfig(timing_budget_s=1.0, min_rounds=30, max_rounds=100, vendor=False)) as sb:
+        with GPUSandbox(SandboxConfig(timing_budget_s=1.0, min_rounds=30, max_rounds=100, target_ci=0.0, vendor=False)) as sb:
             r = sb.evaluate(task, cand)
             assert r.status is Status.ok, r.summary()
             medians.append(r.timing.impls["candidate"].median_ms)

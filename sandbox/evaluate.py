@@ -44,6 +44,8 @@ class SandboxConfig(BaseModel):
     timing_budget_s: float = Field(0.25, gt=0, description="GPU time of the candidate after which rounds may stop.")
     min_rounds: int = Field(10, ge=10, description="At least this many A/B rounds (samples per implementation).")
     max_rounds: int = Field(60, ge=10, description="At most this many A/B rounds.")
+    target_ci: float = Field(0.005, ge=0, lt=1, description="After min_rounds, stop once the 95% intervals of the candidate's "
+                             "and the baseline's medians are each within +-this fraction of them (0: run to the budget).")
     wall_cap_s: float = Field(60.0, gt=0, description="Stop adding rounds after this much wall time.")
     full_check_rounds: int = Field(2, ge=0, description="Timed rounds, chosen at random, whose outputs are checked in full.")
     roofline_reject_factor: float = Field(1.5, ge=1.0, description="Reject times below the roofline floor divided by this.")
@@ -300,7 +302,7 @@ class GPUSandbox(CompileOnlySandbox):
         req = dict(op="time", impls=impls, sizes=bench, scalars=scalars, input_variants=variants,
                    outputs=output_specs(task, bench), seed=self._rng.getrandbits(62), order_seed=self._rng.getrandbits(62),
                    hash_seed=self._rng.getrandbits(63), budget_ms=cfg.timing_budget_s * 1e3, min_rounds=cfg.min_rounds,
-                   max_rounds=cfg.max_rounds, wall_cap_s=cfg.wall_cap_s, full_rounds=full_rounds,
+                   max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, wall_cap_s=cfg.wall_cap_s, full_rounds=full_rounds,
                    data_dir=str(self.data_dir), **self._harness_req())
         try:
             reply = self._call(self._gpu, req, cfg.time_timeout_s)

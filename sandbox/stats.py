@@ -7,6 +7,8 @@ stay paired), so drift shared by both cancels.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 RESAMPLES = 4000
@@ -40,3 +42,28 @@ def relative_spread(samples: list[float]) -> float:
     """Half the 95% interval of the median, relative to the median (a noise figure)."""
     med, lo, hi = median_ci(samples)
     return (hi - lo) / 2 / med if med else float("inf")
+
+
+def median_halfwidth(samples: list[float], level: float = 0.95) -> float:
+    """Half the width of a distribution-free interval for the median, relative to the median.
+
+    The interval runs between order statistics x(j) and x(n+1-j), with j the largest rank whose
+    binomial tail P(Bin(n, 1/2) < j) stays within (1 - level) / 2 (so it covers at least ``level``).
+    Cheap enough to recompute after every timing round; inf when n is too small for any such j."""
+    x = np.sort(np.asarray(samples, dtype=np.float64))
+    n = x.size
+    tail, j, cumulative = (1 - level) / 2, 0, 0.0
+    while j < n // 2:
+        cumulative += math.comb(n, j) / 2.0**n
+        if cumulative > tail:
+            break
+        j += 1
+    med = float(np.median(x)) if n else 0.0
+    if j == 0 or med <= 0:
+        return math.inf
+    return float(x[n - j] - x[j - 1]) / 2 / med
+
+
+def settled(samples: list[float], target: float) -> bool:
+    """True when the median's interval is within +-target of it (target 0: never)."""
+    return target > 0 and median_halfwidth(samples) <= target

@@ -32,3 +32,29 @@ def test_intervals_are_deterministic():
     x = [1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98, 1.01, 0.99, 1.0]
     assert median_ci(x) == median_ci(x)
     assert relative_spread(x) < 0.06
+
+
+def test_median_halfwidth_uses_the_exact_binomial_order_statistics():
+    from sandbox.stats import median_halfwidth
+
+    # n = 10: P(Bin(10, 1/2) <= 1) = 11/1024 <= 2.5% < P(<= 2), so the interval is [x(2), x(9)]
+    assert median_halfwidth(list(range(1, 11))) == (9 - 2) / 2 / 5.5
+    assert median_halfwidth([1.0, 2.0, 3.0, 4.0, 5.0]) == float("inf")  # no 95% interval from 5 samples
+    assert median_halfwidth([2.0] * 12) == 0.0
+
+
+def test_timing_settles_only_when_both_medians_are_known_to_the_target():
+    from sandbox.stages import _enough
+    from sandbox.stats import settled
+
+    rng = np.random.default_rng(5)
+    tight = list(1.0 + 0.0005 * rng.standard_normal(10))
+    noisy = list(1.0 + 0.05 * rng.standard_normal(10))
+    assert settled(tight, 0.005) and not settled(noisy, 0.005) and not settled(tight, 0.0)
+    req = {"budget_ms": 1e9, "max_rounds": 60, "wall_cap_s": 60.0, "target_ci": 0.005}
+    assert _enough(req, {"candidate": tight, "baseline": tight, "vendor": noisy}, 1.0)  # the vendor does not decide
+    assert not _enough(req, {"candidate": tight, "baseline": noisy}, 1.0)
+    assert not _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 1.0)
+    assert _enough({**req, "target_ci": 0.0, "budget_ms": 5.0}, {"candidate": tight, "baseline": tight}, 1.0)
+    assert _enough({**req, "target_ci": 0.0, "max_rounds": 10}, {"candidate": tight, "baseline": tight}, 1.0)
+    assert _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 61.0)
