@@ -205,7 +205,7 @@ def optimize(task: Optional[str] = typer.Argument(None, help="Suite task name or
     if not resume and not replay and not (over.get("model") or {}).get("name") and not file_model:
         err_console.print("No model configured: running the built-in search over the kernel's knobs and compiler flags.\n"
                       "To let a language model rewrite the kernel: --model NAME [--base-url URL] (key in OPENAI_API_KEY, "
-                      "none needed for a local server), or a [model] table in --config FILE.", highlight=False)
+                      "none needed for a local server), or a [model] table in --config FILE.", highlight=False, markup=False)
     run = _run(task, base, over, traces, quiet or as_json, where=str(config) if config else "flags",
                resume=resume, replay=replay, run_id=run_id)
     if as_json:

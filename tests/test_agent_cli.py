@@ -61,6 +61,7 @@ def test_optimize_without_a_model_says_it_runs_the_built_in_search(kw, tmp_path,
     assert summary["stops"]["search"] and summary["simulated"] is True
     quiet = kw("optimize", "vector_add", "--sandbox", "fake", "--config", tune_small, "--traces", tmp_path / "t", "--quiet")
     assert "No model configured: running the built-in search" in quiet.stderr
+    assert "or a [model] table in --config FILE" in " ".join(quiet.stderr.split())
     assert "--model NAME" in quiet.stderr
 
 
