@@ -119,7 +119,9 @@ def gpu_view(device: dict, mode: str, ceilings: dict | None) -> dict:
             "memory_gib": round(device["memory_bytes"] / 2**30) if device.get("memory_bytes") else None,
             "smem_block_kib": kib("shared_per_block_optin"), "smem_sm_kib": kib("shared_per_sm"), "ceilings": None}
     if ceilings and ceilings.get("copy_bytes_per_s"):
+        read = ceilings.get("read_bytes_per_s")
         view["ceilings"] = {"bandwidth_tbs": f"{ceilings['copy_bytes_per_s'] / 1e12:.2f}",
+                            "read_tbs": f"{read / 1e12:.2f}" if read else None,
                             "fp32_tflops": f"{(ceilings.get('fp32_flops') or 0) / 1e12:.1f}",
                             "fp16_tflops": f"{(ceilings.get('fp16_tensor_flops') or 0) / 1e12:.1f}"}
     return view

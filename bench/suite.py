@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         f"GPU: {device.get('gpu')} (driver {device.get('driver')}, CUDA {device.get('cuda_runtime')}, "
         f"NVRTC {device.get('nvrtc')}, CuPy {device.get('cupy')})",
         f"Ceilings measured on this GPU: copy {ceilings['copy_bytes_per_s'] / 1e12:.2f} TB/s, "
+        f"read-only {(ceilings.get('read_bytes_per_s') or 0) / 1e12:.2f} TB/s (memory roofline: the higher), "
         f"FP32 {ceilings['fp32_flops'] / 1e12:.1f} TFLOP/s, FP16 tensor {ceilings['fp16_tensor_flops'] / 1e12:.0f} TFLOP/s",
         f"Command: python bench/suite.py {' '.join(argv if argv is not None else sys.argv[1:])} "
         f"({time.perf_counter() - t0:.0f} s, {time.strftime('%Y-%m-%d')})",

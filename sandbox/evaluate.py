@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import compiler, stats
+from .ceilings import CEILINGS_VERSION, memory_bandwidth
 from .candidate import Candidate, load_candidate, static_problems, validate_for_task
 from .inputs import input_specs, output_specs
 from .plan import PlanError, resolve
@@ -388,7 +389,7 @@ def _fingerprint_mismatch(fc: list[float], fb: list[float], tol) -> str:
 
 
 def _roofline_ms(task: Task, sizes: dict, ceilings: dict) -> tuple[float | None, str | None]:
-    bw = ceilings.get("copy_bytes_per_s")
+    bw = memory_bandwidth(ceilings)
     peak = {"fp32": ceilings.get("fp32_flops"), "fp16_tensor": ceilings.get("fp16_tensor_flops")}.get(task.spec.roofline.compute)
     t_mem = task.bytes(sizes) / bw if bw else 0.0
     t_cmp = task.flops(sizes) / peak if peak else 0.0
@@ -415,7 +416,7 @@ def _cached_ceilings(device: dict, measure) -> dict:
     import json
 
     key = (device.get("uuid") or device.get("gpu") or "unknown").replace("/", "_")
-    path = compiler.cache_dir() / "ceilings" / f"{key}.json"
+    path = compiler.cache_dir() / "ceilings" / f"{key}-v{CEILINGS_VERSION}.json"
     if path.is_file():
         return json.loads(path.read_text())
     value = measure()

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(30)
 
 DEVICE = {"gpu": "NVIDIA H200", "arch": "sm_90", "sms": 132, "l2_bytes": 60 * 2**20, "memory_bytes": 141 * 2**30,
           "shared_per_block_optin": 232448, "shared_per_sm": 233472}
-CEILINGS = {"copy_bytes_per_s": 4.26e12, "fp32_flops": 5.1e13, "fp16_tensor_flops": 7.0e14}
+CEILINGS = {"copy_bytes_per_s": 4.26e12, "read_bytes_per_s": 4.61e12, "fp32_flops": 5.1e13, "fp16_tensor_flops": 7.0e14}
 
 
 def _result(task, status: Status, **kw) -> Result:
@@ -64,7 +64,7 @@ def test_first_prompt_carries_task_format_gpu_and_the_baseline(task, base):
     assert "/*@kernelwright" in system and "ceil_div" in system and "cuda_fp16.h" in system
     assert "--use_fast_math` is not allowed for this task" in system
     for needle in ("## The task: softmax", "rows=32768,cols=8192", "rows=3,cols=5", "1e-09 + 1e-05 * |expected|", "5 * rows * cols",
-                   "NVIDIA H200", "132 SMs", "4.26 TB/s", "softmax_rows", "40 registers", "spills 8/0"):
+                   "NVIDIA H200", "132 SMs", "4.26 TB/s (read+write), read-only streaming 4.61 TB/s", "softmax_rows", "40 registers", "spills 8/0"):
         assert needle in user, needle
     assert "Diagnosis: none (no profiler ran" in user
 

@@ -30,6 +30,15 @@ def test_roofline_floor_uses_the_binding_ceiling():
     assert _roofline_ms(va, {"n": 4}, {}) == (None, None)
 
 
+def test_memory_floor_uses_the_higher_of_the_copy_and_the_read_only_rate():
+    va = load_task("vector_add")
+    copy_only = {"copy_bytes_per_s": 4e12, "fp32_flops": 50e12}
+    ms_copy, _ = _roofline_ms(va, {"n": 1 << 28}, copy_only)
+    ms_read, bound = _roofline_ms(va, {"n": 1 << 28}, {**copy_only, "read_bytes_per_s": 5e12})
+    assert bound == "memory" and ms_read == ms_copy * 4 / 5
+    assert _roofline_ms(va, {"n": 1 << 28}, {**copy_only, "read_bytes_per_s": 3e12})[0] == ms_copy
+
+
 def test_first_error_line_of_a_compiler_log():
     log = "candidate.cu(3): warning: unused\ncandidate.cu(9): error: expected a ';'\n1 error detected"
     assert _first_error(log) == "candidate.cu(9): error: expected a ';'"

@@ -90,5 +90,6 @@ def test_result_carries_the_environment_fingerprint(sandbox):
 def test_measured_ceilings_are_physically_plausible(sandbox):
     c = sandbox.ceilings
     assert 0.5e12 < c["copy_bytes_per_s"] < 10e12
+    assert 0.5e12 < c["read_bytes_per_s"] < 10e12
     assert 5e12 < c["fp32_flops"] < 100e12
     assert c["fp16_tensor_flops"] > 2 * c["fp32_flops"]
