@@ -247,7 +247,15 @@ def poison_outputs(buffers: dict[str, Guarded], specs: list[dict], second: bool)
 
 
 def save(array, path: Path) -> str:
-    np.save(path, array.get() if hasattr(array, "get") else array, allow_pickle=False)
+    """Write ``array`` (device or host) as a ``.npy`` file. A contiguous device array is copied straight
+    into the file's memory map: one device-to-host copy, no intermediate host array."""
+    if hasattr(array, "get") and array.size and array.flags.c_contiguous:
+        mapped = np.lib.format.open_memmap(path, mode="w+", dtype=array.dtype, shape=array.shape)
+        array.get(out=mapped)
+        mapped.flush()
+        del mapped
+    else:
+        np.save(path, array.get() if hasattr(array, "get") else array, allow_pickle=False)
     return str(path)
 
 
