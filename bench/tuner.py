@@ -13,7 +13,7 @@ over many seeds, spending no GPU time.
     python bench/tuner.py                       # measure what the cache lacks, then compare
     python bench/tuner.py --time-limit 500      # stop measuring after 500 s (resume later)
     python bench/tuner.py --replay              # no GPU: compare on the cache alone
-    python bench/tuner.py --dry-run             # no GPU: compile every case, count its space
+    python bench/tuner.py --dry-run             # no GPU: compile every case, count its space (cache unchanged)
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _pt(point) -> str:
 class CaseRun:
     """One case: its tuning space, compile keys and measurements (backed by the cache's entry)."""
 
-    def __init__(self, name: str, case: Case, entry: dict, arch: str):
+    def __init__(self, name: str, case: Case, entry: dict, arch: str, replay: bool = False):
         self.name = name
         self.task = load_task(case.task)
         path = ROOT / case.candidate if case.candidate else self.task.baseline_path
@@ -85,6 +85,13 @@ class CaseRun:
         envelope = dict(task_fingerprint=self.task.fingerprint, nvrtc=nvrtc_version(), arch=arch,
                         candidate=hashlib.sha256(cand.source.encode()).hexdigest()[:16],
                         dims={n: [str(c) for c in ch] for n, ch in zip(self.space.names, self.space.choices)})
+        if replay and entry.get("envelope"):
+            # replaying compiles nothing: the cache's own compiler and arch hold, the space must match
+            stored = entry["envelope"]
+            envelope.update(nvrtc=stored.get("nvrtc"), arch=stored.get("arch"))
+            if stored != envelope:
+                raise SystemExit(f"{name}: the cached entry is for another task version, candidate or space; "
+                                 "measure it again (without --replay)")
         if entry.get("envelope") != envelope:
             entry.clear()
             entry.update(envelope=envelope, keys={}, compile_status={}, measured={}, gpu=None)
@@ -278,8 +285,9 @@ def main(argv=None) -> int:
     data["about"] = ("kernelwright bench/tuner.py: compile keys and one GPU measurement per distinct configuration; "
                      "strategies are compared by replaying these values")
 
-    def save():
-        atomic_write(args.cache, json.dumps(data, indent=1, sort_keys=True))
+    def save():  # a dry run or a replay leaves the cache as it was (another compiler would reset its entries)
+        if not (args.dry_run or args.replay):
+            atomic_write(args.cache, json.dumps(data, indent=1, sort_keys=True))
 
     sandbox = None
     arch = "sm_90"
@@ -295,7 +303,7 @@ def main(argv=None) -> int:
     rows = []
     try:
         for name in names:
-            run = CaseRun(name, CASES[name], data["cases"].setdefault(name, {}), arch)
+            run = CaseRun(name, CASES[name], data["cases"].setdefault(name, {}), arch, replay=args.replay)
             if sandbox is not None and time.monotonic() > started + args.time_limit and not run.complete():
                 print(f"[{name}] not started: the time limit has passed")
                 continue
