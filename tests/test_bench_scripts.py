@@ -14,7 +14,8 @@ import pytest
 from sandbox import CompileOnlySandbox, Status, load_candidate, load_task
 
 ROOT = Path(__file__).resolve().parent.parent
-CANDIDATES = {"sgemm_blocked.cu": "sgemm", "softmax_tuned.cu": "softmax", "transpose_tuned.cu": "transpose"}
+CANDIDATES = {"sgemm_blocked.cu": "sgemm", "softmax_tuned.cu": "softmax", "transpose_tuned.cu": "transpose",
+              "histogram_tuned.cu": "histogram"}
 
 
 def run(*args, timeout=120):
