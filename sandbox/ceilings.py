@@ -60,26 +60,30 @@ def measure() -> dict:
     """Run in a GPU worker. Returns bytes/s and FLOP/s (TF32 stays off: CuPy's default)."""
     import cupy as cp
 
-    n = 1 << 28  # 1 GiB of float32 each way
+    out = _bandwidths(cp)
+    for label, dtype in (("fp32_flops", cp.float32), ("fp16_tensor_flops", cp.float16)):
+        out[label] = _matmul_rate(cp, dtype)
+    cp.get_default_memory_pool().free_all_blocks()
+    out["method"] = ("D2D memcpy of 1 GiB (read+write bytes); a read-only float4 stream over the same 1 GiB; "
+                     "cupy.matmul 8192^3 (cuBLAS); median of timed runs")
+    return out
+
+
+def _bandwidths(cp) -> dict:
+    """Copy (read + write bytes) and read-only streaming rates over 1 GiB of float32."""
+    n = 1 << 28
     src = cp.ones(n, dtype=cp.float32)
     dst = cp.empty_like(src)
     t_copy = _time(cp, lambda: cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, 3, 0), 20)
     read = cp.RawKernel(_READ_SOURCE, "read_stream")
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    sink = cp.zeros(1, dtype=cp.float32)
-    args = (src, cp.int64(n // 4), cp.float32(-1.0), sink)  # a sum of ones is never -1
+    args = (src, cp.int64(n // 4), cp.float32(-1.0), cp.zeros(1, dtype=cp.float32))  # a sum of ones is never -1
     t_read = _time(cp, lambda: read((sms * 8,), (256,), args), 20)
-    del src, dst, sink
-    m = 8192
-    out = {"copy_bytes_per_s": 2 * (1 << 30) / t_copy, "read_bytes_per_s": (1 << 30) / t_read}
-    for label, dtype in (("fp32_flops", cp.float32), ("fp16_tensor_flops", cp.float16)):
-        a = cp.random.standard_normal((m, m), dtype=cp.float32).astype(dtype)
-        b = cp.random.standard_normal((m, m), dtype=cp.float32).astype(dtype)
-        c = cp.empty((m, m), dtype=dtype)
-        t = _time(cp, lambda: cp.matmul(a, b, out=c), 10)
-        out[label] = 2 * m**3 / t
-        del a, b, c
-    cp.get_default_memory_pool().free_all_blocks()
-    out["method"] = ("D2D memcpy of 1 GiB (read+write bytes); a read-only float4 stream over the same 1 GiB; "
-                     "cupy.matmul 8192^3 (cuBLAS); median of timed runs")
-    return out
+    return {"copy_bytes_per_s": 2 * src.nbytes / t_copy, "read_bytes_per_s": src.nbytes / t_read}
+
+
+def _matmul_rate(cp, dtype, m: int = 8192) -> float:
+    a = cp.random.standard_normal((m, m), dtype=cp.float32).astype(dtype)
+    b = cp.random.standard_normal((m, m), dtype=cp.float32).astype(dtype)
+    c = cp.empty((m, m), dtype=dtype)
+    return 2 * m**3 / _time(cp, lambda: cp.matmul(a, b, out=c), 10)
