@@ -162,13 +162,26 @@ class Loaded:
     """A candidate module loaded from its cubin, with its plan's functions resolved."""
 
     def __init__(self, h: Harness, cubin: bytes, plan: dict):
-        cp = h.cp
         self.h = h
-        self.plan = plan
-        self.module = cp.cuda.function.Module()
+        self.module = h.cp.cuda.function.Module()
         try:
             self.module.load(cubin)
-            self.funcs = []
+        except Exception as exc:
+            raise h.classify(exc) from None
+        self._bind(plan)
+
+    def with_plan(self, plan: dict) -> "Loaded":
+        """The same module with a plan resolved at other sizes (function names are unchanged)."""
+        clone = object.__new__(Loaded)
+        clone.h, clone.module = self.h, self.module
+        clone._bind(plan)
+        return clone
+
+    def _bind(self, plan: dict) -> None:
+        """Resolve the plan's functions; a launch above 48 KiB of dynamic shared memory must opt in."""
+        cp = self.h.cp
+        self.plan, self.funcs = plan, []
+        try:
             for launch in plan["launches"]:
                 f = self.module.get_function(launch["func"])
                 if launch["shared"] > 48 * 1024:
@@ -176,24 +189,7 @@ class Loaded:
                         f.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch["shared"])
                 self.funcs.append(f)
         except Exception as exc:
-            raise h.classify(exc) from None
-
-    def with_plan(self, plan: dict) -> "Loaded":
-        """The same module with a plan resolved at other sizes (function names are unchanged)."""
-        clone = object.__new__(Loaded)
-        clone.h, clone.plan, clone.module = self.h, plan, self.module
-        clone.funcs = []
-        cp = self.h.cp
-        for launch in plan["launches"]:
-            f = self.module.get_function(launch["func"])
-            if launch["shared"] > 48 * 1024:
-                try:
-                    cp.cuda.driver.funcSetAttribute(
-                        f.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch["shared"])
-                except Exception as exc:
-                    raise self.h.classify(exc) from None
-            clone.funcs.append(f)
-        return clone
+            raise self.h.classify(exc) from None
 
     def alloc_scratch(self) -> dict[str, Guarded]:
         return {s["name"]: self.h.alloc(s["dtype"], (s["count"],)) for s in self.plan["scratch"]}

@@ -184,11 +184,7 @@ class GPUSandbox(CompileOnlySandbox):
             return compiled
         cost = compiled.cost
         base = dict(compile=info, env={**self.device}, cost=cost)
-        labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)]
-        if bench != task.spec.sizes.benchmark:
-            labelled.append(("size", bench))
-        else:
-            labelled.append(("benchmark", bench))
+        labelled = _labelled_sizes(task, bench)
         try:
             plans = {label: resolve(task, cand, info, s) for label, s in labelled}
         except PlanError as exc:
@@ -218,8 +214,7 @@ class GPUSandbox(CompileOnlySandbox):
             res, info, cubin = self._compile(task, cand)
             if res.status is not Status.compiled:
                 raise TaskError(f"{task.baseline_path}: the baseline does not compile: {res.error}")
-            labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)]
-            labelled.append(("benchmark", task.spec.sizes.benchmark))
+            labelled = _labelled_sizes(task, task.spec.sizes.benchmark)
             try:
                 plans = {label: resolve(task, cand, info, s) for label, s in labelled}
             except PlanError as exc:
@@ -375,6 +370,13 @@ def _mismatch_text(c: Check) -> str:
     if c.note:
         parts.append(c.note)
     return ", ".join(parts)
+
+
+def _labelled_sizes(task: Task, bench: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
+    """Every check size, then the timed size: ``benchmark``, or ``size`` when another was asked for."""
+    labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)]
+    labelled.append(("benchmark" if bench == task.spec.sizes.benchmark else "size", bench))
+    return labelled
 
 
 def _fingerprint_mismatch(fc: list[float], fb: list[float], tol) -> str:

@@ -42,3 +42,13 @@ def test_memory_floor_uses_the_higher_of_the_copy_and_the_read_only_rate():
 def test_first_error_line_of_a_compiler_log():
     log = "candidate.cu(3): warning: unused\ncandidate.cu(9): error: expected a ';'\n1 error detected"
     assert _first_error(log) == "candidate.cu(9): error: expected a ';'"
+
+
+def test_every_check_size_comes_first_then_the_timed_size_under_its_label():
+    from sandbox.evaluate import _labelled_sizes
+
+    sm = load_task("softmax")
+    labels = _labelled_sizes(sm, sm.spec.sizes.benchmark)
+    assert [s for _, s in labels[:-1]] == sm.spec.sizes.check
+    assert labels[0][0] == "check[0]" and labels[-1] == ("benchmark", sm.spec.sizes.benchmark)
+    assert _labelled_sizes(sm, {"rows": 5, "cols": 9})[-1] == ("size", {"rows": 5, "cols": 9})
