@@ -105,9 +105,15 @@ def bound_text(bound: str | None, limited: bool) -> str:
 
 # ---- issues ----------------------------------------------------------------------------------
 
-def resource_issues(result) -> list[Issue]:
+def _compiled(result, info=None):
+    """The compiler's report: ``info`` if given, else the result's."""
+    return info if info is not None else (result.compile if result is not None else None)
+
+
+def resource_issues(result, info=None) -> list[Issue]:
     issues = []
-    kernels = result.compile.kernels.values() if result is not None and result.compile else []
+    info = _compiled(result, info)
+    kernels = info.kernels.values() if info else []
     for k in kernels:
         if k.spill_stores or k.spill_loads:
             issues.append(Issue(f"register spills in {k.name}: {k.spill_stores} B stored / {k.spill_loads} B loaded "
@@ -363,11 +369,12 @@ def kernel_lines(k: dict, many: bool) -> list[str]:
     return lines
 
 
-def resources_line(result) -> str:
-    if result is None or not result.compile or not result.compile.kernels:
+def resources_line(result, info=None) -> str:
+    info = _compiled(result, info)
+    if not info or not info.kernels:
         return "resources: none reported (not compiled)"
     parts = []
-    for k in result.compile.kernels.values():
+    for k in info.kernels.values():
         spill = f"spills {k.spill_stores}/{k.spill_loads} B st/ld" if (k.spill_stores or k.spill_loads) else "no spills"
         extra = f", {k.stack_frame} B stack" if k.stack_frame else ""
         parts.append(f"{k.name} {k.registers} registers, {spill}{extra}, {k.static_shared} B static smem")
@@ -387,12 +394,16 @@ def roofline_line(result) -> tuple[str, dict]:
             f"({cand.median_ms:.4g} ms measured, floor {tm.roofline_ms:.4g} ms, {tm.bound}-bound by its byte and FLOP counts)"), data
 
 
-def diagnose(task=None, result=None, profile: dict | None = None, parent_profile: dict | None = None) -> Diagnosis:
+def diagnose(task=None, result=None, profile: dict | None = None, parent_profile: dict | None = None,
+             compile_info=None) -> Diagnosis:
     """The diagnosis of one candidate. Without a profile (not profiled, or no ncu) it says so and
-    still reports resources and the roofline; with one it adds the bound, counters and ncu's hints."""
+    still reports resources and the roofline; with one it adds the bound, counters and ncu's hints.
+    Resources come from ``compile_info`` when given (a candidate profiled without an evaluated result),
+    else from the result."""
     lines, data = [], {"profiled": False}
+    info = _compiled(result, compile_info)
     roof, roof_data = roofline_line(result)
-    issues = resource_issues(result)
+    issues = resource_issues(result, info)
     kernels = []
     if profile and profile.get("status") == "ok" and profile.get("kernels"):
         data["profiled"] = True
@@ -424,14 +435,14 @@ def diagnose(task=None, result=None, profile: dict | None = None, parent_profile
     if top:
         lines.append("top issues:")
         lines += [f"{i + 1}. {issue.render()}" for i, issue in enumerate(top)]
-    lines.append(resources_line(result))
+    lines.append(resources_line(result, info))
     delta = changes(profile or {}, parent_profile)
     if delta:
         lines.append("vs parent: " + "; ".join(delta))
     data.update(roofline=roof_data, issues=[i.as_dict() for i in top], changes=delta,
                 kernels=[dict(kernel=k["kernel"], share_pct=k["share_pct"], bound=k["bound"],
                               latency_limited=k["latency_limited"]) for k in kernels],
-                resources=[k.model_dump() for k in result.compile.kernels.values()] if result is not None and result.compile else [])
+                resources=[k.model_dump() for k in info.kernels.values()] if info else [])
     if profile:
         data["profiler"] = {"status": profile.get("status"), "reason": profile.get("reason", "")}
     return Diagnosis("\n".join(lines), data)

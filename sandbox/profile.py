@@ -84,7 +84,8 @@ class ProfileMixin:
             cand = result.timing.impls.get("candidate") if result.timing else None
             if cand:
                 prof["timing"] = {"median_ms": cand.median_ms, "pct_of_roofline": cand.pct_of_roofline}
-        diag = diagnose(task, result, prof, parent_profile)
+        info = result.compile if result is not None and result.compile else self._compile(task, candidate)[1]
+        diag = diagnose(task, result, prof, parent_profile, compile_info=info)
         prof["diagnosis"], prof["diagnosis_data"] = diag.text, diag.data
         if result is not None:
             result.profile = prof

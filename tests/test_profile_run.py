@@ -230,3 +230,11 @@ def test_compile_only_sandbox_reports_unavailable_once_with_resources(task):
     assert first["status"] == second["status"] == "unavailable"
     assert first["notice"] and not second["notice"]
     assert "k_copy 12 registers, no spills" in first["diagnosis"]
+
+
+def test_a_candidate_profiled_without_a_result_still_gets_its_resource_report(task):
+    with CompileOnlySandbox() as sb:
+        prof = sb.profile(task, parse_candidate(THREE, label="three"))
+    assert prof["status"] == "unavailable"
+    assert "k_copy 12 registers, no spills" in prof["diagnosis"] and "not compiled" not in prof["diagnosis"]
+    assert "k_copy" in [r["name"] for r in prof["diagnosis_data"]["resources"]]
