@@ -7,7 +7,11 @@ report evaluated candidates per GPU-hour with the time split by stage.
 Repeatability: measure the same kernel in two separate sandboxes (fresh worker processes) and
 compare the medians.
 
+At the benchmark size (--at-benchmark TASK): evaluate the task's baseline at each of its knob values
+with the sandbox's default settings, as the tuner does, and split each evaluation's wall time.
+
     python bench/sandbox_bench.py [--candidates 40] [--size 1048576] [--task softmax]
+    python bench/sandbox_bench.py --at-benchmark softmax [--candidates 4]
 """
 
 from __future__ import annotations
@@ -51,6 +55,25 @@ def throughput(n_candidates: int, size: int) -> dict:
     return dict(n=len(stream), wall=wall, per_hour=len(stream) / wall * 3600, split=split, statuses=statuses)
 
 
+def at_benchmark(task_name: str, n_candidates: int) -> list[dict]:
+    """Default-settings evaluations of the baseline's knob values at the benchmark size, one row each."""
+    task = load_task(task_name)
+    base = load_candidate(task.baseline_path)
+    name, values = next(iter(base.knobs.items()), (None, ()))
+    stream = [base.with_knobs({name: v}) for v in values][:n_candidates] if name else [base]
+    rows = []
+    with GPUSandbox(SandboxConfig()) as sb:
+        sb.evaluate(task, base)  # the baseline checked, ceilings measured, workers warm
+        for cand in stream:
+            r = sb.evaluate(task, cand)
+            c = r.cost
+            rows.append(dict(config=" ".join(f"{k}={v}" for k, v in cand.defines().items()) or "defaults",
+                             status=r.status.value, rounds=r.timing.rounds if r.timing else 0, wall=c.wall_s,
+                             compile=c.compile_s, check=c.check_gpu_s, time=c.time_gpu_s,
+                             other=max(0.0, c.wall_s - c.compile_s - c.check_gpu_s - c.time_gpu_s)))
+    return rows
+
+
 def repeatability(task_name: str, runs: int = 2) -> list[float]:
     task = load_task(task_name)
     cand = load_candidate(task.baseline_path)
@@ -68,7 +91,18 @@ def main() -> None:
     ap.add_argument("--candidates", type=int, default=40)
     ap.add_argument("--size", type=int, default=1 << 20, help="vector_add n for the throughput stream")
     ap.add_argument("--task", default="softmax", help="task whose baseline is measured twice")
+    ap.add_argument("--at-benchmark", metavar="TASK", help="only: evaluations at TASK's benchmark size, split by stage")
     args = ap.parse_args()
+
+    if args.at_benchmark:
+        rows = at_benchmark(args.at_benchmark, args.candidates)
+        print(f"\n{args.at_benchmark} at its benchmark size, default sandbox settings (seconds per evaluation):")
+        print("| configuration | status | rounds | wall | compile | check launches | timing stage | other |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['config']} | {r['status']} | {r['rounds']} | {r['wall']:.2f} | {r['compile']:.2f} | "
+                  f"{r['check']:.2f} | {r['time']:.2f} | {r['other']:.2f} |")
+        return
 
     tp = throughput(args.candidates, args.size)
     print(f"\nthroughput: {tp['n']} candidates (vector_add, n={args.size}) in {tp['wall']:.1f} s "
