@@ -77,15 +77,15 @@ class ProfileMixin:
         ``parent_profile`` (the parent's earlier return value) adds counter deltas. ``save_to``
         keeps ncu's report and CSV pages in that folder."""
         sizes = dict(sizes or task.spec.sizes.benchmark)
-        prof = self._profile(task, candidate, sizes, save_to)
+        compiled = self._compile(task, candidate)  # cached: the cubin to profile and the resources to report
+        prof = self._profile(task, candidate, compiled, sizes, save_to)
         prof["sizes"] = sizes
         if result is not None:
             result.cost.profile_gpu_s += prof["seconds"]
             cand = result.timing.impls.get("candidate") if result.timing else None
             if cand:
                 prof["timing"] = {"median_ms": cand.median_ms, "pct_of_roofline": cand.pct_of_roofline}
-        info = result.compile if result is not None and result.compile else self._compile(task, candidate)[1]
-        diag = diagnose(task, result, prof, parent_profile, compile_info=info)
+        diag = diagnose(task, result, prof, parent_profile, compile_info=compiled[1])
         prof["diagnosis"], prof["diagnosis_data"] = diag.text, diag.data
         if result is not None:
             result.profile = prof
@@ -93,7 +93,8 @@ class ProfileMixin:
 
     # ---- internals ---------------------------------------------------------------------------
 
-    def _profile(self, task, candidate, sizes: dict, save_to: Path | None) -> dict:
+    def _profile(self, task, candidate, compiled: tuple, sizes: dict, save_to: Path | None) -> dict:
+        """``compiled``: what ``_compile`` returned for the candidate (result, compile info, cubin)."""
         from .plan import PlanError, resolve
         from .result import Status
 
@@ -109,9 +110,9 @@ class ProfileMixin:
                                  "/usr/local/cuda/bin)")
         if not os.access(exe, os.X_OK):
             return self._give_up(f"ncu at {exe} is not an executable file")
-        compiled, info, cubin = self._compile(task, candidate)
-        if compiled.status is not Status.compiled:
-            return outcome("skipped", f"{compiled.status.value}: {compiled.error}")
+        compile_result, info, cubin = compiled
+        if compile_result.status is not Status.compiled:
+            return outcome("skipped", f"{compile_result.status.value}: {compile_result.error}")
         try:
             plan = resolve(task, candidate, info, sizes)
         except PlanError as exc:

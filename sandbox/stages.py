@@ -214,8 +214,7 @@ def _enough(req: dict, samples: dict[str, list[float]], elapsed: float) -> bool:
         return True
     if elapsed >= req["wall_cap_s"]:
         return True
-    paired = [samples[name] for name in ("candidate", "baseline") if name in samples]
-    return bool(paired) and all(settled(x, req.get("target_ci", 0.0)) for x in paired)
+    return all(settled(samples[name], req["target_ci"]) for name in ("candidate", "baseline"))
 
 
 class _Violation(Exception):
