@@ -2,13 +2,17 @@
 
 For each case (a suite task, or a richer tunable candidate from bench/candidates/, with its space
 of knobs x compiler flags), every configuration is compiled (in parallel) and keyed by its machine
-code and launch plan; each distinct configuration is then measured once on the GPU through the
-sandbox (correctness checked at every check size, timed A/B against the baseline). Every
+code and launch plan; each distinct configuration is then measured once on the GPU. The default
+protocol is the sandbox's screening (sandbox/screen.py: batches in one GPU process, the output
+checked against the checked baseline's before and after timing, 15 interleaved A/B rounds with a
+cold L2, about a tenth of a second per configuration); --protocol sandbox runs the full evaluation
+for each (reference at every check size; seconds per configuration). The exhaustive best is then
+evaluated in full by the sandbox (its reference checks, its timing) to confirm it. Every
 measurement goes into a JSON cache (--cache) as soon as it is taken, so an interrupted run resumes
-where it stopped, and the strategies are compared by replaying the cached objective (simulation mode,
-as in Kernel Tuner): the exhaustive best is the best cached value; the default strategy and random
-sampling each get 20% of the exhaustive evaluations (duplicates are free for both) and are replayed
-over many seeds, spending no GPU time.
+where it stopped, and the strategies are compared by replaying the cached objective (simulation
+mode, as in Kernel Tuner): the exhaustive best is the best cached value; the default strategy and
+random sampling each get 20% of the exhaustive evaluations (duplicates are free for both) and are
+replayed over many seeds, spending no GPU time.
 
     python bench/tuner.py                       # measure what the cache lacks, then compare
     python bench/tuner.py --time-limit 500      # stop measuring after 500 s (resume later)
@@ -40,6 +44,7 @@ from sandbox import CompileOnlySandbox, SandboxConfig, Status, load_candidate, l
 from sandbox.compiler import atomic_write, nvrtc_version  # noqa: E402
 
 SCHEMA = 1
+PROTOCOLS = ("screen", "sandbox")
 DEFAULT_CACHE = ROOT / "bench" / "results" / "tuner_points.json"
 
 
@@ -62,9 +67,11 @@ CASES = {  # the spaces of over 100 distinct configurations first
 
 
 def _bench_config(thorough: bool) -> SandboxConfig:
-    """The measurement protocol per configuration. By default: one trial per check size, the benchmark-size
+    """The sandbox protocol per configuration. By default: one trial per check size, the benchmark-size
     output checked in full once before timing and once after it (the hidden last round), every timed
-    output fingerprinted against the baseline's, 10 to 20 A/B rounds; --thorough: the sandbox's defaults."""
+    output fingerprinted against the baseline's, 10 to 20 A/B rounds; --thorough: the sandbox's defaults.
+    The screening protocol uses none of these (see sandbox/screen.py); the confirming evaluation of an
+    exhaustive best uses the sandbox's defaults."""
     if thorough:
         return SandboxConfig(vendor=False)
     return SandboxConfig(vendor=False, trials_per_check_size=1, timing_budget_s=0.1, min_rounds=10, max_rounds=20,
@@ -78,7 +85,7 @@ def _pt(point) -> str:
 class CaseRun:
     """One case: its tuning space, compile keys and measurements (backed by the cache's entry)."""
 
-    def __init__(self, name: str, case: Case, entry: dict, arch: str, replay: bool = False):
+    def __init__(self, name: str, case: Case, entry: dict, arch: str, protocol: str, replay: bool = False):
         self.name = name
         self.task = load_task(case.task)
         path = ROOT / case.candidate if case.candidate else self.task.baseline_path
@@ -88,14 +95,16 @@ class CaseRun:
         self.space = self.tspace.space
         envelope = dict(task_fingerprint=self.task.fingerprint, nvrtc=nvrtc_version(), arch=arch,
                         candidate=hashlib.sha256(cand.source.encode()).hexdigest()[:16],
-                        dims={n: [str(c) for c in ch] for n, ch in zip(self.space.names, self.space.choices)})
+                        dims={n: [str(c) for c in ch] for n, ch in zip(self.space.names, self.space.choices)},
+                        protocol=protocol)
         if replay and entry.get("envelope"):
-            # replaying compiles nothing: the cache's own compiler and arch hold, the space must match
-            stored = entry["envelope"]
-            envelope.update(nvrtc=stored.get("nvrtc"), arch=stored.get("arch"))
+            # replaying compiles nothing: the cache's own compiler, arch and protocol hold, the space must match
+            stored = {"protocol": "sandbox", **entry["envelope"]}  # entries from before screening: the sandbox's
+            envelope.update(nvrtc=stored.get("nvrtc"), arch=stored.get("arch"), protocol=stored["protocol"])
             if stored != envelope:
                 raise SystemExit(f"{name}: the cached entry is for another task version, candidate or space; "
                                  "measure it again (without --replay)")
+            envelope = entry["envelope"]
         if entry.get("envelope") != envelope:
             entry.clear()
             entry.update(envelope=envelope, keys={}, compile_status={}, measured={}, gpu=None)
@@ -172,10 +181,8 @@ def compile_case(run: CaseRun, arch: str, workers: int, save) -> None:
           f"({len(run.distinct())} distinct)", flush=True)
 
 
-def measure_case(run: CaseRun, sandbox, deadline: float, save) -> bool:
+def measure_case(run: CaseRun, sandbox, deadline: float, save, rounds: int) -> bool:
     """Measure the distinct configurations the cache lacks; False if the deadline stopped it."""
-    from agent.tuner import objective
-
     env = sandbox.device
     gpu = dict(gpu=env.get("gpu"), driver=env.get("driver"), cuda=env.get("cuda_runtime"))
     if run.entry.get("gpu") not in (None, gpu):
@@ -183,7 +190,39 @@ def measure_case(run: CaseRun, sandbox, deadline: float, save) -> bool:
     run.entry["gpu"] = gpu
     todo = [k for k in run.distinct() if k not in run.measured]
     if todo:
-        print(f"[{run.name}] measuring {len(todo)} distinct configurations", flush=True)
+        print(f"[{run.name}] measuring {len(todo)} distinct configurations ({run.entry['envelope']['protocol']} "
+              "protocol)", flush=True)
+    if run.entry["envelope"]["protocol"] == "screen":
+        return _screen_case(run, sandbox, todo, deadline, save, rounds)
+    return _evaluate_case(run, sandbox, todo, deadline, save)
+
+
+def _screen_case(run: CaseRun, sandbox, todo: list[str], deadline: float, save, rounds: int) -> bool:
+    t0, done, chunk = time.monotonic(), 0, 32
+    while done < len(todo):
+        if time.monotonic() > deadline:
+            print(f"[{run.name}] time limit: {len(todo) - done} configurations left to measure", flush=True)
+            return False
+        keys = todo[done:done + chunk]
+        points = [run.representative(k) for k in keys]
+        found = sandbox.screen(run.task, [run.tspace.candidate_at(p) for p in points], rounds=rounds)
+        for key, point, s in zip(keys, points, found):
+            run.measured[key] = dict(status=s.status, ms=s.ms, relative=s.relative, config=run.tspace.describe(point),
+                                     gpu_s=s.gpu_s, wall_s=s.gpu_s + s.compile_s, error=s.error[:200])
+        done += len(keys)
+        save()
+        per = (time.monotonic() - t0) / done
+        statuses = {}
+        for s in found:
+            statuses[s.status] = statuses.get(s.status, 0) + 1
+        print(f"[{run.name}] screened {done}/{len(todo)} ({per:.2f} s each, about {per * (len(todo) - done):.0f} s "
+              f"left; last batch: {statuses})", flush=True)
+    return True
+
+
+def _evaluate_case(run: CaseRun, sandbox, todo: list[str], deadline: float, save) -> bool:
+    from agent.tuner import objective
+
     t0 = time.monotonic()
     for i, key in enumerate(todo, 1):
         if time.monotonic() > deadline:
@@ -212,6 +251,28 @@ def replay(run: CaseRun, strategy: str, budget: int, seed: int) -> tuple[str, in
     return run.keys[_pt(search.best[0])], search.evaluations
 
 
+def confirm(run: CaseRun, sandbox) -> None:
+    """Evaluate the exhaustive best in full (reference checks at every size, the sandbox's timing)."""
+    from sandbox import SandboxConfig as Config
+
+    best_key = min(run.distinct(), key=run.value)
+    if run.entry.get("confirmed", {}).get("key") == best_key:
+        return
+    cand = run.tspace.candidate_at(run.representative(best_key))
+    saved, sandbox.config = sandbox.config, Config(vendor=False)
+    try:
+        r = sandbox.evaluate(run.task, cand)
+    finally:
+        sandbox.config = saved
+    s = r.speedup("baseline") if r.ok else None
+    run.entry["confirmed"] = dict(key=best_key, status=r.status.value, error=r.error[:200],
+                                  ms=r.timing.impls["candidate"].median_ms if r.ok else None,
+                                  speedup=[s.value, s.low, s.high] if s else None, gpu_s=r.cost.gpu_s)
+    print(f"[{run.name}] exhaustive best evaluated in full: {r.status.value}"
+          + (f", {run.entry['confirmed']['ms']:.4f} ms, {s.value:.3f}x [{s.low:.3f}, {s.high:.3f}] vs the baseline"
+             if s else f" ({r.error[:160]})"), flush=True)
+
+
 def compare(run: CaseRun, fraction: float, seeds: int) -> dict:
     distinct = run.distinct()
     best_key = min(distinct, key=run.value)
@@ -222,7 +283,8 @@ def compare(run: CaseRun, fraction: float, seeds: int) -> dict:
                best_ms=run.ms(best_key), best_config=run.measured[best_key]["config"],
                start_ms=run.ms(run.keys[_pt(run.tspace.start)]),
                gpu_s=sum(m["gpu_s"] for m in run.measured.values()),
-               wall_s=sum(m["wall_s"] for m in run.measured.values()))
+               wall_s=sum(m["wall_s"] for m in run.measured.values()),
+               protocol=run.entry["envelope"].get("protocol") or "sandbox", confirmed=run.entry.get("confirmed"))
     for strategy in ("default", "random"):
         found = [replay(run, strategy, budget, seed) for seed in range(seeds)]
         gaps = [100 * (run.value(k) / best - 1) for k, _ in found]
@@ -260,7 +322,14 @@ def print_table(rows: list[dict], fraction: float, seeds: int) -> None:
           "minimum of noisy medians.")
     for r in rows:
         print(f"  {r['case']}: exhaustive best {r['best_config']} ({r['compile_failed']} configurations failed to "
-              f"compile or launch before running)")
+              f"compile or launch before running; measured by the {r['protocol']} protocol)")
+        c = r["confirmed"]
+        if c and c["speedup"]:
+            v, lo, hi = c["speedup"]
+            print(f"    evaluated in full by the sandbox: {c['status']}, {c['ms']:.4f} ms, {v:.3f}x [{lo:.3f}, {hi:.3f}] "
+                  "vs the task's baseline")
+        elif c:
+            print(f"    evaluated in full by the sandbox: {c['status']}: {c['error']}")
     met = [r for r in rows if r["default"]["mean_gap"] <= 5]
     print(f"target (default strategy within 5% of the exhaustive best at {pct} of its evaluations, mean over seeds): "
           f"met on {len(met)} of {len(rows)} cases")
@@ -274,7 +343,10 @@ def main(argv=None) -> int:
     ap.add_argument("--fraction", type=float, default=0.2, help="budget of the strategies, share of exhaustive")
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--workers", type=int, default=8, help="parallel compile processes")
-    ap.add_argument("--thorough", action="store_true", help="the sandbox's default checks and timing (slower)")
+    ap.add_argument("--protocol", choices=PROTOCOLS, default="screen",
+                    help="screen (batched, output checked against the baseline's) or sandbox (a full evaluation each)")
+    ap.add_argument("--rounds", type=int, default=15, help="A/B rounds per configuration (screen protocol)")
+    ap.add_argument("--thorough", action="store_true", help="sandbox protocol: the sandbox's default checks and timing")
     ap.add_argument("--replay", action="store_true", help="no GPU: compare strategies on the cache alone")
     ap.add_argument("--dry-run", action="store_true", help="no GPU: compile every case and count its space")
     args = ap.parse_args(argv)
@@ -307,7 +379,7 @@ def main(argv=None) -> int:
     rows = []
     try:
         for name in names:
-            run = CaseRun(name, CASES[name], data["cases"].setdefault(name, {}), arch, replay=args.replay)
+            run = CaseRun(name, CASES[name], data["cases"].setdefault(name, {}), arch, args.protocol, replay=args.replay)
             if sandbox is not None and time.monotonic() > started + args.time_limit and not run.complete():
                 print(f"[{name}] not started: the time limit has passed")
                 continue
@@ -320,8 +392,9 @@ def main(argv=None) -> int:
                 print(f"{name}: {run.space.size} configurations ({' x '.join(str(len(c)) for c in run.space.choices)}), "
                       f"{len(run.distinct())} distinct, failing before a run: {fails or 'none'}")
                 continue
-            if sandbox is not None:
-                measure_case(run, sandbox, started + args.time_limit, save)
+            if sandbox is not None and measure_case(run, sandbox, started + args.time_limit, save, args.rounds):
+                confirm(run, sandbox)
+                save()
             if run.complete():
                 rows.append(compare(run, args.fraction, args.seeds))
             else:

@@ -28,6 +28,7 @@ from .plan import PlanError, resolve
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
 from .profile import ProfileMixin
 from .result import Check, CompileInfo, Cost, Mismatch, Result, Status, Timing
+from .screen import ScreenMixin
 from .task import Task, TaskError, describe_sizes
 
 
@@ -120,8 +121,8 @@ class CompileOnlySandbox(ProfileMixin):
         self.close()
 
 
-class GPUSandbox(CompileOnlySandbox):
-    """The full sandbox on a CUDA device."""
+class GPUSandbox(ScreenMixin, CompileOnlySandbox):
+    """The full sandbox on a CUDA device (``screen`` for cheap sweeps: sandbox/screen.py)."""
 
     kind = "gpu"
 

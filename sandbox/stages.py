@@ -274,3 +274,92 @@ def _xp(backend: str):
 
         return cupy
     return np
+
+
+def run_screen(h: Harness, req: dict) -> dict:
+    """The screening protocol: many candidates against one baseline on the same inputs, in one process.
+
+    Two input sets at the benchmark size are generated once and the baseline's outputs on them kept
+    as the expected values (the orchestrator checked the baseline against the reference). Per
+    candidate: a poisoned-output run on set 0 compared with the baseline's output (task tolerance,
+    guard bands, input hashes), interleaved A/B rounds against the baseline with a cold L2, then a
+    last poisoned run on set 1 compared again (behaviour that changes after the first run is caught)."""
+    from .compare import compare
+
+    cp = h.cp
+    specs, out_specs = req["inputs"], req["outputs"]
+    hash_seed = req["hash_seed"]
+    sets = [{s["name"]: h.alloc(s["dtype"], s["shape"]) for s in specs} for _ in range(2)]
+    for k, ins in enumerate(sets):
+        generate_into(h, ins, specs, req["seed"] + k)
+    hashes = [{n: b.data_hash(hash_seed) for n, b in ins.items()} for ins in sets]
+    outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in out_specs}
+    base = h.load(req["baseline"]["cubin"], req["baseline"]["plan"])
+    base_scratch = base.alloc_scratch()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+
+    def run(loaded, scratch, k: int, flush: int | None = None) -> float:
+        poison_outputs(outs, out_specs, second=False)
+        loaded.poison_scratch(scratch)
+        if flush is not None:
+            h.flush_l2(flush)
+        arrays = {n: b.view for n, b in {**sets[k], **outs}.items()}
+        start.record(h.stream)
+        loaded.launch(arrays, scratch)
+        end.record(h.stream)
+        h.sync()
+        problems = _violations(h, {"input": sets[k], "output": outs, "scratch": scratch}, hashes[k], hash_seed)
+        if problems:
+            raise _Violation("candidate", problems)
+        return cp.cuda.get_elapsed_time(start, end)
+
+    expected = []
+    for k in range(2):
+        run(base, base_scratch, k)
+        expected.append({n: b.view.copy() for n, b in outs.items()})
+
+    def check(k: int, when: str) -> str:
+        for spec in out_specs:
+            atol, rtol = req["tolerance"][spec["dtype"]]
+            found = compare(cp, outs[spec["name"]].view, expected[k][spec["name"]], atol, rtol)
+            if not found["passed"]:
+                first = found["first_mismatch"] or {}
+                return (f"{when}: output {spec['name']!r} differs from the baseline's: {found['mismatches']} mismatches"
+                        + (f", first at {first['index']}: got {first['got']}, expected {first['expected']}" if first else "")
+                        + (f"; {found['note']}" if found["note"] else ""))
+        return ""
+
+    rng = random.Random(req["order_seed"])
+    results = []
+    for c in req["candidates"]:
+        t0 = time.perf_counter()
+        rec = dict(key=c["key"], status="ok", error="", samples=[], baseline_samples=[])
+        try:
+            loaded = h.load(c["cubin"], c["plan"])
+            scratch = loaded.alloc_scratch()
+            run(loaded, scratch, 0)
+            wrong = check(0, "first run")
+            if wrong:
+                rec.update(status="wrong", error=wrong)
+            else:
+                for w in range(2):  # warm-up
+                    run(loaded, scratch, w % 2, w)
+                    run(base, base_scratch, w % 2, w)
+                for r in range(req["rounds"]):
+                    pair = [("candidate", loaded, scratch), ("baseline", base, base_scratch)]
+                    rng.shuffle(pair)
+                    for name, impl, scr in pair:
+                        ms = run(impl, scr, r % 2, r)
+                        rec["samples" if name == "candidate" else "baseline_samples"].append(ms)
+                run(loaded, scratch, 1)
+                wrong = check(1, "last run (other inputs, after the timed rounds)")
+                if wrong:
+                    rec.update(status="wrong", error=wrong, samples=[], baseline_samples=[])
+        except _Violation as v:
+            rec.update(status="rejected", error=v.problems[0], samples=[], baseline_samples=[])
+        except LaunchFailed as exc:
+            rec.update(status="launch_error", error=str(exc), samples=[], baseline_samples=[])
+        rec["gpu_s"] = time.perf_counter() - t0
+        results.append(rec)
+        cp.get_default_memory_pool().free_all_blocks()
+    return {"ok": True, "results": results}

@@ -2,7 +2,7 @@
 
 Roles:
 - ``compile``: NVRTC compiles (CPU only; a runaway compile is killed by the parent's timeout).
-- ``gpu``: runs candidate device code: correctness trials and A/B timing rounds.
+- ``gpu``: runs candidate device code: correctness trials, A/B timing rounds and screening batches.
 - ``reference``: trusted only; regenerates inputs from seeds, computes the reference and compares.
   It never loads candidate code, so expected outputs never share a CUDA context with a candidate.
 """
@@ -58,6 +58,10 @@ class GpuRole:
             from .stages import run_timing
 
             return run_timing(self.harness(req), req)
+        if op == "screen":
+            from .stages import run_screen
+
+            return run_screen(self.harness(req), req)
         raise ValueError(f"unknown op {op!r}")
 
 

@@ -64,6 +64,37 @@ def test_cheating_kernel_gets_its_status(sandbox, name):
     assert text.lower() in (result.error + result.detail).lower()
 
 
+# Screening runs each candidate about 20 times, too few for a counter that turns at 40 launches (the full
+# evaluation that confirms a screened winner catches it); a hang is screened alone below.
+SCREEN_STATUS = {n: s for n, (s, _) in CHEAT_STATUS.items() if n not in ("warmup_counter.cu", "hang.cu")}
+
+
+@pytest.mark.timeout(600)
+def test_screen_gives_each_cheat_its_status_and_times_honest_kernels(sandbox):
+    task = load_task("vector_add")
+    names = sorted(SCREEN_STATUS)
+    cands = [load_candidate(task.baseline_path), load_candidate(CHEATS / "honest_vectorized.cu")]
+    cands += [load_candidate(CHEATS / n) for n in names]
+    found = sandbox.screen(task, cands, rounds=10, batch=8)
+    base, honest = found[:2]
+    assert base.ok, base.error
+    assert base.relative_ci[0] <= base.relative <= base.relative_ci[1]
+    assert 0.9 < base.relative < 1.1, "the baseline screened against itself should be about 1x"
+    assert honest.ok and 0.5 < honest.relative < 1.2, honest
+    assert len(honest.samples) == 10 and honest.gpu_s > 0
+    got = {n: s.status for n, s in zip(names, found[2:])}
+    assert got == {n: s.value for n, s in SCREEN_STATUS.items()}, [(n, s.error) for n, s in zip(names, found[2:])]
+
+
+@pytest.mark.timeout(300)
+def test_screen_times_out_a_hanging_kernel_and_goes_on(sandbox):
+    task = load_task("vector_add")
+    cands = [load_candidate(CHEATS / "hang.cu"), load_candidate(task.baseline_path)]
+    found = sandbox.screen(task, cands, rounds=5, batch=2, timeout_s=5)
+    assert found[0].status == "timeout", found[0]
+    assert found[1].ok, found[1].error
+
+
 @pytest.mark.timeout(600)
 def test_next_candidate_after_a_crash_evaluates_normally(sandbox):
     task = load_task("vector_add")

@@ -1,0 +1,116 @@
+"""Screening: many candidates timed against the baseline in one GPU process, at a fraction of an
+evaluation's cost, for sweeps that measure every point of a space.
+
+``GPUSandbox.evaluate`` checks each candidate against the reference at every check size, times it
+and checks timed outputs again: about a second or more of fixed cost per candidate at benchmark
+size (fresh buffers, reference recomputed, outputs moved through files). ``screen`` keeps the
+benchmark-size inputs, the baseline's outputs and the process across a batch. Per candidate it
+still checks a poisoned-output run against the baseline's output (with the task's tolerance; the
+baseline itself passed the full correctness stage first), guard bands and input hashes, times
+interleaved A/B rounds with a cold L2, and checks a last run on other inputs. It does not compare
+with the reference at the check sizes: a screened winner is only a winner once ``evaluate`` agrees.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass, field
+
+from . import stats
+from .candidate import Candidate
+from .inputs import input_specs, output_specs
+from .plan import PlanError, resolve
+from .pool import WorkerDied, WorkerTimeout
+from .result import Status
+from .task import Task
+
+
+@dataclass
+class Screened:
+    """One candidate's screening: ``relative`` is its median time over the baseline's, paired by round."""
+
+    status: str
+    ms: float | None = None
+    baseline_ms: float | None = None
+    relative: float | None = None
+    relative_ci: tuple[float, float] | None = None
+    error: str = ""
+    compile_s: float = 0.0
+    gpu_s: float = 0.0
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class ScreenMixin:
+    """Adds ``screen`` to ``GPUSandbox`` (it uses ``_compile``, ``_baseline``, ``_call`` and the GPU worker)."""
+
+    def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
+               timeout_s: float = 120.0) -> list[Screened]:
+        """Screen ``candidates`` at the task's benchmark size, in the order given.
+
+        Batches of ``batch`` share one GPU request. A batch whose worker dies or passes its time
+        limit (``timeout_s`` plus a second per round per candidate) is split and retried until the
+        candidate responsible is alone; that candidate is ``crashed`` or ``timeout``."""
+        if rounds < 5:
+            raise ValueError(f"screen: rounds must be at least 5 (got {rounds})")
+        bench = task.spec.sizes.benchmark
+        out: list[Screened | None] = [None] * len(candidates)
+        ready = []
+        for i, cand in enumerate(candidates):
+            compiled, info, cubin = self._compile(task, cand)
+            if compiled.status is not Status.compiled:
+                out[i] = Screened(compiled.status.value, error=compiled.error, compile_s=compiled.cost.compile_s)
+                continue
+            try:
+                plan = resolve(task, cand, info, bench)
+            except PlanError as exc:
+                out[i] = Screened(Status.launch_error.value, error=str(exc), compile_s=compiled.cost.compile_s)
+                continue
+            ready.append((i, dict(key=i, cubin=cubin, plan=plan), compiled.cost.compile_s))
+        b_cand, b_info, b_cubin = self._baseline(task)
+        base = dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench))
+        tolerance = {dt: [t.atol, t.rtol] for dt, t in task.spec.tolerance.items()}
+        common = dict(op="screen", baseline=base, inputs=input_specs(task, bench, 0), outputs=output_specs(task, bench),
+                      tolerance=tolerance, rounds=rounds, **self._harness_req())
+        pending = [ready[k:k + batch] for k in range(0, len(ready), batch)]
+        rng = random.SystemRandom()
+        while pending:
+            group = pending.pop(0)
+            req = dict(common, candidates=[c for _, c, _ in group], seed=rng.getrandbits(40),
+                       order_seed=rng.getrandbits(62), hash_seed=rng.getrandbits(63))
+            limit = timeout_s + len(group) * rounds
+            try:
+                reply = self._call(self._gpu, req, limit)
+            except (WorkerDied, WorkerTimeout) as exc:
+                if len(group) > 1:
+                    half = len(group) // 2
+                    pending[:0] = [group[:half], group[half:]]
+                    continue
+                i, _, compile_s = group[0]
+                status = Status.timeout if isinstance(exc, WorkerTimeout) else Status.crashed
+                out[i] = Screened(status.value, error=str(exc).splitlines()[0], compile_s=compile_s)
+                continue
+            for (i, _, compile_s), rec in zip(group, reply["results"]):
+                out[i] = _screened(rec, compile_s)
+        return out  # type: ignore[return-value]
+
+
+def _screened(rec: dict, compile_s: float) -> Screened:
+    if rec["status"] != "ok":
+        return Screened(rec["status"], error=rec["error"], compile_s=compile_s, gpu_s=rec["gpu_s"])
+    cand, base = rec["samples"], rec["baseline_samples"]
+    speed, lo, hi = stats.speedup_ci(base, cand)
+    return Screened("ok", ms=statistics.median(cand), baseline_ms=statistics.median(base), relative=1.0 / speed,
+                    relative_ci=(1.0 / hi, 1.0 / lo), compile_s=compile_s, gpu_s=rec["gpu_s"], samples=cand)
+
+
+def screen_seconds(results: list[Screened]) -> float:
+    """Compile plus GPU seconds of a screening (what it cost)."""
+    return sum(r.compile_s + r.gpu_s for r in results)
+
+
+__all__ = ["Screened", "ScreenMixin", "screen_seconds"]

@@ -1,0 +1,77 @@
+"""Screening's orchestration without a GPU: batches, splitting around a crash or a hang, statistics."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sandbox import GPUSandbox, load_candidate, load_task
+from sandbox.pool import WorkerDied, WorkerTimeout
+from sandbox.result import Cost, Status
+
+
+class _Compiled:
+    def __init__(self):
+        self.status = Status.compiled
+        self.cost = Cost(compile_s=0.01)
+        self.error = ""
+
+
+def _stub(monkeypatch, behaviour: dict[int, str]):
+    """A GPUSandbox whose GPU worker is simulated: candidate i crashes, hangs or runs 1/(i+1) as fast."""
+    sb = object.__new__(GPUSandbox)
+    calls = []
+    task = load_task("vector_add")
+    base = load_candidate(task.baseline_path)
+    monkeypatch.setattr(sb, "_compile", lambda t, c: (_Compiled(), None, c.label.encode()), raising=False)
+    monkeypatch.setattr(sb, "_baseline", lambda t: (base, None, b"base"), raising=False)
+    monkeypatch.setattr(sb, "_harness_req", lambda: {}, raising=False)
+    monkeypatch.setattr("sandbox.screen.resolve", lambda task, cand, info, sizes: {"launches": []})
+    sb._gpu = None
+
+    def call(worker, req, timeout):
+        labels = [int(c["cubin"].decode()) for c in req["candidates"]]
+        calls.append(labels)
+        for i in labels:
+            if behaviour.get(i) == "crash":
+                raise WorkerDied("gpu worker died (exit code 3)", "illegal address")
+            if behaviour.get(i) == "hang":
+                raise WorkerTimeout("gpu worker passed its limit")
+        results = []
+        for c in req["candidates"]:
+            i = int(c["cubin"].decode())
+            if behaviour.get(i) == "wrong":
+                results.append(dict(key=c["key"], status="wrong", error="first run: output 'c' differs", gpu_s=0.1,
+                                    samples=[], baseline_samples=[]))
+                continue
+            base_ms = [1.0 + 0.001 * r for r in range(req["rounds"])]
+            results.append(dict(key=c["key"], status="ok", error="", gpu_s=0.1, baseline_samples=base_ms,
+                                samples=[m / (i + 1) for m in base_ms]))
+        return {"ok": True, "results": results}
+
+    monkeypatch.setattr(sb, "_call", call, raising=False)
+    cands = [dataclasses.replace(base, label=str(i)) for i in range(10)]
+    return sb, task, cands, calls
+
+
+def test_screen_isolates_a_crash_and_a_hang_and_keeps_every_other_result(monkeypatch):
+    sb, task, cands, calls = _stub(monkeypatch, {3: "crash", 8: "hang", 5: "wrong"})
+    found = sb.screen(task, cands, rounds=7, batch=4)
+    assert [s.status for s in found] == ["ok", "ok", "ok", "crashed", "ok", "wrong", "ok", "ok", "timeout", "ok"]
+    assert calls[:3] == [[0, 1, 2, 3], [0, 1], [2, 3]]  # the first batch split in halves until 3 is alone
+    assert [3] in calls and [8] in calls
+    assert found[5].error.startswith("first run")
+    assert "illegal" not in found[3].error and found[3].error.startswith("gpu worker died")
+    for i in (0, 1, 4, 9):
+        assert found[i].relative == pytest.approx(1 / (i + 1))
+        lo, hi = found[i].relative_ci
+        assert lo <= found[i].relative <= hi
+        assert found[i].ms == pytest.approx(found[i].baseline_ms / (i + 1))
+        assert len(found[i].samples) == 7
+
+
+def test_screen_refuses_too_few_rounds(monkeypatch):
+    sb, task, cands, _ = _stub(monkeypatch, {})
+    with pytest.raises(ValueError, match="rounds must be at least 5"):
+        sb.screen(task, cands, rounds=3)
