@@ -49,6 +49,9 @@ class SandboxConfig(BaseModel):
     target_ci: float = Field(0.005, ge=0, lt=1, description="After min_rounds, stop once the 95% intervals of the candidate's "
                              "and the baseline's medians are each within +-this fraction of them (0: run to the budget).")
     wall_cap_s: float = Field(60.0, gt=0, description="Stop adding rounds after this much wall time.")
+    min_launches: int = Field(64, ge=0, description="Launches of the candidate in the timing stage before its last, hidden "
+                              "check (untimed launches make up what warm-up and rounds did not): a kernel that counts its "
+                              "launches and changes after a few dozen is caught even when timing stops early.")
     full_check_rounds: int = Field(2, ge=0, description="Timed rounds, chosen at random, whose outputs are checked in full.")
     roofline_reject_factor: float = Field(1.5, ge=1.0, description="Reject times below the roofline floor divided by this.")
     vendor: bool = Field(True, description="Time the task's vendor implementation side by side.")
@@ -299,7 +302,7 @@ class GPUSandbox(ScreenMixin, CompileOnlySandbox):
         req = dict(op="time", impls=impls, sizes=bench, scalars=scalars, input_variants=variants,
                    outputs=output_specs(task, bench), seed=self._rng.getrandbits(62), order_seed=self._rng.getrandbits(62),
                    hash_seed=self._rng.getrandbits(63), budget_ms=cfg.timing_budget_s * 1e3, min_rounds=cfg.min_rounds,
-                   max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, wall_cap_s=cfg.wall_cap_s, full_rounds=full_rounds,
+                   max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, min_launches=cfg.min_launches, wall_cap_s=cfg.wall_cap_s, full_rounds=full_rounds,
                    data_dir=str(self.data_dir), **self._harness_req())
         try:
             reply = self._call(self._gpu, req, cfg.time_timeout_s)

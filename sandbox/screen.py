@@ -49,12 +49,13 @@ class ScreenMixin:
     """Adds ``screen`` to ``GPUSandbox`` (it uses ``_compile``, ``_baseline``, ``_call`` and the GPU worker)."""
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
-               timeout_s: float = 120.0) -> list[Screened]:
+               timeout_s: float = 10.0) -> list[Screened]:
         """Screen ``candidates`` at the task's benchmark size, in the order given.
 
-        Batches of ``batch`` share one GPU request. A batch whose worker dies or passes its time
-        limit (``timeout_s`` plus a second per round per candidate) is split and retried until the
-        candidate responsible is alone; that candidate is ``crashed`` or ``timeout``."""
+        The GPU worker sets up the inputs and the baseline's outputs once (again only if it had to
+        be restarted); then batches of ``batch`` candidates share one request, each allowed
+        ``timeout_s`` seconds. A batch whose worker dies or passes its limit is split and retried
+        until the candidate responsible is alone; that candidate is ``crashed`` or ``timeout``."""
         if rounds < 5:
             raise ValueError(f"screen: rounds must be at least 5 (got {rounds})")
         bench = task.spec.sizes.benchmark
@@ -72,19 +73,23 @@ class ScreenMixin:
                 continue
             ready.append((i, dict(key=i, cubin=cubin, plan=plan), compiled.cost.compile_s))
         b_cand, b_info, b_cubin = self._baseline(task)
-        base = dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench))
-        tolerance = {dt: [t.atol, t.rtol] for dt, t in task.spec.tolerance.items()}
-        common = dict(op="screen", baseline=base, inputs=input_specs(task, bench, 0), outputs=output_specs(task, bench),
-                      tolerance=tolerance, rounds=rounds, **self._harness_req())
-        pending = [ready[k:k + batch] for k in range(0, len(ready), batch)]
         rng = random.SystemRandom()
+        tolerance = {dt: [t.atol, t.rtol] for dt, t in task.spec.tolerance.items()}
+        setup = dict(op="screen_setup", setup_id=rng.getrandbits(62),
+                     baseline=dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench)),
+                     inputs=input_specs(task, bench, 0), outputs=output_specs(task, bench), tolerance=tolerance,
+                     seed=rng.getrandbits(40), hash_seed=rng.getrandbits(63), **self._harness_req())
+        set_up_in = None  # the worker process (its start count) that holds this screening's state
+        pending = [ready[k:k + batch] for k in range(0, len(ready), batch)]
         while pending:
             group = pending.pop(0)
-            req = dict(common, candidates=[c for _, c, _ in group], seed=rng.getrandbits(40),
-                       order_seed=rng.getrandbits(62), hash_seed=rng.getrandbits(63))
-            limit = timeout_s + len(group) * rounds
+            if set_up_in is None or not self._gpu.alive or self._gpu.started != set_up_in:
+                self._call(self._gpu, setup, self.config.check_timeout_s)
+                set_up_in = self._gpu.started
+            req = dict(op="screen", setup_id=setup["setup_id"], candidates=[c for _, c, _ in group], rounds=rounds,
+                       order_seed=rng.getrandbits(62))
             try:
-                reply = self._call(self._gpu, req, limit)
+                reply = self._call(self._gpu, req, timeout_s * len(group))
             except (WorkerDied, WorkerTimeout) as exc:
                 if len(group) > 1:
                     half = len(group) // 2

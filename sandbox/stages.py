@@ -145,6 +145,7 @@ def run_timing(h: Harness, req: dict) -> dict:
             raise h.classify(exc) from None
         wall = (time.perf_counter() - t0) * 1e3
         ms = cp.cuda.get_elapsed_time(start, end)
+        launches[name] += 1
         groups = {"input": ins, "output": outs, "scratch": scratch.get(name, {})}
         problems = _violations(h, groups, before, hash_seed) if name in loaded else []
         if problems:
@@ -152,6 +153,7 @@ def run_timing(h: Harness, req: dict) -> dict:
         return ms, wall, produced
 
     clocks_start = _clocks()
+    launches = {n: 0 for n in names}
     samples = {n: [] for n in names}
     walls = {n: [] for n in names}
     prints = {n: [] for n in names}
@@ -188,7 +190,10 @@ def run_timing(h: Harness, req: dict) -> dict:
             r += 1
             if r >= req["min_rounds"] and _enough(req, samples, time.perf_counter() - t_begin):
                 break
-        # a last, hidden check after all timed launches: behaviour that changes late is caught
+        # a last, hidden check after all timed launches and at least min_launches in all: behaviour that
+        # changes late is caught, however early the rounds stopped
+        while launches["candidate"] < req.get("min_launches", 0):  # on the last round's inputs, untimed
+            one("candidate", ins, before, launches["candidate"])
         seed = (req["seed"] * 6364136223846793005 + 10**9 + r) % (2**63)
         ins = sets[r % n_sets]
         generate_into(h, ins, variants[0], seed)
@@ -276,52 +281,64 @@ def _xp(backend: str):
     return np
 
 
-def run_screen(h: Harness, req: dict) -> dict:
-    """The screening protocol: many candidates against one baseline on the same inputs, in one process.
+class Screening:
+    """The worker's screening state: many candidates against one baseline on the same inputs.
 
-    Two input sets at the benchmark size are generated once and the baseline's outputs on them kept
-    as the expected values (the orchestrator checked the baseline against the reference). Per
-    candidate: a poisoned-output run on set 0 compared with the baseline's output (task tolerance,
-    guard bands, input hashes), interleaved A/B rounds against the baseline with a cold L2, then a
-    last poisoned run on set 1 compared again (behaviour that changes after the first run is caught)."""
-    from .compare import compare
+    Set up once per screening (``op: screen_setup``): two input sets at the benchmark size, guarded
+    output buffers, the baseline loaded and its outputs on both sets kept as the expected values (the
+    orchestrator checked the baseline against the reference). Per candidate (``op: screen``): a
+    poisoned-output run on set 0 compared with the baseline's output (task tolerance, guard bands,
+    input hashes), interleaved A/B rounds against the baseline with a cold L2, then a last poisoned
+    run on set 1 compared again (behaviour that changes after the first run is caught). A candidate
+    that breaks a rule (a guard band or an input overwritten) is rejected and the state rebuilt, so
+    the next candidate starts clean."""
 
-    cp = h.cp
-    specs, out_specs = req["inputs"], req["outputs"]
-    hash_seed = req["hash_seed"]
-    sets = [{s["name"]: h.alloc(s["dtype"], s["shape"]) for s in specs} for _ in range(2)]
-    for k, ins in enumerate(sets):
-        generate_into(h, ins, specs, req["seed"] + k)
-    hashes = [{n: b.data_hash(hash_seed) for n, b in ins.items()} for ins in sets]
-    outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in out_specs}
-    base = h.load(req["baseline"]["cubin"], req["baseline"]["plan"])
-    base_scratch = base.alloc_scratch()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
+    def __init__(self, h: Harness, req: dict):
+        self.h, self.req, self.id = h, req, req["setup_id"]
+        self._build()
 
-    def run(loaded, scratch, k: int, flush: int | None = None) -> float:
-        poison_outputs(outs, out_specs, second=False)
+    def _build(self) -> None:
+        h, req = self.h, self.req
+        cp = h.cp
+        self.sets = self.outs = self.expected = None
+        cp.get_default_memory_pool().free_all_blocks()
+        specs = req["inputs"]
+        self.sets = [{s["name"]: h.alloc(s["dtype"], s["shape"]) for s in specs} for _ in range(2)]
+        for k, ins in enumerate(self.sets):
+            generate_into(h, ins, specs, req["seed"] + k)
+        self.hashes = [{n: b.data_hash(req["hash_seed"]) for n, b in ins.items()} for ins in self.sets]
+        self.outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]}
+        self.base = h.load(req["baseline"]["cubin"], req["baseline"]["plan"])
+        self.base_scratch = self.base.alloc_scratch()
+        self.start, self.end = cp.cuda.Event(), cp.cuda.Event()
+        self.expected = []
+        for k in range(2):
+            self.run(self.base, self.base_scratch, k)
+            self.expected.append({n: b.view.copy() for n, b in self.outs.items()})
+
+    def run(self, loaded, scratch, k: int, flush: int | None = None) -> float:
+        h = self.h
+        poison_outputs(self.outs, self.req["outputs"], second=False)
         loaded.poison_scratch(scratch)
         if flush is not None:
             h.flush_l2(flush)
-        arrays = {n: b.view for n, b in {**sets[k], **outs}.items()}
-        start.record(h.stream)
+        arrays = {n: b.view for n, b in {**self.sets[k], **self.outs}.items()}
+        self.start.record(h.stream)
         loaded.launch(arrays, scratch)
-        end.record(h.stream)
+        self.end.record(h.stream)
         h.sync()
-        problems = _violations(h, {"input": sets[k], "output": outs, "scratch": scratch}, hashes[k], hash_seed)
+        groups = {"input": self.sets[k], "output": self.outs, "scratch": scratch}
+        problems = _violations(h, groups, self.hashes[k], self.req["hash_seed"])
         if problems:
             raise _Violation("candidate", problems)
-        return cp.cuda.get_elapsed_time(start, end)
+        return h.cp.cuda.get_elapsed_time(self.start, self.end)
 
-    expected = []
-    for k in range(2):
-        run(base, base_scratch, k)
-        expected.append({n: b.view.copy() for n, b in outs.items()})
+    def check(self, k: int, when: str) -> str:
+        from .compare import compare
 
-    def check(k: int, when: str) -> str:
-        for spec in out_specs:
-            atol, rtol = req["tolerance"][spec["dtype"]]
-            found = compare(cp, outs[spec["name"]].view, expected[k][spec["name"]], atol, rtol)
+        for spec in self.req["outputs"]:
+            atol, rtol = self.req["tolerance"][spec["dtype"]]
+            found = compare(self.h.cp, self.outs[spec["name"]].view, self.expected[k][spec["name"]], atol, rtol)
             if not found["passed"]:
                 first = found["first_mismatch"] or {}
                 return (f"{when}: output {spec['name']!r} differs from the baseline's: {found['mismatches']} mismatches"
@@ -329,37 +346,40 @@ def run_screen(h: Harness, req: dict) -> dict:
                         + (f"; {found['note']}" if found["note"] else ""))
         return ""
 
-    rng = random.Random(req["order_seed"])
-    results = []
-    for c in req["candidates"]:
-        t0 = time.perf_counter()
-        rec = dict(key=c["key"], status="ok", error="", samples=[], baseline_samples=[])
-        try:
-            loaded = h.load(c["cubin"], c["plan"])
-            scratch = loaded.alloc_scratch()
-            run(loaded, scratch, 0)
-            wrong = check(0, "first run")
-            if wrong:
-                rec.update(status="wrong", error=wrong)
-            else:
-                for w in range(2):  # warm-up
-                    run(loaded, scratch, w % 2, w)
-                    run(base, base_scratch, w % 2, w)
-                for r in range(req["rounds"]):
-                    pair = [("candidate", loaded, scratch), ("baseline", base, base_scratch)]
-                    rng.shuffle(pair)
-                    for name, impl, scr in pair:
-                        ms = run(impl, scr, r % 2, r)
-                        rec["samples" if name == "candidate" else "baseline_samples"].append(ms)
-                run(loaded, scratch, 1)
-                wrong = check(1, "last run (other inputs, after the timed rounds)")
-                if wrong:
-                    rec.update(status="wrong", error=wrong, samples=[], baseline_samples=[])
-        except _Violation as v:
-            rec.update(status="rejected", error=v.problems[0], samples=[], baseline_samples=[])
-        except LaunchFailed as exc:
-            rec.update(status="launch_error", error=str(exc), samples=[], baseline_samples=[])
-        rec["gpu_s"] = time.perf_counter() - t0
-        results.append(rec)
-        cp.get_default_memory_pool().free_all_blocks()
-    return {"ok": True, "results": results}
+    def screen(self, req: dict) -> dict:
+        rng = random.Random(req["order_seed"])
+        results = []
+        for c in req["candidates"]:
+            t0 = time.perf_counter()
+            rec = dict(key=c["key"], status="ok", error="", samples=[], baseline_samples=[])
+            try:
+                self._one(c, req["rounds"], rng, rec)
+            except _Violation as v:
+                rec.update(status="rejected", error=v.problems[0], samples=[], baseline_samples=[])
+                self._build()
+            except LaunchFailed as exc:
+                rec.update(status="launch_error", error=str(exc), samples=[], baseline_samples=[])
+            rec["gpu_s"] = time.perf_counter() - t0
+            results.append(rec)
+        return {"ok": True, "results": results}
+
+    def _one(self, c: dict, rounds: int, rng: random.Random, rec: dict) -> None:
+        loaded = self.h.load(c["cubin"], c["plan"])
+        scratch = loaded.alloc_scratch()
+        self.run(loaded, scratch, 0)
+        wrong = self.check(0, "first run")
+        if wrong:
+            rec.update(status="wrong", error=wrong)
+            return
+        for w in range(2):  # warm-up
+            self.run(loaded, scratch, w % 2, w)
+            self.run(self.base, self.base_scratch, w % 2, w)
+        for r in range(rounds):
+            pair = [("samples", loaded, scratch), ("baseline_samples", self.base, self.base_scratch)]
+            rng.shuffle(pair)
+            for field, impl, scr in pair:
+                rec[field].append(self.run(impl, scr, r % 2, r))
+        self.run(loaded, scratch, 1)
+        wrong = self.check(1, "last run (other inputs, after the timed rounds)")
+        if wrong:
+            rec.update(status="wrong", error=wrong, samples=[], baseline_samples=[])

@@ -31,6 +31,7 @@ class CompileRole:
 class GpuRole:
     def __init__(self):
         self.h = None
+        self.screening = None  # the state of the screening in progress (sandbox.stages.Screening)
 
     def harness(self, req: dict):
         from .device import Harness
@@ -42,6 +43,8 @@ class GpuRole:
 
     def handle(self, req: dict) -> dict:
         op = req["op"]
+        if not op.startswith("screen"):
+            self.screening = None  # its buffers are freed for the stage at hand
         if op == "hello":
             from .envinfo import device_info
 
@@ -58,10 +61,16 @@ class GpuRole:
             from .stages import run_timing
 
             return run_timing(self.harness(req), req)
-        if op == "screen":
-            from .stages import run_screen
+        if op == "screen_setup":
+            from .stages import Screening
 
-            return run_screen(self.harness(req), req)
+            self.screening = None
+            self.screening = Screening(self.harness(req), req)
+            return {"ok": True}
+        if op == "screen":
+            if self.screening is None or self.screening.id != req["setup_id"]:
+                return {"ok": False, "error": "no screening set up with this id"}
+            return self.screening.screen(req)
         raise ValueError(f"unknown op {op!r}")
 
 

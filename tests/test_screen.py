@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import pytest
 
-from sandbox import GPUSandbox, load_candidate, load_task
+from sandbox import GPUSandbox, SandboxConfig, load_candidate, load_task
 from sandbox.pool import WorkerDied, WorkerTimeout
 from sandbox.result import Cost, Status
 
@@ -28,15 +29,23 @@ def _stub(monkeypatch, behaviour: dict[int, str]):
     monkeypatch.setattr(sb, "_baseline", lambda t: (base, None, b"base"), raising=False)
     monkeypatch.setattr(sb, "_harness_req", lambda: {}, raising=False)
     monkeypatch.setattr("sandbox.screen.resolve", lambda task, cand, info, sizes: {"launches": []})
-    sb._gpu = None
+    sb._gpu = worker = types.SimpleNamespace(alive=False, started=0, setups=[])
+    sb.config = SandboxConfig()
 
     def call(worker, req, timeout):
+        if not worker.alive:  # as WorkerProcess.call: a dead worker is started again
+            worker.alive, worker.started = True, worker.started + 1
+        if req["op"] == "screen_setup":
+            worker.setups.append(worker.started)
+            return {"ok": True}
         labels = [int(c["cubin"].decode()) for c in req["candidates"]]
         calls.append(labels)
+        assert worker.setups[-1] == worker.started, "a batch reached a worker that was not set up"
         for i in labels:
-            if behaviour.get(i) == "crash":
-                raise WorkerDied("gpu worker died (exit code 3)", "illegal address")
-            if behaviour.get(i) == "hang":
+            if behaviour.get(i) in ("crash", "hang"):
+                worker.alive = False
+                if behaviour[i] == "crash":
+                    raise WorkerDied("gpu worker died (exit code 3)", "illegal address")
                 raise WorkerTimeout("gpu worker passed its limit")
         results = []
         for c in req["candidates"]:
@@ -52,15 +61,17 @@ def _stub(monkeypatch, behaviour: dict[int, str]):
 
     monkeypatch.setattr(sb, "_call", call, raising=False)
     cands = [dataclasses.replace(base, label=str(i)) for i in range(10)]
-    return sb, task, cands, calls
+    return sb, task, cands, calls, worker
 
 
 def test_screen_isolates_a_crash_and_a_hang_and_keeps_every_other_result(monkeypatch):
-    sb, task, cands, calls = _stub(monkeypatch, {3: "crash", 8: "hang", 5: "wrong"})
+    sb, task, cands, calls, worker = _stub(monkeypatch, {3: "crash", 8: "hang", 5: "wrong"})
     found = sb.screen(task, cands, rounds=7, batch=4)
     assert [s.status for s in found] == ["ok", "ok", "ok", "crashed", "ok", "wrong", "ok", "ok", "timeout", "ok"]
     assert calls[:3] == [[0, 1, 2, 3], [0, 1], [2, 3]]  # the first batch split in halves until 3 is alone
     assert [3] in calls and [8] in calls
+    assert worker.setups == list(range(1, worker.started + 1)), "set up once per worker process, no more"
+    assert worker.started == 1 + 3 + 2  # crashes of [0-3], [2, 3], [3]; hangs of [8, 9], [8]
     assert found[5].error.startswith("first run")
     assert "illegal" not in found[3].error and found[3].error.startswith("gpu worker died")
     for i in (0, 1, 4, 9):
@@ -72,6 +83,6 @@ def test_screen_isolates_a_crash_and_a_hang_and_keeps_every_other_result(monkeyp
 
 
 def test_screen_refuses_too_few_rounds(monkeypatch):
-    sb, task, cands, _ = _stub(monkeypatch, {})
+    sb, task, cands, _, _ = _stub(monkeypatch, {})
     with pytest.raises(ValueError, match="rounds must be at least 5"):
         sb.screen(task, cands, rounds=3)
