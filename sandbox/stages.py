@@ -315,6 +315,11 @@ class Screening:
         for k in range(2):
             self.run(self.base, self.base_scratch, k)
             self.expected.append({n: b.view.copy() for n, b in self.outs.items()})
+        # the baseline's output against itself: a self-check, and CuPy compiles the comparison's kernels
+        # here, in the setup's time limit, not in the first candidate's
+        problem = self.check(1, "setup (the baseline's output compared with itself)")
+        if problem:
+            raise RuntimeError(problem)
 
     def run(self, loaded, scratch, k: int, flush: int | None = None) -> float:
         h = self.h
