@@ -350,6 +350,8 @@ def main(argv=None) -> int:
     ap.add_argument("--replay", action="store_true", help="no GPU: compare strategies on the cache alone")
     ap.add_argument("--dry-run", action="store_true", help="no GPU: compile every case and count its space")
     args = ap.parse_args(argv)
+    if args.rounds < 5:
+        ap.error(f"--rounds must be at least 5 (got {args.rounds})")
     names = [n.strip() for n in args.cases.split(",") if n.strip()]
     unknown = [n for n in names if n not in CASES]
     if unknown:

@@ -113,9 +113,4 @@ def _screened(rec: dict, compile_s: float) -> Screened:
                     relative_ci=(1.0 / hi, 1.0 / lo), compile_s=compile_s, gpu_s=rec["gpu_s"], samples=cand)
 
 
-def screen_seconds(results: list[Screened]) -> float:
-    """Compile plus GPU seconds of a screening (what it cost)."""
-    return sum(r.compile_s + r.gpu_s for r in results)
-
-
-__all__ = ["Screened", "ScreenMixin", "screen_seconds"]
+__all__ = ["Screened", "ScreenMixin"]
