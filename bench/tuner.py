@@ -31,6 +31,7 @@ import statistics
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -109,6 +110,11 @@ class CaseRun:
             entry.clear()
             entry.update(envelope=envelope, keys={}, compile_status={}, measured={}, gpu=None)
         self.entry = entry
+
+    @property
+    def protocol(self) -> str:
+        """How the cached values were measured (entries from before screening: the sandbox's)."""
+        return self.entry["envelope"].get("protocol", "sandbox")
 
     @property
     def keys(self) -> dict:
@@ -190,9 +196,8 @@ def measure_case(run: CaseRun, sandbox, deadline: float, save, rounds: int) -> b
     run.entry["gpu"] = gpu
     todo = [k for k in run.distinct() if k not in run.measured]
     if todo:
-        print(f"[{run.name}] measuring {len(todo)} distinct configurations ({run.entry['envelope']['protocol']} "
-              "protocol)", flush=True)
-    if run.entry["envelope"]["protocol"] == "screen":
+        print(f"[{run.name}] measuring {len(todo)} distinct configurations ({run.protocol} protocol)", flush=True)
+    if run.protocol == "screen":
         return _screen_case(run, sandbox, todo, deadline, save, rounds)
     return _evaluate_case(run, sandbox, todo, deadline, save)
 
@@ -212,9 +217,7 @@ def _screen_case(run: CaseRun, sandbox, todo: list[str], deadline: float, save, 
         done += len(keys)
         save()
         per = (time.monotonic() - t0) / done
-        statuses = {}
-        for s in found:
-            statuses[s.status] = statuses.get(s.status, 0) + 1
+        statuses = dict(Counter(s.status for s in found))
         print(f"[{run.name}] screened {done}/{len(todo)} ({per:.2f} s each, about {per * (len(todo) - done):.0f} s "
               f"left; last batch: {statuses})", flush=True)
     return True
@@ -253,13 +256,11 @@ def replay(run: CaseRun, strategy: str, budget: int, seed: int) -> tuple[str, in
 
 def confirm(run: CaseRun, sandbox) -> None:
     """Evaluate the exhaustive best in full (reference checks at every size, the sandbox's timing)."""
-    from sandbox import SandboxConfig as Config
-
     best_key = min(run.distinct(), key=run.value)
     if run.entry.get("confirmed", {}).get("key") == best_key:
         return
     cand = run.tspace.candidate_at(run.representative(best_key))
-    saved, sandbox.config = sandbox.config, Config(vendor=False)
+    saved, sandbox.config = sandbox.config, SandboxConfig(vendor=False)
     try:
         r = sandbox.evaluate(run.task, cand)
     finally:
@@ -284,7 +285,7 @@ def compare(run: CaseRun, fraction: float, seeds: int) -> dict:
                start_ms=run.ms(run.keys[_pt(run.tspace.start)]),
                gpu_s=sum(m["gpu_s"] for m in run.measured.values()),
                wall_s=sum(m["wall_s"] for m in run.measured.values()),
-               protocol=run.entry["envelope"].get("protocol") or "sandbox", confirmed=run.entry.get("confirmed"))
+               protocol=run.protocol, confirmed=run.entry.get("confirmed"))
     for strategy in ("default", "random"):
         found = [replay(run, strategy, budget, seed) for seed in range(seeds)]
         gaps = [100 * (run.value(k) / best - 1) for k, _ in found]

@@ -302,7 +302,8 @@ class GPUSandbox(ScreenMixin, CompileOnlySandbox):
         req = dict(op="time", impls=impls, sizes=bench, scalars=scalars, input_variants=variants,
                    outputs=output_specs(task, bench), seed=self._rng.getrandbits(62), order_seed=self._rng.getrandbits(62),
                    hash_seed=self._rng.getrandbits(63), budget_ms=cfg.timing_budget_s * 1e3, min_rounds=cfg.min_rounds,
-                   max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, min_launches=cfg.min_launches, wall_cap_s=cfg.wall_cap_s, full_rounds=full_rounds,
+                   max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, min_launches=cfg.min_launches,
+                   wall_cap_s=cfg.wall_cap_s, full_rounds=full_rounds,
                    data_dir=str(self.data_dir), **self._harness_req())
         try:
             reply = self._call(self._gpu, req, cfg.time_timeout_s)
