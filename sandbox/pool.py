@@ -108,7 +108,10 @@ class WorkerProcess:
             if time.monotonic() >= deadline:
                 self.close()
                 raise WorkerTimeout(f"{self.role} worker passed its {timeout:.0f} s limit; its process group was killed")
-        code = self.proc.poll() if self.proc else None
+        try:  # the pipe closes a moment before the process is reaped: wait for its exit code
+            code = self.proc.wait(timeout=5) if self.proc else None
+        except subprocess.TimeoutExpired:
+            code = None
         tail = self.tail()
         self.close()
         raise WorkerDied(f"{self.role} worker died (exit code {code})", tail)

@@ -56,14 +56,33 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.timeout(60)
-def test_a_worker_that_dies_is_reported_and_replaced():
+def test_a_worker_that_dies_during_a_request_is_reported_and_replaced(tmp_path):
+    (tmp_path / "reference.py").write_text(
+        "import os, signal\n"
+        "def reference(xp, **kw):\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    request = dict(op="compare", backend="numpy", task_folder=str(tmp_path), inputs=[], seed=0, sizes={},
+                   scalars={}, outputs=[], runs=[], tolerance={})
+    w = WorkerProcess("reference")
+    try:
+        with pytest.raises(WorkerDied, match="exit code -9"):
+            w.call(request, timeout=30)
+        assert w.proc is None
+        assert w.call({"op": "nonsense"}, timeout=30)["ok"] is False
+        assert w.started == 2
+    finally:
+        w.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_died_between_requests_is_replaced_before_the_next_one():
     w = WorkerProcess("reference")
     try:
         w.call({"op": "nonsense"}, timeout=30)
         os.killpg(w.proc.pid, signal.SIGKILL)
-        with pytest.raises(WorkerDied):
-            w.call({"op": "nonsense"}, timeout=30)
+        w.proc.wait(timeout=30)
         assert w.call({"op": "nonsense"}, timeout=30)["ok"] is False
+        assert w.started == 2
     finally:
         w.close()
 
