@@ -4,6 +4,8 @@ progress and a final table. Runs write traces under ``--traces`` (default ``trac
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import inspect
 import json
 import secrets as pysecrets
 from pathlib import Path
@@ -19,33 +21,51 @@ from .cli import EXIT_NO_DEVICE, BadInput, app, console, err_console, input_erro
 EXIT_INTERRUPTED = 130
 FAILED_STOPS = ("model endpoint", "sandbox", "baseline")
 
-# Options shared by optimize and batch.
-MODEL = typer.Option(None, "--model", help="Model name on the endpoint; none: the built-in search over knobs and flags.")
-BASE_URL = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (default: OPENAI_BASE_URL).")
-KEY_ENV = typer.Option(None, "--api-key-env", help="Environment variable holding the API key (default OPENAI_API_KEY; local servers need none).")
-CONFIG = typer.Option(None, "--config", help="Run config file (TOML): model, prices, budget, selection, tune, sandbox.")
-ITERATIONS = typer.Option(None, "--iterations", help="Model requests in the model phase (default 10).")
-TOKENS = typer.Option(None, "--budget-tokens", help="Stop after this many prompt + completion tokens.")
-USD = typer.Option(None, "--budget-usd", help="Stop after spending this many US dollars (needs the model's price).")
-GPU_S = typer.Option(None, "--budget-gpu-s", help="Stop after this many GPU-seconds of checking and timing.")
-WALL_S = typer.Option(None, "--budget-wall-s", help="Stop after this many seconds of wall time.")
-PLATEAU = typer.Option(None, "--plateau", help="Stop after this many timed candidates in a row without a 1% gain.")
-PARALLEL = typer.Option(None, "--parallel", help="Model requests in flight at once (the GPU still evaluates one at a time).")
-TEMPERATURE = typer.Option(None, "--temperature", help="Sampling temperature.")
-MAX_TOKENS = typer.Option(None, "--max-tokens", help="Completion budget per request.")
-PRICE_IN = typer.Option(None, "--price-in", help="USD per million prompt tokens of this model.")
-PRICE_OUT = typer.Option(None, "--price-out", help="USD per million completion tokens of this model.")
-SANDBOX = typer.Option(None, "--sandbox", help="auto, gpu, compile-only (real compiles, no timing) or fake (simulated timings).")
-NO_TUNE = typer.Option(False, "--no-tune", help="Do not sweep the winner's knobs and flags after a model-driven run.")
-TRACES = typer.Option(Path("traces"), "--traces", help="Folder for run traces.")
-QUIET = typer.Option(False, "--quiet", help="No live progress; only the final table.")
-AS_JSON = typer.Option(False, "--json", help="Print the summary as JSON instead of tables.")
+# Options shared by optimize and batch: (parameter, type, typer option).
+RUN_OPTIONS = (
+    ("model", Optional[str], typer.Option(None, "--model", help="Model name on the endpoint; none: the built-in search over knobs and flags.")),
+    ("base_url", Optional[str], typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (default: OPENAI_BASE_URL).")),
+    ("api_key_env", Optional[str], typer.Option(None, "--api-key-env", help="Environment variable holding the API key (default OPENAI_API_KEY; local servers need none).")),
+    ("iterations", Optional[int], typer.Option(None, "--iterations", help="Model requests in the model phase (default 10).")),
+    ("budget_tokens", Optional[int], typer.Option(None, "--budget-tokens", help="Stop after this many prompt + completion tokens.")),
+    ("budget_usd", Optional[float], typer.Option(None, "--budget-usd", help="Stop after spending this many US dollars (needs the model's price).")),
+    ("budget_gpu_s", Optional[float], typer.Option(None, "--budget-gpu-s", help="Stop after this many GPU-seconds of checking and timing.")),
+    ("budget_wall_s", Optional[float], typer.Option(None, "--budget-wall-s", help="Stop after this many seconds of wall time.")),
+    ("plateau", Optional[int], typer.Option(None, "--plateau", help="Stop after this many timed candidates in a row without a 1% gain.")),
+    ("parallel", Optional[int], typer.Option(None, "--parallel", help="Model requests in flight at once (the GPU still evaluates one at a time).")),
+    ("temperature", Optional[float], typer.Option(None, "--temperature", help="Sampling temperature.")),
+    ("max_tokens", Optional[int], typer.Option(None, "--max-tokens", help="Completion budget per request.")),
+    ("price_in", Optional[float], typer.Option(None, "--price-in", help="USD per million prompt tokens of this model.")),
+    ("price_out", Optional[float], typer.Option(None, "--price-out", help="USD per million completion tokens of this model.")),
+    ("sandbox", Optional[str], typer.Option(None, "--sandbox", help="auto, gpu, compile-only (real compiles, no timing) or fake (simulated timings).")),
+    ("no_tune", bool, typer.Option(False, "--no-tune", help="Do not sweep the winner's knobs and flags after a model-driven run.")),
+    ("config", Optional[Path], typer.Option(None, "--config", help="Run config file (TOML): model, prices, budget, selection, tune, sandbox.")),
+    ("traces", Path, typer.Option(Path("traces"), "--traces", help="Folder for run traces.")),
+    ("quiet", bool, typer.Option(False, "--quiet", help="No live progress; only the final table.")),
+    ("as_json", bool, typer.Option(False, "--json", help="Print the summary as JSON instead of tables.")),
+)
+
+
+def run_options(fn):
+    """Give a command the options optimize and batch share; it receives them as one dict, ``opts``."""
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "opts"]
+    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+              for name, kind, option in RUN_OPTIONS]
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs):
+        return fn(opts={name: kwargs.pop(name) for name, _, _ in RUN_OPTIONS}, **kwargs)
+
+    wrapper.__signature__ = inspect.Signature(own + shared)
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + shared}
+    del wrapper.__wrapped__  # typer reads the signature above, not fn's
+    return wrapper
 
 
 def overrides(model=None, base_url=None, api_key_env=None, iterations=None, budget_tokens=None, budget_usd=None,
               budget_gpu_s=None, budget_wall_s=None, plateau=None, parallel=None, temperature=None, max_tokens=None,
-              price_in=None, price_out=None, sandbox=None, no_tune=False, file_model: str | None = None) -> dict:
-    """Config fields set on the command line (only those given)."""
+              price_in=None, price_out=None, sandbox=None, no_tune=False, file_model: str | None = None, **_) -> dict:
+    """Config fields set on the command line (only those given); other keys of ``opts`` are ignored."""
     out: dict[str, Any] = {}
 
     def put(section: str | None, key: str, value) -> None:
@@ -182,33 +202,25 @@ def _exit_code(run) -> int:
 
 @app.command()
 @input_errors
+@run_options
 def optimize(task: Optional[str] = typer.Argument(None, help="Suite task name or task folder (omit with --resume)."),
-             model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = KEY_ENV,
-             config: Optional[Path] = CONFIG, iterations: Optional[int] = ITERATIONS,
-             budget_tokens: Optional[int] = TOKENS, budget_usd: Optional[float] = USD,
-             budget_gpu_s: Optional[float] = GPU_S, budget_wall_s: Optional[float] = WALL_S,
-             plateau: Optional[int] = PLATEAU, parallel: Optional[int] = PARALLEL,
-             temperature: Optional[float] = TEMPERATURE, max_tokens: Optional[int] = MAX_TOKENS,
-             price_in: Optional[float] = PRICE_IN, price_out: Optional[float] = PRICE_OUT,
-             sandbox: Optional[str] = SANDBOX, no_tune: bool = NO_TUNE,
              resume: Optional[str] = typer.Option(None, "--resume", help="Continue the run with this id or folder."),
              replay: Optional[Path] = typer.Option(None, "--replay", help="Replay the model answers of this run folder instead of asking a model."),
              run_id: Optional[str] = typer.Option(None, "--run-id", help="Name of the run folder (default: time, task, random suffix)."),
-             traces: Path = TRACES, quiet: bool = QUIET, as_json: bool = AS_JSON):
+             *, opts: dict):
     """Make a task's kernel faster: a language model rewrites it (or the built-in search tunes it), the sandbox judges."""
     if (task is None) == (resume is None):
         raise BadInput("give a TASK, or --resume RUN (not both)")
-    base = _file(config)
+    base = _file(opts["config"])
     file_model = (base.get("model") or {}).get("name")
-    over = overrides(model, base_url, api_key_env, iterations, budget_tokens, budget_usd, budget_gpu_s, budget_wall_s,
-                     plateau, parallel, temperature, max_tokens, price_in, price_out, sandbox, no_tune, file_model)
+    over = overrides(**opts, file_model=file_model)
     if not resume and not replay and not (over.get("model") or {}).get("name") and not file_model:
         err_console.print("No model configured: running the built-in search over the kernel's knobs and compiler flags.\n"
                       "To let a language model rewrite the kernel: --model NAME [--base-url URL] (key in OPENAI_API_KEY, "
                       "none needed for a local server), or a [model] table in --config FILE.", highlight=False, markup=False)
-    run = _run(task, base, over, traces, quiet or as_json, where=str(config) if config else "flags",
-               resume=resume, replay=replay, run_id=run_id)
-    if as_json:
+    run = _run(task, base, over, opts["traces"], opts["quiet"] or opts["as_json"],
+               where=str(opts["config"]) if opts["config"] else "flags", resume=resume, replay=replay, run_id=run_id)
+    if opts["as_json"]:
         print(json.dumps(run.summary, indent=2, default=str))
     else:
         print_summary(run)
@@ -217,27 +229,19 @@ def optimize(task: Optional[str] = typer.Argument(None, help="Suite task name or
 
 @app.command()
 @input_errors
+@run_options
 def batch(tasks: Optional[list[str]] = typer.Argument(None, help="Suite task names or task folders, run one after another."),
-          model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = KEY_ENV,
-          config: Optional[Path] = CONFIG, iterations: Optional[int] = ITERATIONS,
-          budget_tokens: Optional[int] = TOKENS, budget_usd: Optional[float] = USD,
-          budget_gpu_s: Optional[float] = GPU_S, budget_wall_s: Optional[float] = WALL_S,
-          plateau: Optional[int] = PLATEAU, parallel: Optional[int] = PARALLEL,
-          temperature: Optional[float] = TEMPERATURE, max_tokens: Optional[int] = MAX_TOKENS,
-          price_in: Optional[float] = PRICE_IN, price_out: Optional[float] = PRICE_OUT,
-          sandbox: Optional[str] = SANDBOX, no_tune: bool = NO_TUNE,
           resume: Optional[str] = typer.Option(None, "--resume", help="Continue the batch with this id or folder."),
           batch_id: Optional[str] = typer.Option(None, "--batch-id", help="Name of the batch folder."),
-          traces: Path = TRACES, quiet: bool = QUIET, as_json: bool = AS_JSON):
+          *, opts: dict):
     """Optimize several tasks one after another (each its own run, budgets per task); resumable; a summary table."""
     from .batch import Batch
 
     if bool(tasks) == bool(resume):
         raise BadInput("give TASK names, or --resume BATCH (not both)")
-    base = _file(config)
-    over = overrides(model, base_url, api_key_env, iterations, budget_tokens, budget_usd, budget_gpu_s, budget_wall_s,
-                     plateau, parallel, temperature, max_tokens, price_in, price_out, sandbox, no_tune,
-                     (base.get("model") or {}).get("name"))
+    base = _file(opts["config"])
+    over = overrides(**opts, file_model=(base.get("model") or {}).get("name"))
+    traces, quiet, as_json = opts["traces"], opts["quiet"], opts["as_json"]
     if resume:
         b = Batch.open(resume, traces)
     else:
