@@ -18,6 +18,8 @@ replayed over many seeds, spending no GPU time.
     python bench/tuner.py --time-limit 500      # stop measuring after 500 s (resume later)
     python bench/tuner.py --replay              # no GPU: compare on the cache alone
     python bench/tuner.py --dry-run             # no GPU: compile every case, count its space (cache unchanged)
+    python bench/tuner.py --replay --kernel-tuner   # and Kernel Tuner's strategies on the same cache
+                                                    # (optional extra: pip install -e ".[kerneltuner]")
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import json
 import math
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -36,13 +39,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from agent.search import INF, Search, minimize  # noqa: E402
 from agent.tuner import default_max_points, default_patience  # noqa: E402
 from agent.tuning_space import TuningSpace, code_key, flag_groups  # noqa: E402
 from sandbox import CompileOnlySandbox, SandboxConfig, Status, load_candidate, load_task  # noqa: E402
 from sandbox.compiler import atomic_write, nvrtc_version  # noqa: E402
+
+import kernel_tuner_sim as kts  # noqa: E402  (bench/, beside this file; Kernel Tuner itself is imported on use)
 
 SCHEMA = 1
 PROTOCOLS = ("screen", "sandbox")
@@ -131,6 +136,10 @@ class CaseRun:
         """Keys in first-seen order of the points (the start first)."""
         order = [_pt(self.tspace.start)] + [_pt(p) for p in self.space.points()]
         return list(dict.fromkeys(k for p in order if (k := self.keys.get(p))))
+
+    def key_at(self, point) -> str | None:
+        """The machine-code key of a configuration; None if it failed to compile."""
+        return self.keys.get(_pt(point))
 
     def representative(self, key: str):
         for p in [self.tspace.start, *self.space.points()]:
@@ -274,7 +283,15 @@ def confirm(run: CaseRun, sandbox) -> None:
              if s else f" ({r.error[:160]})"), flush=True)
 
 
-def compare(run: CaseRun, fraction: float, seeds: int) -> dict:
+def _summary(run: CaseRun, best: float, found: list[tuple[str, int]]) -> dict:
+    """Mean time, gaps to the exhaustive best and evaluations of one strategy's seeded runs."""
+    gaps = [100 * (run.value(k) / best - 1) for k, _ in found]
+    return dict(mean_ms=statistics.mean(run.ms(k) for k, _ in found), mean_gap=statistics.mean(gaps),
+                worst_gap=max(gaps), within_5=sum(g <= 5 for g in gaps) / len(gaps),
+                mean_evaluations=statistics.mean(e for _, e in found))
+
+
+def compare(run: CaseRun, fraction: float, seeds: int, kt_strategies=()) -> dict:
     distinct = run.distinct()
     best_key = min(distinct, key=run.value)
     best = run.value(best_key)
@@ -287,11 +304,12 @@ def compare(run: CaseRun, fraction: float, seeds: int) -> dict:
                wall_s=sum(m["wall_s"] for m in run.measured.values()),
                protocol=run.protocol, confirmed=run.entry.get("confirmed"))
     for strategy in ("default", "random"):
-        found = [replay(run, strategy, budget, seed) for seed in range(seeds)]
-        gaps = [100 * (run.value(k) / best - 1) for k, _ in found]
-        row[strategy] = dict(mean_ms=statistics.mean(run.ms(k) for k, _ in found), mean_gap=statistics.mean(gaps),
-                             worst_gap=max(gaps), within_5=sum(g <= 5 for g in gaps) / len(gaps),
-                             mean_evaluations=statistics.mean(e for _, e in found))
+        row[strategy] = _summary(run, best, [replay(run, strategy, budget, seed) for seed in range(seeds)])
+    if kt_strategies:
+        with tempfile.TemporaryDirectory(prefix="kw-kt-") as folder:
+            case = kts.SimulatedCase(run, Path(folder))
+            row["kernel_tuner"] = {s: _summary(run, best, [case.replay(s, budget, seed) for seed in range(seeds)])
+                                   for s in kt_strategies}
     return row
 
 
@@ -309,11 +327,7 @@ def print_table(rows: list[dict], fraction: float, seeds: int) -> None:
                       f"{r['start_ms']:.4f}", f"{d['mean_ms']:.4f}", f"{d['mean_gap']:.2f}%", f"{d['worst_gap']:.1f}%",
                       f"{d['within_5']:.0%}", f"{d['mean_evaluations']:.1f}/{r['budget']}", f"{q['mean_ms']:.4f}",
                       f"{q['mean_gap']:.2f}%", f"{q['worst_gap']:.1f}%", f"{q['within_5']:.0%}", f"{r['gpu_s']:.0f}"])
-    widths = [max(len(l[i]) for l in lines) for i in range(len(head))]
-    for i, l in enumerate(lines):
-        print("  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(l, widths))))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
+    _print_rows(lines)
     print()
     print("space: declared configurations (knobs x flags); evals: distinct configurations the exhaustive search "
           "measures (same machine code and launch plan measured once; compile errors are free and not counted); "
@@ -336,6 +350,30 @@ def print_table(rows: list[dict], fraction: float, seeds: int) -> None:
           f"met on {len(met)} of {len(rows)} cases")
 
 
+def print_kernel_tuner_table(rows: list[dict], fraction: float, seeds: int, strategies: list[str]) -> None:
+    pct = f"{fraction:.0%}"
+    print(f"\nKernel Tuner {kts.version()}'s strategies replayed on the same cache (its simulation mode, {seeds} seeds "
+          f"each, {pct} of the exhaustive evaluations; its space restricted to the distinct configurations that "
+          "compiled, so an evaluation means the same as above):")
+    head = ["case", "strategy", "mean ms", "gap", "worst", "<=5%", "evals used"]
+    lines = [head]
+    for r in rows:
+        for name, d in [("kernelwright default", r["default"]), ("kernelwright random", r["random"]),
+                        *((f"kernel_tuner {s}", r["kernel_tuner"][s]) for s in strategies)]:
+            lines.append([r["case"], name, f"{d['mean_ms']:.4f}", f"{d['mean_gap']:.2f}%", f"{d['worst_gap']:.1f}%",
+                          f"{d['within_5']:.0%}", f"{d['mean_evaluations']:.1f}/{r['budget']}"])
+    _print_rows(lines, left=2)
+
+
+def _print_rows(lines: list[list[str]], left: int = 1) -> None:
+    """A plain-text table: the first line is the head; the first ``left`` columns are left-aligned."""
+    widths = [max(len(l[i]) for l in lines) for i in range(len(lines[0]))]
+    for i, l in enumerate(lines):
+        print("  ".join(c.ljust(w) if j < left else c.rjust(w) for j, (c, w) in enumerate(zip(l, widths))))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from: {', '.join(CASES)}")
@@ -350,9 +388,22 @@ def main(argv=None) -> int:
     ap.add_argument("--thorough", action="store_true", help="sandbox protocol: the sandbox's default checks and timing")
     ap.add_argument("--replay", action="store_true", help="no GPU: compare strategies on the cache alone")
     ap.add_argument("--dry-run", action="store_true", help="no GPU: compile every case and count its space")
+    ap.add_argument("--kernel-tuner", nargs="?", const=",".join(kts.STRATEGIES), default="", metavar="STRATEGIES",
+                    help="also replay Kernel Tuner's strategies on the cache (comma-separated; default: "
+                         f"{', '.join(kts.STRATEGIES)}); needs {kts.INSTALL}")
     args = ap.parse_args(argv)
     if args.rounds < 5:
         ap.error(f"--rounds must be at least 5 (got {args.rounds})")
+    kt_strategies = [s.strip() for s in args.kernel_tuner.split(",") if s.strip()]
+    if kt_strategies:
+        if kts.version() is None:
+            ap.error(f"--kernel-tuner needs Kernel Tuner, an optional extra: {kts.INSTALL}")
+        from kernel_tuner.interface import strategy_map
+
+        unknown = [s for s in kt_strategies if s not in strategy_map]
+        if unknown:
+            ap.error(f"--kernel-tuner: unknown strategies {unknown} (Kernel Tuner {kts.version()} has: "
+                     f"{', '.join(sorted(strategy_map))})")
     names = [n.strip() for n in args.cases.split(",") if n.strip()]
     unknown = [n for n in names if n not in CASES]
     if unknown:
@@ -399,7 +450,7 @@ def main(argv=None) -> int:
                 confirm(run, sandbox)
                 save()
             if run.complete():
-                rows.append(compare(run, args.fraction, args.seeds))
+                rows.append(compare(run, args.fraction, args.seeds, kt_strategies))
             else:
                 left = sum(k not in run.measured for k in run.distinct()) if run.compiled_all() else "?"
                 print(f"[{name}] incomplete ({left} distinct configurations not measured): not compared")
@@ -408,6 +459,8 @@ def main(argv=None) -> int:
             sandbox.close()
     if rows:
         print_table(rows, args.fraction, args.seeds)
+        if kt_strategies:
+            print_kernel_tuner_table(rows, args.fraction, args.seeds, kt_strategies)
     print(f"\ncache: {args.cache}")
     return 0
 
