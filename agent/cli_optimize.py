@@ -185,6 +185,8 @@ def print_summary(run) -> None:
                   f"skipped, {t['tokens']:,} tokens ({t['prompt_tokens']:,} prompt, {t['completion_tokens']:,} completion, "
                   f"{t['reasoning_tokens']:,} reasoning, {t['cached_tokens']:,} cached), ${t['usd']:.4f}, "
                   f"{t['gpu_s']:.2f} GPU-s{' (simulated)' if run.simulated else ''}, {t['wall_s']:.1f} s wall", highlight=False)
+    if summary.get("tuning_text"):
+        console.print(escape(summary["tuning_text"]), highlight=False)
     if summary.get("ledger_text"):
         console.print(escape(summary["ledger_text"]) + (" [SIMULATED]" if run.simulated else ""), highlight=False)
     if summary.get("heldout_text"):

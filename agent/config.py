@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sandbox.evaluate import SandboxConfig
 
@@ -87,9 +87,18 @@ class TuneConfig(_Strict):
     """The built-in search over knobs and flags (the whole run without a model; the winner's sweep after one)."""
 
     enabled: bool = Field(True, description="Sweep the winner's knobs and flags after a model-driven run.")
-    strategy: str = Field("default", description="Search strategy of the tuner.")
+    strategy: str = Field("default", description="Search strategy of the tuner: default, bayes, random or exhaustive.")
     max_evaluations: int | None = Field(None, ge=1, description="Candidates the tuner may evaluate; None: its own default.")
     seed: int = Field(0, description="Seed of the tuner's random choices.")
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: str) -> str:
+        from .strategies import STRATEGIES
+
+        if value not in STRATEGIES:
+            raise ValueError(f"unknown search strategy {value!r} (expected one of: {', '.join(STRATEGIES)})")
+        return value
 
 
 class RunConfig(_Strict):

@@ -256,9 +256,11 @@ def finish(s: Session) -> dict:
 
 
 def _extras(s: Session) -> dict:
-    """The cost ledger, and the winner re-checked at the held-out sizes (not after an interrupt)."""
+    """The cost ledger, what the built-in search covered and why it stopped, and the winner re-checked at
+    the held-out sizes (not after an interrupt)."""
     from .generalize import format_heldout, heldout_table
     from .ledger import Ledger
+    from .tuner import format_tuning
 
     loop = s.loop
     best, base = loop.lineage.best(), loop.lineage.baseline()
@@ -273,6 +275,9 @@ def _extras(s: Session) -> dict:
         ledger.record_winner(best.result)
     ledger.stop()
     out: dict = {"ledger": ledger.to_dict(), "ledger_text": ledger.summary(), "heldout": None}
+    tuning = [t for tuner_ in s.tuners for t in getattr(tuner_, "summaries", list)()]
+    if tuning:
+        out["tuning"], out["tuning_text"] = tuning, format_tuning(tuning)
     interrupted = "interrupted" in s.stops.values()
     if s.sandbox.kind != "compile-only" and best is not None and base is not None and best is not base and not interrupted:
         try:

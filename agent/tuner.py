@@ -226,6 +226,18 @@ class TunerProposer:
         self._pending.clear()
 
 
+def format_tuning(summaries: list[dict]) -> str:
+    """One line per tuned source: what was searched and why the search stopped."""
+    lines = []
+    for t in summaries:
+        dims = " x ".join(f"{n} {k}" for n, k in t["dimensions"].items())
+        lines.append(f"search ({t['strategy']}) from {t['start'] or 'the start'}: {t['space_points']:,} configurations "
+                     f"({dims}); {t['evaluations']} evaluated of a budget of {t['budget']}, {t['duplicates']} duplicates "
+                     f"of code already measured, {t['failed_before_running']} failed before running; "
+                     f"{t['stop_reason'] or 'not finished'}")
+    return "\n".join(lines)
+
+
 @dataclass
 class TuneOutcome:
     start: Entry

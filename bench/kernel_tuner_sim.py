@@ -18,6 +18,7 @@ Needs the optional extra: ``pip install -e ".[kerneltuner]"``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import math
@@ -91,7 +92,7 @@ class SimulatedCase:
 
         random.seed(seed)
         np.random.seed(seed % 2**32)
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _seeded_latin_hypercube(seed):
             warnings.simplefilter("ignore")
             results, _ = tune_kernel(self.run.name, "/* simulation mode: nothing is compiled */", 1, [],
                                      self.tune_params, restrictions=self._restriction, cache=str(self.cachefile),
@@ -107,3 +108,31 @@ class SimulatedCase:
             raise RuntimeError(f"Kernel Tuner's {strategy} evaluated nothing on {self.run.name}")
         best = min(seen, key=seen.get)
         return self.key_of[best], len(seen)
+
+
+@contextlib.contextmanager
+def _seeded_latin_hypercube(seed: int):
+    """Kernel Tuner's Latin hypercube samples (bayes_opt's initial sample) draw from a fresh, unseeded
+    generator; for replays that repeat, hand the sampler the replay's seed while the search runs."""
+    import inspect
+
+    from scipy.stats import qmc
+
+    original = qmc.LatinHypercube
+    keyword = "rng" if "rng" in inspect.signature(original.__init__).parameters else "seed"
+    seeded = functools.partial(original, **{keyword: seed})
+    modules = [qmc]
+    try:
+        from kernel_tuner.strategies import bayes_opt
+
+        modules.append(bayes_opt)
+    except ImportError:  # its optional model library missing: nothing to patch there
+        pass
+    saved = [(m, m.LatinHypercube) for m in modules if hasattr(m, "LatinHypercube")]
+    for m, _ in saved:
+        m.LatinHypercube = seeded
+    try:
+        yield
+    finally:
+        for m, value in saved:
+            m.LatinHypercube = value

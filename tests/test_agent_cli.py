@@ -59,8 +59,13 @@ def test_optimize_without_a_model_says_it_runs_the_built_in_search(kw, tmp_path,
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["stops"]["search"] and summary["simulated"] is True
+    [tuning] = summary["tuning"]
+    assert tuning["strategy"] == "default" and tuning["budget"] == 3 and tuning["evaluations"] == 3
+    assert tuning["stop_reason"] == "budget of 3 evaluations used"
     quiet = kw("optimize", "vector_add", "--sandbox", "fake", "--config", tune_small, "--traces", tmp_path / "t", "--quiet")
     assert "No model configured: running the built-in search" in quiet.stderr
+    assert re.search(r"search \(default\) from .*: [\d,]+ configurations \(.*\); 3 evaluated of a budget of 3, ",
+                     " ".join(quiet.stdout.split()))
     assert "or a [model] table in --config FILE" in " ".join(quiet.stderr.split())
     assert "--model NAME" in quiet.stderr
 

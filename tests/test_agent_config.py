@@ -45,6 +45,7 @@ def test_the_key_comes_from_the_named_variable_and_a_remote_endpoint_needs_one(m
     ({"budget": {"iterations": -1}}, "budget.iterations"),
     ({"sandbox": "cloud"}, "sandbox"),
     ({"sandbox_options": {"timing_budget": 1}}, "sandbox_options.timing_budget: unknown key"),
+    ({"tune": {"strategy": "annealing"}}, "tune.strategy: Value error, unknown search strategy 'annealing'"),
 ])
 def test_bad_configs_name_the_key(data, words):
     with pytest.raises(ConfigError, match=words.replace(".", r"\.").replace("(", r"\(")):

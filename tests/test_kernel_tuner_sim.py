@@ -44,7 +44,7 @@ def test_the_cache_file_holds_every_declared_configuration_and_restricts_to_the_
 
 @needs_kt
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("strategy", ["random_sample", "genetic_algorithm"])
+@pytest.mark.parametrize("strategy", ["random_sample", "genetic_algorithm", "bayes_opt"])
 def test_a_replay_is_seeded_and_keeps_to_its_budget(sgemm_run, tmp_path, strategy):
     case = kts.SimulatedCase(sgemm_run, tmp_path)
     budget = 20

@@ -36,13 +36,13 @@ def test_exhaustive_finds_the_true_optimum():
     assert search.evaluations == space.size
 
 
+@pytest.mark.parametrize("strategy, seeds", [("default", 12), ("bayes", 6)])
 @pytest.mark.parametrize("space,f", [(gemm_space(), gemm_time), (basins_space(), basins_time)], ids=["gemm", "basins"])
-def test_default_beats_random_at_equal_budget_on_average_over_seeds(space, f):
+def test_a_guided_strategy_beats_random_at_equal_budget_on_average_over_seeds(space, f, strategy, seeds):
     budget = math.ceil(0.05 * space.size)
-    seeds = range(12)
-    default = statistics.mean(_run(space, f, "default", budget, s).best[1] for s in seeds)
-    random_ = statistics.mean(_run(space, f, "random", budget, s).best[1] for s in seeds)
-    assert default < random_
+    guided = statistics.mean(_run(space, f, strategy, budget, s).best[1] for s in range(seeds))
+    random_ = statistics.mean(_run(space, f, "random", budget, s).best[1] for s in range(seeds))
+    assert guided < random_
 
 
 def test_default_gets_within_five_percent_of_the_optimum_at_a_fifth_of_the_space():
@@ -133,3 +133,32 @@ def test_ask_waits_while_handed_out_points_have_no_value():
 def test_unknown_strategy_is_one_clear_error():
     with pytest.raises(ValueError, match="unknown search strategy 'annealing'.*default"):
         Search(gemm_space(), "annealing")
+
+
+
+def test_bayes_is_seeded_and_scores_a_sample_of_a_large_space(monkeypatch):
+    import agent.strategies as strategies
+
+    monkeypatch.setattr(strategies, "BAYES_FULL_SPACE", 100)  # the gemm space (1728 points) is "large" now
+    space = gemm_space()
+    runs = [list(_run(space, gemm_time, "bayes", 30, seed=4).memory.values) for _ in range(2)]
+    assert runs[0] == runs[1] and len(runs[0]) >= 30
+    truth = min(gemm_time(space, p) for p in space.points())
+    assert _run(space, gemm_time, "bayes", 60, seed=4).best[1] <= truth * 1.15
+
+
+def test_the_surrogate_fits_what_it_saw_and_ranks_by_expected_improvement():
+    import numpy as np
+
+    from agent.surrogate import GaussianProcess, expected_improvement, positions
+
+    assert list(positions((256, 128, 512, 1024))) == pytest.approx([1 / 3, 0, 2 / 3, 1])  # numeric: by value
+    assert list(positions(("-O3", "-O1", "-O2"))) == pytest.approx([0, 0.5, 1])     # others: as declared
+    x = np.linspace(0, 1, 9)[:, None]
+    y = (x[:, 0] - 0.7) ** 2
+    gp = GaussianProcess(x, y)
+    mu, sigma = gp.predict(x)
+    assert mu == pytest.approx(y, abs=0.02) and (sigma < 0.05).all()
+    grid = np.array([[0.0], [0.69], [0.5]])
+    ei = expected_improvement(*gp.predict(grid), best=float(y.min()))
+    assert ei.argmax() == 1 and ei[0] < ei[2]
