@@ -199,6 +199,8 @@ def cost(stored: StoredRun) -> list[dict]:
                              + (f" + {ledger['compiles']} search compiles" if ledger.get("compiles") else "")
              if "compile_s" in ledger else NOT_RECORDED),
             ("wall time", f"{ledger.get('wall_s', totals.get('wall_s', last.wall_s if last else 0.0)):.1f} s")]
+    if summary.get("tuning_text"):
+        rows.append(("built-in search", summary["tuning_text"].replace("\n", "; ")))
     saving = ledger.get("saving")
     if saving:
         size = describe_sizes(saving.get("sizes") or {})

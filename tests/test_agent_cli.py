@@ -62,6 +62,11 @@ def test_optimize_without_a_model_says_it_runs_the_built_in_search(kw, tmp_path,
     [tuning] = summary["tuning"]
     assert tuning["strategy"] == "default" and tuning["budget"] == 3 and tuning["evaluations"] == 3
     assert tuning["stop_reason"] == "budget of 3 evaluations used"
+    from agent.report import render_report
+    from agent.tracefile import read
+
+    html = render_report(read(tmp_path / "t" / summary["run_id"]))
+    assert "built-in search" in html and "3 evaluated of a budget of 3" in html
     quiet = kw("optimize", "vector_add", "--sandbox", "fake", "--config", tune_small, "--traces", tmp_path / "t", "--quiet")
     assert "No model configured: running the built-in search" in quiet.stderr
     assert re.search(r"search \(default\) from .*: [\d,]+ configurations \(.*\); 3 evaluated of a budget of 3, ",
