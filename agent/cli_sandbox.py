@@ -209,6 +209,15 @@ def doctor():
     san = shutil.which("compute-sanitizer")
     rows.append(("compute-sanitizer", (_tool_version([san, "--version"]) or "found") if san else "missing",
                  "memcheck and racecheck of winning candidates"))
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        kt = dist_version("kernel_tuner")
+    except PackageNotFoundError:
+        kt = None
+    rows.append(("Kernel Tuner", kt or 'missing (optional: pip install -e ".[kerneltuner]")',
+                 "its search strategies beside ours in bench/tuner.py --kernel-tuner"))
     table = Table(title="kernelwright doctor")
     for col in ("component", "status", "what it enables"):
         table.add_column(col, overflow="fold")

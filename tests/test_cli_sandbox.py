@@ -62,7 +62,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 def test_doctor_says_what_is_found_and_what_it_enables():
     out = kw("doctor")
     assert out.returncode == 0, out.stderr
-    for word in ("NVRTC", "CuPy", "GPU", "ncu", "compute-sanitizer", "what it enables"):
+    for word in ("NVRTC", "CuPy", "GPU", "ncu", "compute-sanitizer", "Kernel Tuner", "what it enables"):
         assert word in out.stdout
 
 
