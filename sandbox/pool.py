@@ -108,10 +108,7 @@ class WorkerProcess:
             if time.monotonic() >= deadline:
                 self.close()
                 raise WorkerTimeout(f"{self.role} worker passed its {timeout:.0f} s limit; its process group was killed")
-        try:  # the pipe closes a moment before the process is reaped: wait for its exit code
-            code = self.proc.wait(timeout=5) if self.proc else None
-        except subprocess.TimeoutExpired:
-            code = None
+        code = self.proc.poll() if self.proc else None
         tail = self.tail()
         self.close()
         raise WorkerDied(f"{self.role} worker died (exit code {code})", tail)
