@@ -80,7 +80,7 @@ class SimulatedCase:
                         for k in run.distinct()}
         self.cachefile = Path(folder) / f"{run.name}.json"
         self.cachefile.write_text(json.dumps(dict(
-            device_name=f"kernelwright cache ({run.entry.get('gpu') or 'GPU'})", kernel_name=run.name, problem_size=[1],
+            device_name=(run.entry.get("gpu") or {}).get("gpu", "GPU"), kernel_name=run.name, problem_size=[1],
             tune_params_keys=self.names, tune_params=self.tune_params, objective="time", cache=entries)))
 
     def _restriction(self, params: dict) -> bool:
