@@ -275,7 +275,7 @@ def _extras(s: Session) -> dict:
         ledger.record_winner(best.result)
     ledger.stop()
     out: dict = {"ledger": ledger.to_dict(), "ledger_text": ledger.summary(), "heldout": None}
-    tuning = [t for tuner_ in s.tuners for t in getattr(tuner_, "summaries", list)()]
+    tuning = [t for tuner_ in s.tuners for t in tuner_.summaries()]
     if tuning:
         out["tuning"], out["tuning_text"] = tuning, format_tuning(tuning)
     interrupted = "interrupted" in s.stops.values()

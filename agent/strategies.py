@@ -161,9 +161,9 @@ def bayesian(space: Space, memory: Memory, rng: random.Random, start: Point, bud
             for p in memory.ranked()[:3]:
                 pool.update(q for d in range(len(space.choices)) for q in space.line(p, d))
             untried = sorted(p for p in pool if p not in memory)
-            x_untried = encode(untried) if untried else None
-        if not untried:
-            return
+            if not untried:
+                return
+            x_untried = encode(untried)
         tried = _training_points(memory, rng)
         finite = [memory.values[p] for p in tried if memory.values[p] < INF]
         if len(finite) < 2:
