@@ -1,10 +1,10 @@
 """A small Gaussian-process surrogate for the ``bayes`` search strategy (numpy only).
 
 Points are encoded as each dimension's choice placed in [0, 1]: numeric choices by their rank in
-sorted order (so neighbours in value are neighbours in the encoding), others in declared order. The kernel is Matern 5/2 with one length
-scale per dimension, picked together with the noise level by maximum marginal likelihood over a
-small grid (the caller may keep the scales between refits); the targets are log times, standardized. Expected improvement ranks the points not yet
-tried.
+sorted order (so neighbours in value are neighbours in the encoding), others in declared order. The
+kernel is Matern 5/2 with one length scale per dimension, picked together with the noise level by
+maximum marginal likelihood over a small grid (the caller may keep the scales between refits); the
+targets are log times, standardized. Expected improvement ranks the points not yet tried.
 """
 
 from __future__ import annotations

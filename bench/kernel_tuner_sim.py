@@ -45,6 +45,11 @@ def version() -> str | None:
         return None
 
 
+def _kt_key(values) -> str:
+    """How Kernel Tuner keys a configuration in its cache."""
+    return ",".join(str(v) for v in values)
+
+
 def _native(value):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
@@ -63,7 +68,7 @@ class SimulatedCase:
         entries = {}
         for point in space.points():
             values = [self.tune_params[n][i] for n, i in zip(self.names, point)]
-            kt_key = ",".join(str(v) for v in values)
+            kt_key = _kt_key(values)
             ours = run.key_at(point)
             entry = dict(zip(self.names, values))
             if ours is None:
@@ -76,7 +81,7 @@ class SimulatedCase:
             if ours is not None:
                 self.key_of[kt_key] = ours
         # one configuration per distinct machine code: the representative our search measures
-        self.allowed = {",".join(str(self.tune_params[n][i]) for n, i in zip(self.names, run.representative(k)))
+        self.allowed = {_kt_key(self.tune_params[n][i] for n, i in zip(self.names, run.representative(k)))
                         for k in run.distinct()}
         self.cachefile = Path(folder) / f"{run.name}.json"
         self.cachefile.write_text(json.dumps(dict(
@@ -84,7 +89,7 @@ class SimulatedCase:
             tune_params_keys=self.names, tune_params=self.tune_params, objective="time", cache=entries)))
 
     def _restriction(self, params: dict) -> bool:
-        return ",".join(str(params[n]) for n in self.names) in self.allowed
+        return _kt_key(params[n] for n in self.names) in self.allowed
 
     def replay(self, strategy: str, budget: int, seed: int) -> tuple[str, int]:
         """One seeded search: (our key of the best configuration found, distinct configurations evaluated)."""
@@ -102,8 +107,7 @@ class SimulatedCase:
         for r in results:
             if r is None:
                 continue
-            kt_key = ",".join(str(r[n]) for n in self.names)
-            seen[kt_key] = r["time"] if isinstance(r.get("time"), (int, float)) else float("inf")
+            seen[_kt_key(r[n] for n in self.names)] = r["time"] if isinstance(r.get("time"), (int, float)) else float("inf")
         if not seen:
             raise RuntimeError(f"Kernel Tuner's {strategy} evaluated nothing on {self.run.name}")
         best = min(seen, key=seen.get)
