@@ -15,7 +15,7 @@ EXIT_NONE = 1
 
 def _this_gpu() -> tuple[dict | None, str]:
     """The device info of this machine's GPU (from a GPU worker), or None and why."""
-    from sandbox.pool import WorkerDied, WorkerProcess, WorkerTimeout
+    from sandbox.host.pool import WorkerDied, WorkerProcess, WorkerTimeout
 
     worker = WorkerProcess("gpu")
     try:

@@ -80,7 +80,7 @@ def overrides(model=None, base_url=None, api_key_env=None, iterations=None, budg
         put("budget", key, value)
     put(None, "parallel", parallel)
     if sandbox is not None:
-        from .config import SANDBOX_KINDS
+        from sandbox import SANDBOX_KINDS
 
         if sandbox not in SANDBOX_KINDS:
             raise BadInput(f"--sandbox: expected one of {', '.join(SANDBOX_KINDS)}, got {sandbox!r}")

@@ -37,8 +37,8 @@ def profile_cmd(task: str = typer.Argument(..., help="Suite task name or path to
     """Profile a candidate with Nsight Compute and print its diagnosis.
 
     Without ncu, or without permission to read GPU counters, the diagnosis comes from timing and compiler resources alone, and says so. Without a GPU only the resources are reported (exit 3)."""
-    from sandbox.diagnosis import diagnose
-    from sandbox.evaluate import CompileOnlySandbox, GPUSandbox, SandboxConfig
+    from sandbox.profile.diagnosis import diagnose
+    from sandbox import CompileOnlySandbox, GPUSandbox, SandboxConfig
 
     t, c = _load(task, candidate)
     p = _load(task, parent)[1] if parent else None

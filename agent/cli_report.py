@@ -100,8 +100,8 @@ def verify_cmd(run: str = RUN, traces: Path = TRACES,
     """Re-measure the winner against the baseline on this GPU and say whether the claimed interval reproduces.
 
     Exit 0: it reproduces; 1: it does not; 2: nothing to verify or bad input; 3: no usable CUDA device."""
-    from sandbox.evaluate import GPUSandbox
-    from sandbox.pool import WorkerDied, WorkerTimeout
+    from sandbox import GPUSandbox
+    from sandbox.host.pool import WorkerDied, WorkerTimeout
 
     from .verify import NothingToVerify, prepare, sandbox_config, verify
 

@@ -66,7 +66,7 @@ def compile_cmd(task: str = typer.Argument(..., help="Suite task name or path to
                 arch: str = typer.Option("sm_90", help="Target architecture."),
                 as_json: bool = typer.Option(False, "--json", help="Print the result record as JSON.")):
     """Compile a candidate with NVRTC and report registers, spills and memory per kernel (no GPU needed)."""
-    from sandbox.evaluate import CompileOnlySandbox, SandboxConfig
+    from sandbox import CompileOnlySandbox, SandboxConfig
 
     t, c = _task_and_candidate(task, str(candidate))
     with CompileOnlySandbox(SandboxConfig(arch=arch)) as sb:
@@ -95,7 +95,7 @@ def eval_cmd(task: str = typer.Argument(..., help="Suite task name or path to a 
              vendor: bool = typer.Option(True, help="Also time the vendor library where the task has one."),
              as_json: bool = typer.Option(False, "--json", help="Print the result record as JSON.")):
     """Check a candidate at every check size and the benchmark size, then time it A/B against the baseline."""
-    from sandbox.evaluate import GPUSandbox, SandboxConfig
+    from sandbox import GPUSandbox, SandboxConfig
 
     t, c = _task_and_candidate(task, str(candidate))
     at = parse_sizes(sizes)
@@ -173,8 +173,8 @@ def doctor():
     """Say what this machine has (GPU, driver, CUDA, NVRTC, CuPy, ncu, compute-sanitizer) and what each enables."""
     from sandbox.compiler import include_dirs, nvrtc_version
     from sandbox.envinfo import software
-    from sandbox.ncu import find_ncu
-    from sandbox.pool import WorkerDied, WorkerProcess, WorkerTimeout
+    from sandbox.profile.ncu import find_ncu
+    from sandbox.host.pool import WorkerDied, WorkerProcess, WorkerTimeout
 
     rows = []
     sw = software()

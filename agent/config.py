@@ -17,9 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sandbox.evaluate import SandboxConfig
+from sandbox import SandboxConfig, SandboxKind
 
-SANDBOX_KINDS = ("auto", "gpu", "compile-only", "fake")
 LOCAL_PLACEHOLDER_KEY = "sk-no-key-required"
 
 
@@ -109,7 +108,7 @@ class RunConfig(_Strict):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     tune: TuneConfig = Field(default_factory=TuneConfig)
-    sandbox: Literal["auto", "gpu", "compile-only", "fake"] = Field(
+    sandbox: SandboxKind = Field(
         "auto", description="gpu, compile-only (no GPU: real compiles, no timing), fake (simulated timings), auto.")
     sandbox_options: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits (arch, timing budget...).")
     parallel: int = Field(1, ge=1, le=64, description="Model requests in flight at once; the GPU still evaluates one candidate at a time.")

@@ -56,7 +56,7 @@ def diagnose(sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate, 
         sandbox.profile(task, candidate, result=result, parent_profile=parent.result.profile if parent else None)
     if result.profile and result.profile.get("diagnosis"):
         return result.profile["diagnosis"]
-    from sandbox.diagnosis import diagnose as from_timing
+    from sandbox.profile.diagnosis import diagnose as from_timing
 
     return from_timing(task, result).text
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from sandbox import open_sandbox
 from sandbox.candidate import load_candidate
 from sandbox.result import Status
 from sandbox.task import Task, TaskError, load_task
@@ -54,16 +55,6 @@ def new_run_id(task: Task) -> str:
     return f"{dt.datetime.now():%Y%m%d-%H%M%S}-{task.name}-{pysecrets.token_hex(2)}"
 
 
-def open_sandbox(cfg: RunConfig):
-    if cfg.sandbox == "fake":
-        from sandbox.fake import FakeSandbox
-
-        return FakeSandbox(cfg.sandbox_options)
-    from sandbox.evaluate import open_sandbox as open_real
-
-    return open_real(cfg.sandbox, cfg.sandbox_options)
-
-
 def tuner(cfg: RunConfig, sandbox=None):
     try:
         from .tuner import TunerProposer
@@ -96,7 +87,7 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
     if cfg.model and proposer is None and not replay:
         api_key(cfg.model, key)
     run_id = run_id or new_run_id(task)
-    sandbox = open_sandbox(cfg)
+    sandbox = open_sandbox(cfg.sandbox, cfg.sandbox_options)
     try:
         chosen, phase, about = choose_proposer(cfg, key, proposer, replay, 0, sandbox)
     except BaseException:
@@ -133,7 +124,7 @@ def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | No
     done_model = sum(1 for e in events if e["kind"] == "proposal" and e.get("phase") == "model")
     about = info.get("proposer", {})
     replay = about.get("replay") if about.get("kind") == "replay" else None
-    sandbox = open_sandbox(cfg)
+    sandbox = open_sandbox(cfg.sandbox, cfg.sandbox_options)
     try:
         chosen, phase, _ = choose_proposer(cfg, key, proposer, replay, done_model, sandbox)
     except BaseException:

@@ -213,7 +213,7 @@ class TunerProposer:
 
     def _sandbox(self, request: ProposalRequest):
         if self.sandbox is None:
-            from sandbox.evaluate import CompileOnlySandbox
+            from sandbox import CompileOnlySandbox
 
             self.sandbox = CompileOnlySandbox(arch=request.device.get("arch"))
             self._owns_sandbox = True

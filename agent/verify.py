@@ -116,7 +116,7 @@ def sandbox_config(stored: StoredRun, budget_s: float | None = None):
     """The run's own sandbox settings (timing budget, rounds...), so that the protocol is the same."""
     from pydantic import ValidationError
 
-    from sandbox.evaluate import SandboxConfig
+    from sandbox import SandboxConfig
 
     recorded = (stored.info.get("config") or {}).get("sandbox_options") or {}
     try:
@@ -173,7 +173,7 @@ def verify(stored: StoredRun, tolerance: float = DEFAULT_TOLERANCE, budget_s: fl
     task, cand, best = prepare(stored)
     if sandbox is not None:
         return compare(stored, best, sandbox.evaluate(task, cand), tolerance)
-    from sandbox.evaluate import GPUSandbox
+    from sandbox import GPUSandbox
 
     with GPUSandbox(sandbox_config(stored, budget_s)) as own:
         return compare(stored, best, own.evaluate(task, cand), tolerance)

@@ -3,7 +3,7 @@
 For each case (a suite task, or a richer tunable candidate from bench/candidates/, with its space
 of knobs x compiler flags), every configuration is compiled (in parallel) and keyed by its machine
 code and launch plan; each distinct configuration is then measured once on the GPU. The default
-protocol is the sandbox's screening (sandbox/screen.py: batches in one GPU process, the output
+protocol is the sandbox's screening (sandbox/host/screener.py: batches in one GPU process, the output
 checked against the checked baseline's before and after timing, 15 interleaved A/B rounds with a
 cold L2, about a tenth of a second per configuration); --protocol sandbox runs the full evaluation
 for each (reference at every check size; seconds per configuration). The exhaustive best is then
@@ -77,7 +77,7 @@ def _bench_config(thorough: bool) -> SandboxConfig:
     """The sandbox protocol per configuration. By default: one trial per check size, the benchmark-size
     output checked in full once before timing and once after it (the hidden last round), every timed
     output fingerprinted against the baseline's, 10 to 20 A/B rounds; --thorough: the sandbox's defaults.
-    The screening protocol uses none of these (see sandbox/screen.py); the confirming evaluation of an
+    The screening protocol uses none of these (see sandbox/host/screener.py); the confirming evaluation of an
     exhaustive best uses the sandbox's defaults."""
     if thorough:
         return SandboxConfig(vendor=False)

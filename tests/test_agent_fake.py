@@ -8,7 +8,7 @@ import pytest
 
 from sandbox import Sandbox
 from sandbox.candidate import load_candidate
-from sandbox.fake import FakeSandbox, annotations
+from sandbox.host.fake import FakeSandbox, annotations
 from sandbox.result import Status
 from sandbox.task import load_task
 

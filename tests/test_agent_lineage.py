@@ -10,7 +10,7 @@ from agent.config import SelectionConfig
 from agent.lineage import MemoryLineage, fingerprint
 from agent.protocols import Entry, Lineage
 from sandbox.candidate import load_candidate
-from sandbox.evaluate import CompileOnlySandbox
+from sandbox import CompileOnlySandbox
 from sandbox.result import Interval, Result, Status, Timing
 from sandbox.task import load_task
 

@@ -6,7 +6,7 @@ import pytest
 
 from sandbox.candidate import parse_candidate
 from sandbox.compiler import compile_source, include_dirs, nvrtc_version, parse_ptxas
-from sandbox.evaluate import CompileOnlySandbox
+from sandbox import CompileOnlySandbox
 from sandbox.result import Status
 from sandbox.task import load_task
 

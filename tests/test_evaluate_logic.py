@@ -1,6 +1,8 @@
 """Orchestrator rules that need no GPU: fingerprint agreement, the roofline floor, first compile error line."""
 
-from sandbox.evaluate import _first_error, _fingerprint_mismatch, _roofline_ms
+from sandbox.host.ceilings import roofline_ms
+from sandbox.host.compile_only import _first_error
+from sandbox.host.gpu import _fingerprint_mismatch
 from sandbox.task import Tolerance, load_task
 
 
@@ -22,21 +24,21 @@ def test_exact_outputs_tolerate_only_rounding_of_the_fingerprint_itself():
 def test_roofline_floor_uses_the_binding_ceiling():
     ceilings = {"copy_bytes_per_s": 4e12, "fp32_flops": 50e12, "fp16_tensor_flops": 800e12}
     va = load_task("vector_add")
-    ms, bound = _roofline_ms(va, {"n": 1 << 28}, ceilings)
+    ms, bound = roofline_ms(va, {"n": 1 << 28}, ceilings)
     assert bound == "memory" and abs(ms - 12 * (1 << 28) / 4e12 * 1e3) < 1e-9
     sg = load_task("sgemm")
-    ms, bound = _roofline_ms(sg, {"M": 4096, "N": 4096, "K": 4096}, ceilings)
+    ms, bound = roofline_ms(sg, {"M": 4096, "N": 4096, "K": 4096}, ceilings)
     assert bound == "compute" and abs(ms - 2 * 4096**3 / 50e12 * 1e3) < 1e-9
-    assert _roofline_ms(va, {"n": 4}, {}) == (None, None)
+    assert roofline_ms(va, {"n": 4}, {}) == (None, None)
 
 
 def test_memory_floor_uses_the_higher_of_the_copy_and_the_read_only_rate():
     va = load_task("vector_add")
     copy_only = {"copy_bytes_per_s": 4e12, "fp32_flops": 50e12}
-    ms_copy, _ = _roofline_ms(va, {"n": 1 << 28}, copy_only)
-    ms_read, bound = _roofline_ms(va, {"n": 1 << 28}, {**copy_only, "read_bytes_per_s": 5e12})
+    ms_copy, _ = roofline_ms(va, {"n": 1 << 28}, copy_only)
+    ms_read, bound = roofline_ms(va, {"n": 1 << 28}, {**copy_only, "read_bytes_per_s": 5e12})
     assert bound == "memory" and ms_read == ms_copy * 4 / 5
-    assert _roofline_ms(va, {"n": 1 << 28}, {**copy_only, "read_bytes_per_s": 3e12})[0] == ms_copy
+    assert roofline_ms(va, {"n": 1 << 28}, {**copy_only, "read_bytes_per_s": 3e12})[0] == ms_copy
 
 
 def test_first_error_line_of_a_compiler_log():
@@ -45,7 +47,7 @@ def test_first_error_line_of_a_compiler_log():
 
 
 def test_every_check_size_comes_first_then_the_timed_size_under_its_label():
-    from sandbox.evaluate import _labelled_sizes
+    from sandbox.host.gpu import _labelled_sizes
 
     sm = load_task("softmax")
     labels = _labelled_sizes(sm, sm.spec.sizes.benchmark)

@@ -5,7 +5,7 @@ import signal
 
 import pytest
 
-from sandbox.pool import WorkerDied, WorkerProcess, WorkerTimeout
+from sandbox.host.pool import WorkerDied, WorkerProcess, WorkerTimeout
 
 
 @pytest.mark.timeout(60)

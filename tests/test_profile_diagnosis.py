@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import load_task, ncu
-from sandbox.diagnosis import diagnose
-from sandbox.profile import kernels_from
+from sandbox import load_task
+from sandbox.profile import ncu
+from sandbox.profile.diagnosis import diagnose
+from sandbox.profile.profiler import kernels_from
 from sandbox.result import CompileInfo, ImplTiming, Interval, KernelResources, Result, Status, Timing
 
 pytestmark = pytest.mark.timeout(60)
@@ -108,7 +109,7 @@ def test_diagnosis_does_not_modify_the_profile(copy_profile):
 
 @pytest.mark.parametrize("ns, shown", [(930_500.0, "930.5 us under ncu"), (17_270_000.0, "17.27 ms under ncu")])
 def test_kernel_time_under_ncu_is_shown_in_microseconds_or_milliseconds(ns, shown):
-    from sandbox.diagnosis import kernel_lines
+    from sandbox.profile.diagnosis import kernel_lines
 
     line = kernel_lines({"kernel": "k", "summary": {"duration_ns": ns}}, many=False)[0]
     assert line == f"k: {shown}"

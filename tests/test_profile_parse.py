@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import ncu
-from sandbox.counters import summarize, top_stalls
-from sandbox.diagnosis import diagnose, kernel_bound
-from sandbox.profile import kernels_from
+from sandbox.profile import ncu
+from sandbox.profile.counters import summarize, top_stalls
+from sandbox.profile.diagnosis import diagnose, kernel_bound
+from sandbox.profile.profiler import kernels_from
 
 pytestmark = pytest.mark.timeout(60)
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"

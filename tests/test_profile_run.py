@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import CompileOnlySandbox, Status, load_task, parse_candidate
-from sandbox.profile import ProfileConfig
+from sandbox.profile.profiler import ProfileConfig, Profiler
 
 pytestmark = pytest.mark.timeout(120)
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
@@ -79,11 +79,11 @@ template <int T> __global__ void k_sgemm(const float* a, const float* b, float* 
 """
 
 
-class ProfilingSandbox(CompileOnlySandbox):
-    """A compile-only sandbox that claims a GPU: the profile path runs, the stand-in ncu answers."""
-
-    kind = "gpu"
-    _harness_cubin = b"harness"
+def profiling_sandbox(config: ProfileConfig) -> CompileOnlySandbox:
+    """A compile-only sandbox whose profiler claims a GPU: the profile path runs, the stand-in ncu answers."""
+    sb = CompileOnlySandbox()
+    sb.profiler = Profiler(sb.builder.build, "gpu", sb.arch, harness_cubin=b"harness", config=config)
+    return sb
 
 
 @pytest.fixture()
@@ -110,8 +110,7 @@ def profiling_runs(folder: Path) -> list[list[str]]:
 
 @pytest.fixture()
 def sandbox(fake):
-    sb = ProfilingSandbox()
-    sb.profile_config = ProfileConfig(ncu=str(fake / "ncu"), timeout_s=20, warmup_rounds=2)
+    sb = profiling_sandbox(ProfileConfig(ncu=str(fake / "ncu"), timeout_s=20, warmup_rounds=2))
     yield sb
     sb.close()
 
@@ -138,7 +137,7 @@ def test_profile_runs_ncu_on_the_plans_kernels_past_the_warmup(sandbox, fake, ta
     regex = run[run.index("-k") + 1]
     assert regex.startswith("regex:^(") and "k_copy" in regex and "k_strided" in regex
     assert "_Z7k_sgemmILi16EEvPKfS1_Pfi" in regex, "templates are filtered by their mangled name"
-    assert run[-3:-1] == ["-m", "sandbox.profile_target"]
+    assert run[-3:-1] == ["-m", "sandbox.profile.target"]
     assert [k["kernel"] for k in prof["kernels"]] == ["k_copy", "k_strided", "k_sgemm<16>"]
     assert prof["tool"].startswith("Version 2025.3.1")
     assert isinstance(prof["diagnosis"], str) and "bound: memory-bound" in prof["diagnosis"]
@@ -184,7 +183,7 @@ def test_a_refused_metric_falls_back_to_sections_only_and_stays_off(sandbox, fak
 
 def test_a_hanging_ncu_is_killed_at_the_limit_and_the_candidate_marked_failed(sandbox, fake, task):
     (fake / "mode").write_text("hang")
-    sandbox.profile_config = ProfileConfig(ncu=str(fake / "ncu"), timeout_s=2)
+    sandbox.profiler.config = ProfileConfig(ncu=str(fake / "ncu"), timeout_s=2)
     t0 = time.perf_counter()
     prof = sandbox.profile(task, parse_candidate(THREE, label="three"), sizes={"n": 4096})
     assert time.perf_counter() - t0 < 30
@@ -208,8 +207,7 @@ def test_no_report_is_a_failure_with_ncus_own_words(sandbox, fake, task):
 
 
 def test_missing_ncu_makes_the_profiler_unavailable(task, tmp_path):
-    with ProfilingSandbox() as sb:
-        sb.profile_config = ProfileConfig(ncu=str(tmp_path / "absent" / "ncu"))
+    with profiling_sandbox(ProfileConfig(ncu=str(tmp_path / "absent" / "ncu"))) as sb:
         prof = sb.profile(task, parse_candidate(THREE, label="three"), sizes={"n": 4096})
     assert prof["status"] == "unavailable" and "not an executable file" in prof["notice"]
 

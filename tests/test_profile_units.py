@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.counters import summarize
-from sandbox.ncu import parse_raw, to_base
+from sandbox.profile.counters import summarize
+from sandbox.profile.ncu import parse_raw, to_base
 
 RAW = (Path(__file__).parent / "fixtures" / "ncu" / "h200" / "raw.csv").read_text()
 

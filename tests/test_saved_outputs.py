@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sandbox.device import save
-from sandbox.stages import _load
+from sandbox.worker.harness import save
+from sandbox.worker.reference import _load
 
 
 class DeviceLike:

@@ -7,8 +7,9 @@ import types
 
 import pytest
 
-from sandbox import GPUSandbox, SandboxConfig, load_candidate, load_task
-from sandbox.pool import WorkerDied, WorkerTimeout
+from sandbox import load_candidate, load_task
+from sandbox.host.pool import WorkerDied, WorkerTimeout
+from sandbox.host.screener import Screener
 from sandbox.result import Cost, Status
 
 
@@ -20,19 +21,16 @@ class _Compiled:
 
 
 def _stub(monkeypatch, behaviour: dict[int, str]):
-    """A GPUSandbox whose GPU worker is simulated: candidate i crashes, hangs or runs 1/(i+1) as fast."""
-    sb = object.__new__(GPUSandbox)
+    """A Screener whose GPU worker is simulated: candidate i crashes, hangs or runs 1/(i+1) as fast."""
     calls = []
     task = load_task("vector_add")
     base = load_candidate(task.baseline_path)
-    monkeypatch.setattr(sb, "_compile", lambda t, c: (_Compiled(), None, c.label.encode()), raising=False)
-    monkeypatch.setattr(sb, "_baseline", lambda t: (base, None, b"base"), raising=False)
-    monkeypatch.setattr(sb, "_harness_req", lambda: {}, raising=False)
-    monkeypatch.setattr("sandbox.screen.resolve", lambda task, cand, info, sizes: {"launches": []})
-    sb._gpu = worker = types.SimpleNamespace(alive=False, started=0, setups=[])
-    sb.config = SandboxConfig()
+    monkeypatch.setattr("sandbox.host.screener.resolve", lambda task, cand, info, sizes: {"launches": []})
+    worker = types.SimpleNamespace(alive=False, started=0, setups=[])
+    sb = Screener(build=lambda t, c: (_Compiled(), None, c.label.encode()), baseline=lambda t: (base, None, b"base"),
+                  gpu=worker, harness={}, setup_timeout_s=120.0)
 
-    def call(worker, req, timeout):
+    def call(req, timeout):
         if not worker.alive:  # as WorkerProcess.call: a dead worker is started again
             worker.alive, worker.started = True, worker.started + 1
         if req["op"] == "screen_setup":
@@ -59,7 +57,7 @@ def _stub(monkeypatch, behaviour: dict[int, str]):
                                 samples=[m / (i + 1) for m in base_ms]))
         return {"ok": True, "results": results}
 
-    monkeypatch.setattr(sb, "_call", call, raising=False)
+    worker.call_ok = call
     cands = [dataclasses.replace(base, label=str(i)) for i in range(10)]
     return sb, task, cands, calls, worker
 

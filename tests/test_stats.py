@@ -44,7 +44,7 @@ def test_median_halfwidth_uses_the_exact_binomial_order_statistics():
 
 
 def test_timing_settles_only_when_both_medians_are_known_to_the_target():
-    from sandbox.stages import _enough
+    from sandbox.worker.timing import _enough
     from sandbox.stats import settled
 
     rng = np.random.default_rng(5)

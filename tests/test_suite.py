@@ -17,7 +17,7 @@ import pytest
 
 from sandbox.candidate import load_candidate
 from sandbox.compiler import compile_source
-from sandbox.device import reference_inputs
+from sandbox.worker.harness import reference_inputs
 from sandbox.dtypes import np_dtype
 from sandbox.inputs import generate, input_specs
 from sandbox.plan import resolve

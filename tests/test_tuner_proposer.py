@@ -12,8 +12,8 @@ from agent.tuner import TunerProposer, objective, tune
 from agent.tuning_space import FAST_MATH, TuningSpace, code_key, flag_groups
 from sandbox.candidate import load_candidate, parse_candidate
 from sandbox.compiler import compile_source
-from sandbox.evaluate import CompileOnlySandbox
-from sandbox.fake import FakeSandbox
+from sandbox import CompileOnlySandbox
+from sandbox import FakeSandbox
 from sandbox.result import Status
 from sandbox.task import Task, load_task
 

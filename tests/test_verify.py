@@ -107,7 +107,7 @@ def test_each_difference_from_the_runs_environment_is_a_warning(measured_run):
 def test_verify_re_measures_the_winners_file_through_a_sandbox(measured_run):
     from agent.tracefile import read
     from agent.verify import verify
-    from sandbox.fake import FakeSandbox
+    from sandbox import FakeSandbox
 
     stored = read(measured_run)
     with FakeSandbox() as sandbox:

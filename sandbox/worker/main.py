@@ -1,4 +1,4 @@
-"""Worker process entry point: ``python -m sandbox.worker ROLE REQUEST_FD REPLY_FD``.
+"""Worker process entry point: ``python -m sandbox.worker.main ROLE REQUEST_FD REPLY_FD``.
 
 Roles:
 - ``compile``: NVRTC compiles (CPU only; a runaway compile is killed by the parent's timeout).
@@ -20,8 +20,8 @@ import numpy as np
 
 class CompileRole:
     def handle(self, req: dict) -> dict:
-        from .candidate import parse_candidate
-        from .compiler import compile_source
+        from ..candidate import parse_candidate
+        from ..compiler import compile_source
 
         cand = parse_candidate(req["source"]).with_flags(req["flags"]).with_knobs(req["knobs"])
         info, cubin = compile_source(cand, arch=req["arch"], use_cache=req.get("cache", True))
@@ -31,10 +31,10 @@ class CompileRole:
 class GpuRole:
     def __init__(self):
         self.h = None
-        self.screening = None  # the state of the screening in progress (sandbox.stages.Screening)
+        self.screening = None  # the state of the screening in progress (worker.screening.Screening)
 
     def harness(self, req: dict):
-        from .device import Harness
+        from .harness import Harness
 
         if self.h is None:
             self.h = Harness(req["arch"], req["harness_cubin"])
@@ -46,7 +46,7 @@ class GpuRole:
         if not op.startswith("screen"):
             self.screening = None  # its buffers are freed for the stage at hand
         if op == "hello":
-            from .envinfo import device_info
+            from ..envinfo import device_info
 
             return {"ok": True, "info": device_info()}
         if op == "ceilings":
@@ -54,15 +54,15 @@ class GpuRole:
 
             return {"ok": True, "ceilings": measure()}
         if op == "check":
-            from .stages import run_checks
+            from .checks import run_checks
 
             return run_checks(self.harness(req), req)
         if op == "time":
-            from .stages import run_timing
+            from .timing import run_timing
 
             return run_timing(self.harness(req), req)
         if op == "screen_setup":
-            from .stages import Screening
+            from .screening import Screening
 
             self.screening = None
             self.screening = Screening(self.harness(req), req)
@@ -78,7 +78,7 @@ class ReferenceRole:
     def handle(self, req: dict) -> dict:
         if req["op"] != "compare":
             raise ValueError(f"unknown op {req['op']!r}")
-        from .stages import run_compare
+        from .reference import run_compare
 
         return run_compare(req)
 
@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
         try:
             reply = handler.handle(req)
         except Exception as exc:
-            from .device import Poisoned
+            from .harness import Poisoned
 
             if isinstance(exc, Poisoned):
                 replies.send({"ok": False, "poisoned": True, "error": str(exc)})

@@ -1,4 +1,4 @@
-"""The program Nsight Compute profiles: ``python -m sandbox.profile_target REQUEST.json``.
+"""The program Nsight Compute profiles: ``python -m sandbox.profile.target REQUEST.json``.
 
 Like a GPU worker, it runs only trusted host code: it loads the candidate's cubin, allocates guarded
 inputs and outputs at the requested sizes, generates the inputs from a seed, runs the resolved plan
@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def run(req: dict) -> dict:
-    from .device import Harness, LaunchFailed, Poisoned, generate_into
+    from ..worker.harness import Harness, LaunchFailed, Poisoned, generate_into
 
     try:
         h = Harness(req["arch"], Path(req["harness_cubin"]).read_bytes())

@@ -1,8 +1,8 @@
 """Profiling a candidate's launch plan with Nsight Compute, and the diagnosis that comes of it.
 
-``GPUSandbox.profile(task, candidate, result=None, parent_profile=None)`` (from ``ProfileMixin``)
-compiles the candidate (cached), resolves its plan at the benchmark size and runs ``ncu`` on
-``python -m sandbox.profile_target``: that program allocates the inputs, runs the plan a few times to
+``Profiler.profile(task, candidate, result=None, parent_profile=None)`` (``GPUSandbox.profile`` hands
+over to it) compiles the candidate (cached), resolves its plan at the benchmark size and runs ``ncu`` on
+``python -m sandbox.profile.target``: that program allocates the inputs, runs the plan a few times to
 warm up, then once more; ncu skips the warm-up launches (``--launch-skip``) and profiles exactly the
 plan's launches (``--launch-count``), with real clocks (``--clock-control none``) and a fixed set of
 sections and metrics. It returns a JSON-ready dict:
@@ -11,10 +11,10 @@ sections and metrics. It returns a JSON-ready dict:
   in ``notice``, then remembered, so later calls cost nothing); ``failed`` (this candidate could not
   be profiled: the reason says why); ``skipped`` (it does not compile or its plan does not resolve);
 - ``kernels``: per launch, in plan order: ``kernel``, ``share_pct`` of the profiled time, the flat
-  ``summary`` of its counters (``sandbox.counters``) and ncu's ``rules`` (OPT/WRN hints with
+  ``summary`` of its counters (``sandbox.profile.counters``) and ncu's ``rules`` (OPT/WRN hints with
   estimated speedups);
 - ``diagnosis`` (short text, for ``Entry.diagnosis`` and prompts) and ``diagnosis_data`` (the same as a
-  dict: bound, roofline, issues, changes, resources), from ``sandbox.diagnosis``;
+  dict: bound, roofline, issues, changes, resources), from ``sandbox.profile.diagnosis``;
 - ``seconds``: wall time of the ncu runs, also added to ``result.cost.profile_gpu_s``.
 
 Counters never feed the timing: the timed numbers come from the timing stage alone.
@@ -34,9 +34,15 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..compiler import cache_dir
+from ..host.pool import scrubbed_env
+from ..inputs import input_specs, output_specs
+from ..plan import PlanError, resolve
+from ..result import Status
 from . import ncu
 from .counters import summarize
 from .diagnosis import diagnose
@@ -63,10 +69,23 @@ def unavailable(reason: str, notice: bool = True) -> dict:
     return outcome("unavailable", reason, notice=reason if notice else "")
 
 
-class ProfileMixin:
-    """Adds ``profile`` to a sandbox (it uses the sandbox's ``kind``, ``arch`` and ``_compile``)."""
+class Profiler:
+    """Profiles one sandbox's candidates with ncu. Its own state: what ncu refused here (then it is not run
+    again), whether the extra metrics are accepted, ncu's version, and a private home folder for the runs.
 
-    profile_config: ProfileConfig = ProfileConfig()
+    ``build(task, candidate)`` gives the sandbox's (cached) compile: (Result, CompileInfo, cubin).
+    ``harness_cubin`` is the device harness of a GPU sandbox; without one there is no GPU to profile on."""
+
+    def __init__(self, build: Callable, kind: str, arch: str, harness_cubin: bytes | None = None,
+                 config: ProfileConfig | None = None):
+        self.build, self.kind, self.arch, self.harness_cubin = build, kind, arch, harness_cubin
+        self.config = config or ProfileConfig()
+        self._refused: str | None = None     # why ncu cannot profile here, once known
+        self._notice_given = False
+        self._metrics = True                  # ncu accepts the extra metrics
+        self._version: str | None = None
+        self._home: Path | None = None
+        self._cleanup = None
 
     def profile(self, task, candidate, result=None, parent_profile: dict | None = None,
                 sizes: dict[str, int] | None = None, save_to: Path | None = None) -> dict:
@@ -77,40 +96,40 @@ class ProfileMixin:
         ``parent_profile`` (the parent's earlier return value) adds counter deltas. ``save_to``
         keeps ncu's report and CSV pages in that folder."""
         sizes = dict(sizes or task.spec.sizes.benchmark)
-        compiled = self._compile(task, candidate)  # cached: the cubin to profile and the resources to report
-        prof = self._profile(task, candidate, compiled, sizes, save_to)
+        built = self.build(task, candidate)  # cached: the cubin to profile and the resources to report
+        prof = self._profile(task, candidate, built, sizes, save_to)
         prof["sizes"] = sizes
         if result is not None:
             result.cost.profile_gpu_s += prof["seconds"]
             cand = result.timing.impls.get("candidate") if result.timing else None
             if cand:
                 prof["timing"] = {"median_ms": cand.median_ms, "pct_of_roofline": cand.pct_of_roofline}
-        diag = diagnose(task, result, prof, parent_profile, compile_info=compiled[1])
+        diag = diagnose(task, result, prof, parent_profile, compile_info=built[1])
         prof["diagnosis"], prof["diagnosis_data"] = diag.text, diag.data
         if result is not None:
             result.profile = prof
         return prof
 
+    def close(self) -> None:
+        if self._cleanup is not None:
+            self._cleanup()
+
     # ---- internals ---------------------------------------------------------------------------
 
-    def _profile(self, task, candidate, compiled: tuple, sizes: dict, save_to: Path | None) -> dict:
-        """``compiled``: what ``_compile`` returned for the candidate (result, compile info, cubin)."""
-        from .plan import PlanError, resolve
-        from .result import Status
-
-        kind = getattr(self, "kind", "")
-        if kind != "gpu":
-            return unavailable(f"{kind} sandbox: no GPU to profile on", notice=not self._said_once())
-        known = getattr(self, "_ncu_unavailable", None)
-        if known:
-            return unavailable(known, notice=False)
-        exe = self.profile_config.ncu or ncu.find_ncu()
+    def _profile(self, task, candidate, built: tuple, sizes: dict, save_to: Path | None) -> dict:
+        """``built``: what ``build`` returned for the candidate (result, compile info, cubin)."""
+        if self.harness_cubin is None:
+            said, self._notice_given = self._notice_given, True
+            return unavailable(f"{self.kind} sandbox: no GPU to profile on", notice=not said)
+        if self._refused:
+            return unavailable(self._refused, notice=False)
+        exe = self.config.ncu or ncu.find_ncu()
         if not exe:
             return self._give_up("ncu not found (looked at $KERNELWRIGHT_NCU, PATH, /opt/nvidia/nsight-compute/*/, "
                                  "/usr/local/cuda/bin)")
         if not os.access(exe, os.X_OK):
             return self._give_up(f"ncu at {exe} is not an executable file")
-        compile_result, info, cubin = compiled
+        compile_result, info, cubin = built
         if compile_result.status is not Status.compiled:
             return outcome("skipped", f"{compile_result.status.value}: {compile_result.error}")
         try:
@@ -123,40 +142,34 @@ class ProfileMixin:
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    def _said_once(self) -> bool:
-        said = getattr(self, "_profile_notice_given", False)
-        self._profile_notice_given = True
-        return said
-
     def _give_up(self, reason: str) -> dict:
-        self._ncu_unavailable = reason
+        self._refused = reason
         return unavailable(reason)
 
     def _profile_home(self) -> Path:
-        home = getattr(self, "_profile_dir", None)
-        if home is None:
+        if self._home is None:
             home = Path(tempfile.mkdtemp(prefix="kw-profile-"))
             os.chmod(home, 0o700)
             (home / "tmp").mkdir()
-            self._profile_dir = home
-            weakref.finalize(self, shutil.rmtree, str(home), True)
-        return home
+            self._home = home
+            self._cleanup = weakref.finalize(self, shutil.rmtree, str(home), True)
+        return self._home
 
     def _run_ncu(self, exe: str, task, plan: dict, cubin: bytes, sizes: dict, work: Path, save_to: Path | None) -> dict:
-        cfg = self.profile_config
+        cfg = self.config
         target = self._target(task, plan, cubin, sizes, work)
         names = [launch["func"] for launch in plan["launches"]]
         count = len(names)
         report = work / "report"
         seconds = 0.0
-        for with_metrics in ((True, False) if getattr(self, "_ncu_metrics", True) else (False,)):
+        for with_metrics in ((True, False) if self._metrics else (False,)):
             cmd = ncu.profile_command(exe, names, cfg.warmup_rounds * count, count, report, target, metrics=with_metrics)
             code, output, spent = _run(cmd, work / "cwd", self._profile_env(), cfg.timeout_s)
             seconds += spent
             refused = ncu.unknown_metric(output)
             if not (with_metrics and refused):
                 break
-            self._ncu_metrics = False
+            self._metrics = False
         if code is None:
             return _failed(f"ncu passed its {cfg.timeout_s:.0f} s limit and was killed", output, seconds)
         denied = ncu.no_permission(output)
@@ -194,38 +207,26 @@ class ProfileMixin:
 
     def _target(self, task, plan: dict, cubin: bytes, sizes: dict, work: Path) -> list[str]:
         """Write the profiled program's request into ``work``; return its command line."""
-        from .inputs import input_specs, output_specs
-
         (work / "cwd").mkdir()  # ncu reads config.ncu-cfg from its working directory: keep it empty
         (work / "candidate.cubin").write_bytes(cubin)
-        (work / "harness.cubin").write_bytes(self._harness_cubin)
+        (work / "harness.cubin").write_bytes(self.harness_cubin)
         request = dict(arch=self.arch, cubin=str(work / "candidate.cubin"), harness_cubin=str(work / "harness.cubin"),
                        plan=plan, inputs=input_specs(task, sizes, 0), outputs=output_specs(task, sizes),
-                       seed=random.SystemRandom().getrandbits(62), warmup=self.profile_config.warmup_rounds,
+                       seed=random.SystemRandom().getrandbits(62), warmup=self.config.warmup_rounds,
                        status_file=str(work / "target.json"))
         (work / "request.json").write_text(json.dumps(request))
-        return [sys.executable, "-m", "sandbox.profile_target", str(work / "request.json")]
+        return [sys.executable, "-m", "sandbox.profile.target", str(work / "request.json")]
 
     def _profile_env(self) -> dict[str, str]:
-        from .compiler import cache_dir
-        from .pool import PASS_ENV
-
-        home = self._profile_home()
-        env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
         # CuPy's own kernels (input generation) are cached across runs; candidate code arrives as a cubin
-        env.update(HOME=str(home), TMPDIR=str(home / "tmp"), CUPY_CACHE_DIR=str(cache_dir() / "cupy"),
-                   PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-        return env
+        return scrubbed_env(self._profile_home(), cache_dir() / "cupy")
 
     def _ncu_version(self, exe: str) -> str:
-        version = getattr(self, "_ncu_version_text", None)
-        if version is None:
+        if self._version is None:
             code, text, _ = _run([exe, "--version"], self._profile_home(), self._profile_env(), 60)
             lines = [line.strip() for line in text.splitlines() if line.strip()]
-            version = self._ncu_version_text = lines[-1] if code == 0 and lines else "ncu"
-        return version
+            self._version = lines[-1] if code == 0 and lines else "ncu"
+        return self._version
 
 
 def kernels_from(rows: list[dict], plan: dict) -> list[dict]:

@@ -17,13 +17,15 @@ import random
 import statistics
 from dataclasses import dataclass, field
 
-from . import stats
-from .candidate import Candidate
-from .inputs import input_specs, output_specs
-from .plan import PlanError, resolve
-from .pool import WorkerDied, WorkerTimeout
-from .result import Status
-from .task import Task
+from typing import Callable
+
+from .. import stats
+from ..candidate import Candidate
+from ..inputs import input_specs, output_specs
+from ..plan import PlanError, resolve
+from ..result import Status
+from ..task import Task
+from .pool import WorkerDied, WorkerProcess, WorkerTimeout
 
 
 @dataclass
@@ -45,8 +47,15 @@ class Screened:
         return self.status == "ok"
 
 
-class ScreenMixin:
-    """Adds ``screen`` to ``GPUSandbox`` (it uses ``_compile``, ``_baseline``, ``_call`` and the GPU worker)."""
+class Screener:
+    """The host side of screening for one GPU sandbox. ``build(task, candidate)`` compiles (the sandbox's
+    builder); ``baseline(task)`` gives the task's baseline, checked in full once: (candidate, compile info,
+    cubin); ``gpu`` is the sandbox's GPU worker, which keeps the screening's state (``sandbox.worker.screening``);
+    ``harness`` is the device harness every GPU request carries; ``setup_timeout_s`` limits the set-up."""
+
+    def __init__(self, build: Callable, baseline: Callable, gpu: WorkerProcess, harness: dict, setup_timeout_s: float):
+        self.build, self.baseline, self.gpu, self.harness = build, baseline, gpu, harness
+        self.setup_timeout_s = setup_timeout_s
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
                timeout_s: float = 10.0) -> list[Screened]:
@@ -62,7 +71,7 @@ class ScreenMixin:
         out: list[Screened | None] = [None] * len(candidates)
         ready = []
         for i, cand in enumerate(candidates):
-            compiled, info, cubin = self._compile(task, cand)
+            compiled, info, cubin = self.build(task, cand)
             if compiled.status is not Status.compiled:
                 out[i] = Screened(compiled.status.value, error=compiled.error, compile_s=compiled.cost.compile_s)
                 continue
@@ -72,24 +81,24 @@ class ScreenMixin:
                 out[i] = Screened(Status.launch_error.value, error=str(exc), compile_s=compiled.cost.compile_s)
                 continue
             ready.append((i, dict(key=i, cubin=cubin, plan=plan), compiled.cost.compile_s))
-        b_cand, b_info, b_cubin = self._baseline(task)
+        b_cand, b_info, b_cubin = self.baseline(task)
         rng = random.SystemRandom()
         tolerance = {dt: [t.atol, t.rtol] for dt, t in task.spec.tolerance.items()}
         setup = dict(op="screen_setup", setup_id=rng.getrandbits(62),
                      baseline=dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench)),
                      inputs=input_specs(task, bench, 0), outputs=output_specs(task, bench), tolerance=tolerance,
-                     seed=rng.getrandbits(40), hash_seed=rng.getrandbits(63), **self._harness_req())
+                     seed=rng.getrandbits(40), hash_seed=rng.getrandbits(63), **self.harness)
         set_up_in = None  # the worker process (its start count) that holds this screening's state
         pending = [ready[k:k + batch] for k in range(0, len(ready), batch)]
         while pending:
             group = pending.pop(0)
-            if set_up_in is None or not self._gpu.alive or self._gpu.started != set_up_in:
-                self._call(self._gpu, setup, self.config.check_timeout_s)
-                set_up_in = self._gpu.started
+            if set_up_in is None or not self.gpu.alive or self.gpu.started != set_up_in:
+                self.gpu.call_ok(setup, self.setup_timeout_s)
+                set_up_in = self.gpu.started
             req = dict(op="screen", setup_id=setup["setup_id"], candidates=[c for _, c, _ in group], rounds=rounds,
                        order_seed=rng.getrandbits(62))
             try:
-                reply = self._call(self._gpu, req, timeout_s * len(group))
+                reply = self.gpu.call_ok(req, timeout_s * len(group))
             except (WorkerDied, WorkerTimeout) as exc:
                 if len(group) > 1:
                     half = len(group) // 2
@@ -113,4 +122,4 @@ def _screened(rec: dict, compile_s: float) -> Screened:
                     relative_ci=(1.0 / hi, 1.0 / lo), compile_s=compile_s, gpu_s=rec["gpu_s"], samples=cand)
 
 
-__all__ = ["Screened", "ScreenMixin"]
+__all__ = ["Screened", "Screener"]

@@ -1,11 +1,11 @@
-"""The orchestrating side of the sandbox. It never touches CUDA: compiles run in a compile worker,
-candidate kernels in a GPU worker, the reference in a separate trusted worker.
+"""The GPU sandbox: the orchestrating side of a full evaluation. It never touches CUDA: compiles run in a
+compile worker, candidate kernels in a GPU worker, the reference in a separate trusted worker.
 
-``CompileOnlySandbox`` compiles and reports resources (any machine, no GPU). ``GPUSandbox`` adds the
-correctness stage (every check size and the benchmark size, two runs each, poisoned outputs, guard
-bands, input hashes) and the timing stage (interleaved A/B rounds against the baseline and the
-vendor library, every timed output fingerprinted against the baseline's, sampled timed rounds and a
-last hidden round checked in full against the reference).
+``GPUSandbox`` holds a ``Builder`` (compiles), the GPU and reference workers, a ``Profiler`` (ncu) and a
+``Screener`` (cheap sweeps). ``evaluate`` runs the correctness stage (every check size and the benchmark
+size, two runs each, poisoned outputs, guard bands, input hashes) and the timing stage (interleaved A/B
+rounds against the baseline and the vendor library, every timed output fingerprinted against the
+baseline's, sampled timed rounds and a last hidden round checked in full against the reference).
 """
 
 from __future__ import annotations
@@ -18,114 +18,23 @@ import tempfile
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from . import compiler, stats
-from .ceilings import CEILINGS_VERSION, memory_bandwidth
-from .candidate import Candidate, load_candidate, static_problems, validate_for_task
-from .inputs import input_specs, output_specs
-from .plan import PlanError, resolve
+from .. import compiler, stats
+from ..candidate import Candidate, load_candidate
+from ..inputs import input_specs, output_specs
+from ..plan import PlanError, resolve
+from ..result import Check, CompileInfo, Cost, Mismatch, Result, Status, Timing
+from ..task import Task, TaskError, describe_sizes
+from .ceilings import FLOOR_NOTE, cached_ceilings, roofline_ms
+from .compile_only import CompileOnlySandbox, new_result
+from .config import SandboxConfig
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
-from .profile import ProfileMixin
-from .result import Check, CompileInfo, Cost, Mismatch, Result, Status, Timing
-from .screen import ScreenMixin
-from .task import Task, TaskError, describe_sizes
+from .screener import Screened, Screener
+
+HARNESS_SOURCE = Path(__file__).resolve().parents[1] / "worker" / "harness.cu"
 
 
-class SandboxConfig(BaseModel):
-    """Limits and budgets of one sandbox. Unknown keys are an error."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    arch: str | None = Field(None, description="Target arch (e.g. sm_90a); default: the device's, or sm_90 without one.")
-    compile_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of one compile.")
-    check_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of the correctness stage on the GPU.")
-    time_timeout_s: float = Field(240.0, gt=0, description="Wall-clock limit of the timing stage.")
-    compare_timeout_s: float = Field(600.0, gt=0, description="Wall-clock limit of one reference comparison.")
-    trials_per_check_size: int = Field(2, ge=1, description="Trials (fresh seeds, rotating distributions) per check size.")
-    timing_budget_s: float = Field(0.25, gt=0, description="GPU time of the candidate after which rounds may stop.")
-    min_rounds: int = Field(10, ge=10, description="At least this many A/B rounds (samples per implementation).")
-    max_rounds: int = Field(60, ge=10, description="At most this many A/B rounds.")
-    target_ci: float = Field(0.005, ge=0, lt=1, description="After min_rounds, stop once the 95% intervals of the candidate's "
-                             "and the baseline's medians are each within +-this fraction of them (0: run to the budget).")
-    wall_cap_s: float = Field(60.0, gt=0, description="Stop adding rounds after this much wall time.")
-    min_launches: int = Field(64, ge=0, description="Launches of the candidate in the timing stage before its last, hidden "
-                              "check (untimed launches make up what warm-up and rounds did not): a kernel that counts its "
-                              "launches and changes after a few dozen is caught even when timing stops early.")
-    full_check_rounds: int = Field(2, ge=0, description="Timed rounds, chosen at random, whose outputs are checked in full.")
-    roofline_reject_factor: float = Field(1.5, ge=1.0, description="Reject times below the roofline floor divided by this.")
-    vendor: bool = Field(True, description="Time the task's vendor implementation side by side.")
-
-
-FLOOR_NOTE = "faster than the hardware allows"
-
-
-def _first_error(log: str) -> str:
-    for line in log.splitlines():
-        if "error" in line.lower():
-            return line.strip()[:300]
-    return (log.strip().splitlines() or ["compile failed"])[0][:300]
-
-
-class CompileOnlySandbox(ProfileMixin):
-    """Compile and resource reports only: works on machines with no GPU and no driver."""
-
-    kind = "compile-only"
-
-    def __init__(self, config: SandboxConfig | None = None, arch: str | None = None):
-        self.config = config or SandboxConfig()
-        self.arch = self.config.arch or arch or compiler.DEFAULT_ARCH
-        self._compiler = WorkerProcess("compile")
-        self.device: dict = {"gpu": None, "arch": self.arch}
-
-    def compile(self, task: Task, candidate: Candidate) -> Result:
-        result, _, _ = self._compile(task, candidate)
-        return result
-
-    def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
-        """Without a GPU, evaluation is compilation: the status is ``compiled`` on success."""
-        return self.compile(task, candidate)
-
-    def _base(self, task: Task, candidate: Candidate, status: Status, **kw) -> Result:
-        return Result(status=status, task=task.name, task_fingerprint=task.fingerprint, candidate=candidate.label,
-                      candidate_key=candidate.key, knobs=candidate.defines(), flags=list(candidate.flags), **kw)
-
-    def _compile(self, task: Task, candidate: Candidate) -> tuple[Result, CompileInfo | None, bytes | None]:
-        validate_for_task(candidate, task)
-        problems = static_problems(candidate)
-        if problems:
-            return self._base(task, candidate, Status.rejected, error=problems[0], detail="\n".join(problems)), None, None
-        req = dict(source=candidate.source, flags=list(candidate.flags), knobs=candidate.defines(), arch=self.arch)
-        t0 = time.perf_counter()
-        try:
-            reply = self._compiler.call(req, timeout=self.config.compile_timeout_s)
-        except WorkerTimeout as exc:
-            return self._base(task, candidate, Status.timeout, error=f"compile: {exc}",
-                              cost=Cost(compile_s=time.perf_counter() - t0)), None, None
-        except WorkerDied as exc:
-            return self._base(task, candidate, Status.compile_error, error=f"the compiler process died: {exc}",
-                              detail=exc.tail, cost=Cost(compile_s=time.perf_counter() - t0)), None, None
-        if not reply["ok"]:
-            raise RuntimeError(f"compile worker failed: {reply['error']}\n{reply.get('traceback', '')}")
-        info = CompileInfo.model_validate(reply["info"])
-        cost = Cost(compile_s=time.perf_counter() - t0, wall_s=time.perf_counter() - t0)
-        if not info.ok:
-            return self._base(task, candidate, Status.compile_error, error=_first_error(info.log), detail=info.log,
-                              compile=info, cost=cost), info, None
-        return self._base(task, candidate, Status.compiled, compile=info, cost=cost, env=dict(self.device)), info, reply["cubin"]
-
-    def close(self) -> None:
-        self._compiler.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class GPUSandbox(ScreenMixin, CompileOnlySandbox):
-    """The full sandbox on a CUDA device (``screen`` for cheap sweeps: sandbox/screen.py)."""
+class GPUSandbox(CompileOnlySandbox):
+    """The full sandbox on a CUDA device (``screen`` for cheap sweeps: ``sandbox.host.screener``)."""
 
     kind = "gpu"
 
@@ -141,9 +50,12 @@ class GPUSandbox(ScreenMixin, CompileOnlySandbox):
             self._gpu.close()
             shutil.rmtree(self.data_dir, ignore_errors=True)
             raise RuntimeError(f"no usable CUDA device: {hello['error']}")
-        super().__init__(config, arch=hello["info"]["arch"])
+        arch = config.arch or hello["info"]["arch"]
+        harness_cubin, harness_names = _harness(arch)
+        super().__init__(config, arch=arch, harness_cubin=harness_cubin)
         self.device = hello["info"]
-        self._harness_cubin, self._harness_names = _harness(self.arch)
+        self.harness = dict(arch=self.arch, harness_cubin=harness_cubin, harness_names=harness_names)
+        self.screener = Screener(self.builder.build, self.baseline, self._gpu, self.harness, self.config.check_timeout_s)
         self._baselines: dict[str, tuple[Candidate, CompileInfo, bytes]] = {}
         self._ceilings: dict | None = None
         self._rng = random.SystemRandom()
@@ -153,8 +65,13 @@ class GPUSandbox(ScreenMixin, CompileOnlySandbox):
     @property
     def ceilings(self) -> dict:
         if self._ceilings is None:
-            self._ceilings = _cached_ceilings(self.device, lambda: self._call(self._gpu, {"op": "ceilings"}, 600)["ceilings"])
+            self._ceilings = cached_ceilings(self.device, lambda: self._gpu.call_ok({"op": "ceilings"}, 600)["ceilings"])
         return self._ceilings
+
+    def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
+               timeout_s: float = 10.0) -> list[Screened]:
+        """Screen ``candidates`` against the baseline at the benchmark size (``Screener.screen``)."""
+        return self.screener.screen(task, candidates, rounds, batch, timeout_s)
 
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
         """Check and time ``candidate`` at ``sizes`` (default: the task's benchmark size)."""
@@ -173,17 +90,8 @@ class GPUSandbox(ScreenMixin, CompileOnlySandbox):
 
     # ---- stages ------------------------------------------------------------------------------
 
-    def _call(self, worker: WorkerProcess, req: dict, timeout: float) -> dict:
-        reply = worker.call(req, timeout=timeout)
-        if not reply["ok"]:
-            raise RuntimeError(f"{worker.role} worker: {reply['error']}\n{reply.get('traceback', '')}")
-        return reply
-
-    def _harness_req(self) -> dict:
-        return dict(arch=self.arch, harness_cubin=self._harness_cubin, harness_names=self._harness_names)
-
     def _evaluate(self, task: Task, cand: Candidate, bench: dict[str, int], timing: bool, t0: float) -> Result:
-        compiled, info, cubin = self._compile(task, cand)
+        compiled, info, cubin = self.builder.build(task, cand)
         if compiled.status is not Status.compiled:
             return compiled
         cost = compiled.cost
@@ -192,13 +100,13 @@ class GPUSandbox(ScreenMixin, CompileOnlySandbox):
         try:
             plans = {label: resolve(task, cand, info, s) for label, s in labelled}
         except PlanError as exc:
-            return self._base(task, cand, Status.launch_error, error=str(exc), **base)
-        baseline = self._baseline(task)
+            return new_result(task, cand, Status.launch_error, error=str(exc), **base)
+        baseline = self.baseline(task)
 
         status, checks, error, detail = self._correctness(task, cubin, labelled, plans, cost)
         if status is not Status.ok or not timing:
             cost.wall_s = time.perf_counter() - t0
-            return self._base(task, cand, status, checks=checks, error=error, detail=detail, **base)
+            return new_result(task, cand, status, checks=checks, error=error, detail=detail, **base)
 
         bench_label = labelled[-1][0]
         status, timing_rec, more_checks, error, detail = self._timing(
@@ -207,15 +115,15 @@ class GPUSandbox(ScreenMixin, CompileOnlySandbox):
         env = {**self.device, **(timing_rec.pop("_env") if isinstance(timing_rec, dict) else {})}
         base["env"] = env
         rec = Timing.model_validate(timing_rec) if isinstance(timing_rec, dict) else None
-        return self._base(task, cand, status, checks=checks + more_checks, timing=rec, error=error, detail=detail, **base)
+        return new_result(task, cand, status, checks=checks + more_checks, timing=rec, error=error, detail=detail, **base)
 
-    def _baseline(self, task: Task) -> tuple[Candidate, CompileInfo, bytes]:
+    def baseline(self, task: Task) -> tuple[Candidate, CompileInfo, bytes]:
         """The task's starting kernel, compiled and checked once per sandbox."""
         key = task.fingerprint
         if key not in self._baselines:
             cand = load_candidate(task.baseline_path)
             cand = dataclasses.replace(cand, label="baseline")
-            res, info, cubin = self._compile(task, cand)
+            res, info, cubin = self.builder.build(task, cand)
             if res.status is not Status.compiled:
                 raise TaskError(f"{task.baseline_path}: the baseline does not compile: {res.error}")
             labelled = _labelled_sizes(task, task.spec.sizes.benchmark)
@@ -239,9 +147,9 @@ class GPUSandbox(ScreenMixin, CompileOnlySandbox):
                                    seed=self._rng.getrandbits(62)))
         hash_seed = self._rng.getrandbits(63)
         req = dict(op="check", cubin=cubin, trials=trials, data_dir=str(self.data_dir), hash_seed=hash_seed,
-                   **self._harness_req())
+                   **self.harness)
         try:
-            reply = self._call(self._gpu, req, self.config.check_timeout_s)
+            reply = self._gpu.call_ok(req, self.config.check_timeout_s)
         except WorkerTimeout as exc:
             return Status.timeout, [], f"correctness stage: {exc}", ""
         except WorkerDied as exc:
@@ -273,7 +181,7 @@ class GPUSandbox(ScreenMixin, CompileOnlySandbox):
         req = dict(op="compare", task_folder=str(task.folder), sizes=trial["sizes"], inputs=trial["inputs"],
                    outputs=trial["outputs"], seed=trial["seed"], scalars={s.name: s.value for s in task.spec.scalars},
                    tolerance=tol, runs=[dict(label=r, files=f) for r, f in runs], input_hashes=input_hashes,
-                   hash_seed=hash_seed, **self._harness_req())
+                   hash_seed=hash_seed, **self.harness)
         try:
             reply = self._ref.call(req, timeout=self.config.compare_timeout_s)
         except (WorkerTimeout, WorkerDied) as exc:
@@ -304,9 +212,9 @@ class GPUSandbox(ScreenMixin, CompileOnlySandbox):
                    hash_seed=self._rng.getrandbits(63), budget_ms=cfg.timing_budget_s * 1e3, min_rounds=cfg.min_rounds,
                    max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, min_launches=cfg.min_launches,
                    wall_cap_s=cfg.wall_cap_s, full_rounds=full_rounds,
-                   data_dir=str(self.data_dir), **self._harness_req())
+                   data_dir=str(self.data_dir), **self.harness)
         try:
-            reply = self._call(self._gpu, req, cfg.time_timeout_s)
+            reply = self._gpu.call_ok(req, cfg.time_timeout_s)
         except WorkerTimeout as exc:
             return Status.timeout, None, [], f"timing stage: {exc}", ""
         except WorkerDied as exc:
@@ -337,7 +245,7 @@ class GPUSandbox(ScreenMixin, CompileOnlySandbox):
 
         impls_rec = {}
         ceil = self.ceilings
-        floor_ms, bound = _roofline_ms(task, bench, ceil)
+        floor_ms, bound = roofline_ms(task, bench, ceil)
         for name, samples in reply["samples"].items():
             med, lo, hi = stats.median_ci(samples)
             walls = sorted(reply["walls"][name])
@@ -395,52 +303,14 @@ def _fingerprint_mismatch(fc: list[float], fb: list[float], tol) -> str:
     return ""
 
 
-def _roofline_ms(task: Task, sizes: dict, ceilings: dict) -> tuple[float | None, str | None]:
-    bw = memory_bandwidth(ceilings)
-    peak = {"fp32": ceilings.get("fp32_flops"), "fp16_tensor": ceilings.get("fp16_tensor_flops")}.get(task.spec.roofline.compute)
-    t_mem = task.bytes(sizes) / bw if bw else 0.0
-    t_cmp = task.flops(sizes) / peak if peak else 0.0
-    floor = max(t_mem, t_cmp)
-    if floor <= 0:
-        return None, None
-    return floor * 1e3, "memory" if t_mem >= t_cmp else "compute"
-
-
 HARNESS_NAMES = [f"fingerprint<{t}>" for t in ("double", "float", "__half", "long long", "int", "unsigned int",
                                                 "signed char", "unsigned char")]
 
 
 def _harness(arch: str) -> tuple[bytes, dict[str, str]]:
-    source = (Path(__file__).parent / "harness.cu").read_text()
+    source = HARNESS_SOURCE.read_text()
     options = [f"-arch={arch}", "-std=c++17", *[f"-I{d}" for d in compiler.include_dirs()]]
     info, cubin = compiler._nvrtc(source, options, arch, HARNESS_NAMES + ["hash_words"])
     if not info.ok:
         raise RuntimeError(f"the harness kernels do not compile:\n{info.log}")
     return cubin, info.lowered_names
-
-
-def _cached_ceilings(device: dict, measure) -> dict:
-    import json
-
-    key = (device.get("uuid") or device.get("gpu") or "unknown").replace("/", "_")
-    path = compiler.cache_dir() / "ceilings" / f"{key}-v{CEILINGS_VERSION}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
-    value = measure()
-    value.update(gpu=device.get("gpu"), driver=device.get("driver"), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
-    compiler.atomic_write(path, json.dumps(value, indent=2))
-    return value
-
-
-def open_sandbox(kind: str = "auto", config: SandboxConfig | None = None):
-    """``gpu``, ``compile-only`` or ``auto`` (a GPU sandbox where a device answers, else compile-only)."""
-    if kind == "compile-only":
-        return CompileOnlySandbox(config)
-    if kind == "gpu":
-        return GPUSandbox(config)
-    if kind != "auto":
-        raise ValueError(f"unknown sandbox kind {kind!r} (expected auto, gpu, compile-only)")
-    try:
-        return GPUSandbox(config)
-    except (RuntimeError, WorkerDied, WorkerTimeout):
-        return CompileOnlySandbox(config)

@@ -30,12 +30,14 @@ import re
 
 import numpy as np
 
-from . import stats
-from .candidate import Candidate, _strip_plan, load_candidate
-from .evaluate import FLOOR_NOTE, CompileOnlySandbox, SandboxConfig
-from .plan import PlanError, resolve
-from .result import Check, Cost, Mismatch, Result, Status, Timing
-from .task import Task, describe_sizes
+from .. import stats
+from ..candidate import Candidate, _strip_plan, load_candidate
+from ..plan import PlanError, resolve
+from ..result import Check, Cost, Mismatch, Result, Status, Timing
+from ..task import Task, describe_sizes
+from .compile_only import CompileOnlySandbox, new_result
+from .ceilings import FLOOR_NOTE
+from .config import SandboxConfig
 
 SIM_CEILINGS = {"copy_bytes_per_s": 4.0e12, "fp32_flops": 6.0e13, "fp16_tensor_flops": 8.0e14,
                 "method": "simulated: fixed numbers of the FakeSandbox, not measured"}
@@ -80,20 +82,21 @@ class FakeSandbox(CompileOnlySandbox):
         try:
             plans = [resolve(task, candidate, compiled.compile, s) for _, s in labelled]
         except PlanError as exc:
-            return self._base(task, candidate, Status.launch_error, error=str(exc), **base)
+            return new_result(task, candidate, Status.launch_error, error=str(exc), **base)
         notes = annotations(candidate.source)
         failure = next((status for key, status in _FAILURES.items() if key in notes), None)
         if failure is Status.wrong:
             out = task.spec.outputs[0].name
             checks = [_check(s, label, out, True) for label, s in labelled[:-1]] + [_check(bench, "benchmark", out, False)]
-            return self._base(task, candidate, Status.wrong, checks=checks,
-                           error=f"benchmark ({describe_sizes(bench)}): output {out!r} is wrong: 1 mismatches, "
-                                 f"first at [0]: got 0.0, expected 1.0 (simulated by a '// fake: wrong' annotation)", **base)
+            return new_result(task, candidate, Status.wrong, checks=checks,
+                              error=f"benchmark ({describe_sizes(bench)}): output {out!r} is wrong: 1 mismatches, "
+                                    f"first at [0]: got 0.0, expected 1.0 (simulated by a '// fake: wrong' annotation)",
+                              **base)
         if failure is not None:
-            return self._base(task, candidate, failure, error=f"simulated {failure.value} ('// fake: {failure.value}' annotation)", **base)
+            return new_result(task, candidate, failure, error=f"simulated {failure.value} ('// fake: {failure.value}' annotation)", **base)
         checks = [_check(s, label, t.name, True) for label, s in labelled for t in task.spec.outputs]
         if not timing:
-            return self._base(task, candidate, Status.ok, checks=checks, **base)
+            return new_result(task, candidate, Status.ok, checks=checks, **base)
         seed_blob = json.dumps([compiled.compile.cubin_sha256, plans], sort_keys=True, default=str)
         digest = hashlib.sha256(seed_blob.encode()).digest()
         speed = self._speedup(task, candidate, notes, digest)
@@ -102,7 +105,7 @@ class FakeSandbox(CompileOnlySandbox):
         status, error = Status.ok, ""
         if floor and rec["impls"]["candidate"]["median_ms"] < floor / REJECT_FACTOR:
             status, error = Status.rejected, f"{FLOOR_NOTE} (simulated): below the roofline floor / {REJECT_FACTOR}"
-        return self._base(task, candidate, status, checks=checks, timing=Timing.model_validate(rec), error=error, **base)
+        return new_result(task, candidate, status, checks=checks, timing=Timing.model_validate(rec), error=error, **base)
 
     def _speedup(self, task: Task, candidate: Candidate, notes: dict, digest: bytes) -> float:
         if notes.get("speedup"):

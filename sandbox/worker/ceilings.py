@@ -1,4 +1,5 @@
-"""The device's own ceilings, measured once per GPU: memory bandwidth and FP32 / FP16 matmul rates.
+"""The device's own ceilings, measured in a GPU worker once per GPU (``sandbox.host.ceilings`` caches them):
+memory bandwidth and FP32 / FP16 matmul rates.
 
 These are what "% of roofline" is relative to, and what the hardware-floor check uses. They are
 measured with the vendor's own paths where there is one (device-to-device copy, cuBLAS through
@@ -27,8 +28,6 @@ def _time(cp, fn, reps: int) -> float:
     return statistics.median(times)
 
 
-CEILINGS_VERSION = 2  # part of the cache key: a newer measurement set is taken again
-
 # Reads n4 float4 values, four independent loads in flight per thread per step; the store is
 # guarded by a value the sum never takes, so the loads cannot be optimised away.
 _READ_SOURCE = r"""
@@ -47,13 +46,6 @@ extern "C" __global__ void read_stream(const float4* __restrict__ x, long long n
     if (acc == never) sink[0] = acc;
 }
 """
-
-
-def memory_bandwidth(ceilings: dict) -> float | None:
-    """Bytes/s of the memory roofline: the higher of the copy and the read-only rate (either may be absent)."""
-    rates = [ceilings.get(k) for k in ("copy_bytes_per_s", "read_bytes_per_s")]
-    rates = [r for r in rates if r]
-    return max(rates) if rates else None
 
 
 def measure() -> dict:

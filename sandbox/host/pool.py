@@ -1,6 +1,6 @@
 """Disposable worker processes with a wall-clock limit per request.
 
-Each worker is ``python -m sandbox.worker ROLE`` in its own process group (session), with a scrubbed
+Each worker is ``python -m sandbox.worker.main ROLE`` in its own process group (session), with a scrubbed
 environment and private temp, home and cache folders. Requests and replies travel over two
 private pipes (not stdout, which device ``printf`` may flood). On a timeout the whole process group
 is killed; a worker that died or reported a poisoned CUDA context is replaced on the next request.
@@ -18,11 +18,24 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from ..compiler import cache_dir
+
 # Variables a worker may inherit; everything else (API keys, seeds, tokens) is dropped.
 PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
             "LANG", "LC_ALL", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "KERNELWRIGHT_CACHE_DIR",
             "CUPY_GPU_MEMORY_LIMIT", "VIRTUAL_ENV")
 OUTPUT_LIMIT = 16_384
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding ``sandbox``: first on a child's PYTHONPATH
+
+
+def scrubbed_env(home: Path, cupy_cache: Path) -> dict[str, str]:
+    """A child process's environment: the variables in ``PASS_ENV``, a private home and temp folder (``home``
+    and ``home/tmp``), CuPy's kernel cache at ``cupy_cache``, and this ``sandbox`` first on PYTHONPATH."""
+    env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+    env.update(HOME=str(home), TMPDIR=str(home / "tmp"), CUPY_CACHE_DIR=str(cupy_cache), PYTHONUNBUFFERED="1",
+               PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    return env
 
 
 class WorkerTimeout(Exception):
@@ -54,18 +67,15 @@ class WorkerProcess:
         os.chmod(self.home, 0o700)
         for sub in ("tmp", "cache"):
             (self.home / sub).mkdir()
-        env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
-        env.update(HOME=str(self.home), TMPDIR=str(self.home / "tmp"), CUPY_CACHE_DIR=str(self.home / "cache"),
-                   PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
-        env.setdefault("KERNELWRIGHT_CACHE_DIR", str(_parent_cache()))
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH")]))
+        env = scrubbed_env(self.home, self.home / "cache")
+        env.setdefault("KERNELWRIGHT_CACHE_DIR", str(cache_dir()))
         env.update(self.extra_env)
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         self._stdout = open(self.home / "stdout.log", "wb")
         self._stderr = open(self.home / "stderr.log", "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sandbox.worker", self.role, str(req_r), str(rep_w)],
+            [sys.executable, "-m", "sandbox.worker.main", self.role, str(req_r), str(rep_w)],
             pass_fds=(req_r, rep_w), env=env, cwd=self.home, stdin=subprocess.DEVNULL,
             stdout=self._stdout, stderr=self._stderr, start_new_session=True)
         os.close(req_r)
@@ -113,6 +123,13 @@ class WorkerProcess:
         self.close()
         raise WorkerDied(f"{self.role} worker died (exit code {code})", tail)
 
+    def call_ok(self, request: dict, timeout: float) -> dict:
+        """``call``, and a RuntimeError naming the role when the worker reports that the request failed."""
+        reply = self.call(request, timeout)
+        if not reply["ok"]:
+            raise RuntimeError(f"{self.role} worker: {reply['error']}\n{reply.get('traceback', '')}")
+        return reply
+
     def tail(self) -> str:
         out = []
         for name in ("stderr.log", "stdout.log"):
@@ -151,9 +168,3 @@ class WorkerProcess:
             self.close()
         except Exception:
             pass
-
-
-def _parent_cache() -> Path:
-    from .compiler import cache_dir
-
-    return cache_dir()

@@ -1,0 +1,35 @@
+"""The sandbox's settings: which kind of sandbox to open, and the limits and budgets of one (``SandboxConfig``)."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SandboxKind = Literal["auto", "gpu", "compile-only", "fake"]
+SANDBOX_KINDS: tuple[str, ...] = get_args(SandboxKind)
+
+
+class SandboxConfig(BaseModel):
+    """Limits and budgets of one sandbox. Unknown keys are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    arch: str | None = Field(None, description="Target arch (e.g. sm_90a); default: the device's, or sm_90 without one.")
+    compile_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of one compile.")
+    check_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of the correctness stage on the GPU.")
+    time_timeout_s: float = Field(240.0, gt=0, description="Wall-clock limit of the timing stage.")
+    compare_timeout_s: float = Field(600.0, gt=0, description="Wall-clock limit of one reference comparison.")
+    trials_per_check_size: int = Field(2, ge=1, description="Trials (fresh seeds, rotating distributions) per check size.")
+    timing_budget_s: float = Field(0.25, gt=0, description="GPU time of the candidate after which rounds may stop.")
+    min_rounds: int = Field(10, ge=10, description="At least this many A/B rounds (samples per implementation).")
+    max_rounds: int = Field(60, ge=10, description="At most this many A/B rounds.")
+    target_ci: float = Field(0.005, ge=0, lt=1, description="After min_rounds, stop once the 95% intervals of the candidate's "
+                             "and the baseline's medians are each within +-this fraction of them (0: run to the budget).")
+    wall_cap_s: float = Field(60.0, gt=0, description="Stop adding rounds after this much wall time.")
+    min_launches: int = Field(64, ge=0, description="Launches of the candidate in the timing stage before its last, hidden "
+                              "check (untimed launches make up what warm-up and rounds did not): a kernel that counts its "
+                              "launches and changes after a few dozen is caught even when timing stops early.")
+    full_check_rounds: int = Field(2, ge=0, description="Timed rounds, chosen at random, whose outputs are checked in full.")
+    roofline_reject_factor: float = Field(1.5, ge=1.0, description="Reject times below the roofline floor divided by this.")
+    vendor: bool = Field(True, description="Time the task's vendor implementation side by side.")

@@ -1,0 +1,95 @@
+"""Correctness trials in the GPU worker: fresh guarded buffers, seeded inputs, poisoned outputs, two runs
+each; guard bands and input hashes checked after every launch (``violations``, also used by timing and
+screening). Each returns a plain dict; the orchestrator compares the saved outputs with the reference."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from .harness import Harness, LaunchFailed, Poisoned, generate_into, poison_outputs, save
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", label)
+
+
+def violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> list[str]:
+    """Guard bands of every buffer, and input hashes against ``before``."""
+    problems = []
+    for kind, buffers in groups.items():
+        for name, buf in buffers.items():
+            lo, hi = buf.guards_intact()
+            if not bool(lo):
+                problems.append(f"out-of-bounds write: the guard band below {kind} {name!r} was overwritten")
+            if not bool(hi):
+                problems.append(f"out-of-bounds write: the guard band above {kind} {name!r} was overwritten")
+    for name, digest in before.items():
+        if int(groups["input"][name].data_hash(seed).get()[0]) != int(digest.get()[0]):
+            problems.append(f"input {name!r} was modified by the kernel (inputs are read-only)")
+    return problems
+
+
+def run_checks(h: Harness, req: dict) -> dict:
+    """Correctness trials: fresh guarded buffers, seeded inputs, poisoned outputs, two runs each."""
+    cp = h.cp
+    data_dir = Path(req["data_dir"])
+    trials = req["trials"]
+    out = []
+    try:
+        loaded = h.load(req["cubin"], trials[0]["plan"])
+    except LaunchFailed as exc:
+        return {"ok": True, "trials": [dict(label=trials[0]["label"], status="launch_error", error=f"loading the module: {exc}")]}
+    for t in trials:
+        try:
+            result = _trial(h, loaded.with_plan(t["plan"]), t, data_dir, req["hash_seed"])
+        except LaunchFailed as exc:
+            result = dict(label=t["label"], status="launch_error", error=str(exc))
+        except Poisoned as exc:
+            raise Poisoned(f"{t['label']} {t['sizes']}: {exc}") from None
+        out.append(result)
+        if result["status"] != "ran":
+            break
+        cp.get_default_memory_pool().free_all_blocks()
+    return {"ok": True, "trials": out}
+
+
+def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int) -> dict:
+    cp = h.cp
+    ins = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["inputs"]}
+    outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["outputs"]}
+    scratch = loaded.alloc_scratch()
+    generate_into(h, ins, t["inputs"], t["seed"])
+    before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
+    arrays = {n: b.view for n, b in {**ins, **outs}.items()}
+    files, first, gpu_s = {}, {}, 0.0
+    for run in (1, 2):
+        poison_outputs(outs, t["outputs"], second=run == 2)
+        loaded.poison_scratch(scratch)
+        h.sync()
+        t0 = time.perf_counter()
+        loaded.launch(arrays, scratch)
+        h.sync()
+        gpu_s += time.perf_counter() - t0
+        problems = violations(h, {"input": ins, "output": outs, "scratch": scratch}, before, hash_seed)
+        if problems:
+            return dict(label=t["label"], status="rejected", error=problems[0], detail="\n".join(problems))
+        if run == 1:
+            files["run1"] = {n: save(b.view, data_dir / f"{_safe(t['label'])}-run1-{n}.npy") for n, b in outs.items()}
+            first = {n: b.view.copy() for n, b in outs.items()}
+    identical = all(bool(cp.array_equal(first[n].view(cp.uint8), outs[n].view.view(cp.uint8))) for n in outs)
+    if not identical:  # the second run is compared with the reference only when it differs from the first
+        files["run2"] = {n: save(b.view, data_dir / f"{_safe(t['label'])}-run2-{n}.npy") for n, b in outs.items()}
+    hashes = {n: int(d.get()[0]) for n, d in before.items()}
+    return dict(label=t["label"], status="ran", files=files, identical=identical, input_hashes=hashes, gpu_s=gpu_s)
+
+
+
+
+class Violation(Exception):
+    """A rule broken while ``impl`` ran (a guard band or an input overwritten); ``problems`` says which."""
+
+    def __init__(self, impl: str, problems: list[str]):
+        super().__init__(problems[0])
+        self.impl, self.problems = impl, problems
