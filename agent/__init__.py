@@ -10,7 +10,7 @@ def __getattr__(name: str):
 
         return getattr(api, name)
     if name == "load_run":
-        from .tracefile import load_run
+        from .trace.reader import load_run
 
         return load_run
     raise AttributeError(f"module 'agent' has no attribute {name!r}")

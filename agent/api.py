@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import config as config_mod
-from . import session as session_mod
+from .loop import session as session_mod
 from .protocols import Entry, Proposer
 
 
@@ -46,8 +46,8 @@ class Run:
         return next((e for e in self.entries if e.origin == "baseline"), None)
 
     def rows(self) -> list[dict]:
-        from .lineage import MemoryLineage
-        from .summary import rows
+        from .loop.lineage import MemoryLineage
+        from .report.summary import rows
 
         lineage = MemoryLineage()
         for e in self.entries:
@@ -64,24 +64,24 @@ class Run:
 
     def plot(self, over: str = "evaluations"):
         """The best speedup so far against evaluations, tokens, gpu_s or wall_s (a matplotlib Figure)."""
-        from .notebook import plot
+        from .report.notebook import plot
 
         return plot(self, over)
 
     def candidate(self, entry_id: str):
         """One candidate: its diff against its parent and its result (renders itself in Jupyter)."""
-        from .notebook import candidate
+        from .report.notebook import candidate
 
         return candidate(self, entry_id)
 
     def report(self, out: str | Path | None = None) -> Path:
         """Write the self-contained HTML report (default: report.html in the run folder)."""
-        from .notebook import report
+        from .report.notebook import report
 
         return report(self, out)
 
     def _repr_html_(self) -> str:
-        from .notebook import run_html
+        from .report.notebook import run_html
 
         return run_html(self)
 

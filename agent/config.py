@@ -93,7 +93,7 @@ class TuneConfig(_Strict):
     @field_validator("strategy")
     @classmethod
     def _known_strategy(cls, value: str) -> str:
-        from .strategies import STRATEGIES
+        from .tune.strategies import STRATEGIES
 
         if value not in STRATEGIES:
             raise ValueError(f"unknown search strategy {value!r} (expected one of: {', '.join(STRATEGIES)})")

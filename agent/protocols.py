@@ -59,7 +59,7 @@ class Entry:
     diagnosis: str | None = None     # the profiler's distilled diagnosis, when profiled
 
     def _repr_html_(self) -> str:
-        from .report import entry_fragment
+        from .report.html import entry_fragment
 
         return entry_fragment(self)
 

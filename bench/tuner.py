@@ -41,9 +41,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from agent.search import INF, Search, minimize  # noqa: E402
-from agent.tuner import default_max_points, default_patience  # noqa: E402
-from agent.tuning_space import TuningSpace, code_key, flag_groups  # noqa: E402
+from agent.tune.search import INF, Search, minimize  # noqa: E402
+from agent.tune.proposer import default_max_points, default_patience  # noqa: E402
+from agent.tune.space import TuningSpace, code_key, flag_groups  # noqa: E402
 from sandbox import CompileOnlySandbox, SandboxConfig, Status, load_candidate, load_task  # noqa: E402
 from sandbox.compiler import atomic_write, nvrtc_version  # noqa: E402
 
@@ -234,7 +234,7 @@ def _screen_case(run: CaseRun, sandbox, todo: list[str], deadline: float, save, 
 
 
 def _evaluate_case(run: CaseRun, sandbox, todo: list[str], deadline: float, save) -> bool:
-    from agent.tuner import objective
+    from agent.tune.proposer import objective
 
     t0 = time.monotonic()
     for i, key in enumerate(todo, 1):

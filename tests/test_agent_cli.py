@@ -62,8 +62,8 @@ def test_optimize_without_a_model_says_it_runs_the_built_in_search(kw, tmp_path,
     [tuning] = summary["tuning"]
     assert tuning["strategy"] == "default" and tuning["budget"] == 3 and tuning["evaluations"] == 3
     assert tuning["stop_reason"] == "budget of 3 evaluations used"
-    from agent.report import render_report
-    from agent.tracefile import read
+    from agent.report.html import render_report
+    from agent.trace.reader import read
 
     html = render_report(read(tmp_path / "t" / summary["run_id"]))
     assert "built-in search" in html and "3 evaluated of a budget of 3" in html

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from agent.config import SelectionConfig
-from agent.lineage import MemoryLineage, fingerprint
+from agent.loop.lineage import MemoryLineage, fingerprint
 from agent.protocols import Entry, Lineage
 from sandbox.candidate import load_candidate
 from sandbox import CompileOnlySandbox
@@ -112,7 +112,7 @@ class _Profiler:
     ("tuner", 2.05, True),
 ])
 def test_promising_policy_profiles_model_candidates_near_the_best_and_tuner_points_that_beat_it(task, origin, speed, profiled):
-    from agent.judge import diagnose
+    from agent.loop.judge import diagnose
 
     lineage = _lineage(task, _entry(task, "c0001", speed=2.0))
     sb = _Profiler()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import agent
-from agent.trace import read_events
+from agent.trace.writer import read_events
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402

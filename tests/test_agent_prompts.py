@@ -7,7 +7,7 @@ import dataclasses
 import jinja2
 import pytest
 
-from agent import prompts
+from agent.proposers import prompts
 from agent.protocols import Entry, ProposalRequest
 from sandbox.candidate import load_candidate
 from sandbox.result import Check, CompileInfo, Interval, KernelResources, Mismatch, Result, Status, Timing

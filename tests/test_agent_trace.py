@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from agent.budget import Budget, Totals
+from agent.loop.budget import Budget, Totals
 from agent.config import BudgetConfig
 from agent.protocols import Usage
-from agent.trace import EVENTS_SCHEMA, Trace, read_events
+from agent.trace.writer import EVENTS_SCHEMA, Trace, read_events
 
 pytestmark = pytest.mark.timeout(30)
 

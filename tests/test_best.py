@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.best import BestStore, Envelope
+from agent.claims.best import BestStore, Envelope
 from sandbox.candidate import load_candidate, parse_candidate
 from sandbox.result import Status
 from sandbox.task import load_task

@@ -70,8 +70,8 @@ def test_eval_summary_prints_a_real_h200_result(tmp_path, capsys):
     """The printer of `kernelwright eval` on a Result measured on an H200 (from the stored softmax run)."""
     import tarfile
 
-    from agent.cli import console
-    from agent.cli_sandbox import print_result
+    from agent.cli.app import console
+    from agent.cli.sandbox import print_result
     from sandbox.result import Result
 
     with tarfile.open(ROOT / "tests" / "fixtures" / "traces" / "h200-softmax.tar.gz") as tar:

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from agent.ledger import Ledger
+from agent.claims.ledger import Ledger
 from agent.protocols import Usage
 from sandbox.candidate import load_candidate
 from sandbox.result import Cost, Status

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import ModelConfig, Price
-from agent.llm import LLMProposer, ModelEndpointError
+from agent.proposers.llm import LLMProposer, ModelEndpointError
 from agent.protocols import Entry, ProposalRequest
 from sandbox.candidate import load_candidate
 from sandbox.result import Result, Status

@@ -29,8 +29,8 @@ def _events(run: Path) -> list[str]:
 
 @pytest.mark.timeout(120)
 def test_report_is_one_self_contained_file_with_plots_lineage_and_every_candidate(run_dir):
-    from agent.report import write_report
-    from agent.tracefile import read
+    from agent.report.html import write_report
+    from agent.trace.reader import read
 
     stored = read(run_dir)
     html = write_report(stored).read_text()
@@ -47,8 +47,8 @@ def test_report_is_one_self_contained_file_with_plots_lineage_and_every_candidat
 
 @pytest.mark.timeout(120)
 def test_report_names_the_winner_its_interval_and_the_costs_of_the_simulated_run(simulated_run):
-    from agent.report import render_report
-    from agent.tracefile import read
+    from agent.report.html import render_report
+    from agent.trace.reader import read
 
     stored = read(simulated_run)
     html = render_report(stored)
@@ -65,8 +65,8 @@ def test_report_names_the_winner_its_interval_and_the_costs_of_the_simulated_run
 
 @pytest.mark.timeout(120)
 def test_text_from_the_model_is_escaped_in_the_report(simulated_run):
-    from agent.report import render_report
-    from agent.tracefile import read
+    from agent.report.html import render_report
+    from agent.trace.reader import read
 
     html = render_report(read(simulated_run))
     assert "&lt;script&gt;alert(&#39;not escaped&#39;)&lt;/script&gt;" in html
@@ -76,8 +76,8 @@ def test_text_from_the_model_is_escaped_in_the_report(simulated_run):
 
 @pytest.mark.timeout(120)
 def test_each_candidate_shows_its_diff_against_its_parent(simulated_run):
-    from agent.report_view import candidate_view
-    from agent.tracefile import read
+    from agent.report.views import candidate_view
+    from agent.trace.reader import read
 
     stored = read(simulated_run)
     fixed = candidate_view(stored, stored.by_id["c0003"])
@@ -93,8 +93,8 @@ def test_each_candidate_shows_its_diff_against_its_parent(simulated_run):
 
 @pytest.mark.timeout(120)
 def test_a_profiled_candidate_shows_its_diagnosis(simulated_run):
-    from agent.report import render_report
-    from agent.tracefile import read
+    from agent.report.html import render_report
+    from agent.trace.reader import read
 
     text = "memory-bound: DRAM at 81% of peak; top stall long_scoreboard <b>(41%)</b>"
     lines = []
@@ -113,8 +113,8 @@ def test_a_profiled_candidate_shows_its_diagnosis(simulated_run):
 
 @pytest.mark.timeout(120)
 def test_an_unfinished_run_still_renders_and_says_it_did_not_finish(simulated_run):
-    from agent.report import render_report
-    from agent.tracefile import read
+    from agent.report.html import render_report
+    from agent.trace.reader import read
 
     lines = _events(simulated_run)
     cut = next(i for i, line in enumerate(lines) if '"kind": "stop"' in line)
@@ -136,7 +136,7 @@ def test_report_command_writes_the_file_given_with_o(run_dir, tmp_path):
 
 @pytest.mark.timeout(120)
 def test_show_prints_the_claim_and_the_lineage_tree(simulated_run):
-    from agent.tracefile import read
+    from agent.trace.reader import read
 
     stored = read(simulated_run)
     out = kw("show", simulated_run)

@@ -148,8 +148,8 @@ def open_page(path: Path, profile: Path) -> tuple[dict, list[str], list[str]]:
 
 @pytest.mark.timeout(180)
 def test_report_opens_in_chromium_with_its_plots_and_no_console_errors(run_dir, tmp_path):
-    from agent.report import write_report
-    from agent.tracefile import read
+    from agent.report.html import write_report
+    from agent.trace.reader import read
 
     stored = read(run_dir)
     page = write_report(stored, tmp_path / "report.html")

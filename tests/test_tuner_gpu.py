@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.best import BestStore, Envelope
-from agent.generalize import format_heldout, heldout_table
-from agent.ledger import Ledger
-from agent.tuner import TunerProposer, objective, tune
+from agent.claims.best import BestStore, Envelope
+from agent.claims.heldout import format_heldout, heldout_table
+from agent.claims.ledger import Ledger
+from agent.tune.proposer import TunerProposer, objective, tune
 from sandbox import GPUSandbox, SandboxConfig, Status, load_candidate, load_task
 
 pytestmark = pytest.mark.gpu

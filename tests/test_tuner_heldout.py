@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.generalize import any_flagged, format_heldout, heldout_table
+from agent.claims.heldout import any_flagged, format_heldout, heldout_table
 from sandbox.candidate import load_candidate
 from sandbox.result import Result, Status
 from sandbox.task import describe_sizes, load_task

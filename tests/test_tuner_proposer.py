@@ -8,8 +8,8 @@ import pytest
 
 from sandbox.cubin import code_hash
 from agent.protocols import Entry, Proposer, ProposalRequest
-from agent.tuner import TunerProposer, objective, tune
-from agent.tuning_space import FAST_MATH, TuningSpace, code_key, flag_groups
+from agent.tune.proposer import TunerProposer, objective, tune
+from agent.tune.space import FAST_MATH, TuningSpace, code_key, flag_groups
 from sandbox.candidate import load_candidate, parse_candidate
 from sandbox.compiler import compile_source
 from sandbox import CompileOnlySandbox

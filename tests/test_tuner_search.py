@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from agent.search import INF, Search, Space, SharedEvaluations, minimize
-from agent.strategies import STRATEGIES
+from agent.tune.search import INF, Search, Space, SharedEvaluations, minimize
+from agent.tune.strategies import STRATEGIES
 from tuner_fakes import basins_space, basins_time, gemm_space, gemm_time
 
 pytestmark = pytest.mark.timeout(120)
@@ -137,7 +137,7 @@ def test_unknown_strategy_is_one_clear_error():
 
 
 def test_bayes_is_seeded_and_scores_a_sample_of_a_large_space(monkeypatch):
-    import agent.strategies as strategies
+    import agent.tune.strategies as strategies
 
     monkeypatch.setattr(strategies, "BAYES_FULL_SPACE", 100)  # the gemm space (1728 points) is "large" now
     space = gemm_space()
@@ -150,7 +150,7 @@ def test_bayes_is_seeded_and_scores_a_sample_of_a_large_space(monkeypatch):
 def test_the_surrogate_fits_what_it_saw_and_ranks_by_expected_improvement():
     import numpy as np
 
-    from agent.surrogate import GaussianProcess, expected_improvement, positions
+    from agent.tune.surrogate import GaussianProcess, expected_improvement, positions
 
     assert list(positions((256, 128, 512, 1024))) == pytest.approx([1 / 3, 0, 2 / 3, 1])  # numeric: by value
     assert list(positions(("-O3", "-O1", "-O2"))) == pytest.approx([0, 0.5, 1])     # others: as declared

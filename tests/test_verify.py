@@ -48,8 +48,8 @@ def _remeasured(entry, value, low, high, status=None, **env):
     ((1.40, 1.38, 1.42), False, False, "lies outside the claimed one (widened by 3%)"),
 ], ids=["overlap", "within-tolerance", "slower"])
 def test_the_verdict_follows_the_interval_rules(measured_run, interval, reproduces, overlap, words):
-    from agent.tracefile import read
-    from agent.verify import compare
+    from agent.trace.reader import read
+    from agent.claims.verify import compare
 
     stored = read(measured_run)
     best = stored.best
@@ -63,8 +63,8 @@ def test_the_verdict_follows_the_interval_rules(measured_run, interval, reproduc
 
 @pytest.mark.timeout(60)
 def test_a_claim_that_cleared_one_does_not_reproduce_when_the_new_interval_contains_one(measured_run):
-    from agent.tracefile import read
-    from agent.verify import compare
+    from agent.trace.reader import read
+    from agent.claims.verify import compare
 
     stored = read(measured_run)
     base = stored.baseline
@@ -78,8 +78,8 @@ def test_a_claim_that_cleared_one_does_not_reproduce_when_the_new_interval_conta
 
 @pytest.mark.timeout(60)
 def test_a_winner_that_fails_on_this_machine_does_not_reproduce(measured_run):
-    from agent.tracefile import read
-    from agent.verify import compare
+    from agent.trace.reader import read
+    from agent.claims.verify import compare
 
     stored = read(measured_run)
     v = compare(stored, stored.best, _remeasured(stored.best, 0, 0, 0, status="wrong"))
@@ -89,8 +89,8 @@ def test_a_winner_that_fails_on_this_machine_does_not_reproduce(measured_run):
 
 @pytest.mark.timeout(60)
 def test_each_difference_from_the_runs_environment_is_a_warning(measured_run):
-    from agent.tracefile import read
-    from agent.verify import compare
+    from agent.trace.reader import read
+    from agent.claims.verify import compare
 
     stored = read(measured_run)
     best = stored.best
@@ -105,8 +105,8 @@ def test_each_difference_from_the_runs_environment_is_a_warning(measured_run):
 
 @pytest.mark.timeout(120)
 def test_verify_re_measures_the_winners_file_through_a_sandbox(measured_run):
-    from agent.tracefile import read
-    from agent.verify import verify
+    from agent.trace.reader import read
+    from agent.claims.verify import verify
     from sandbox import FakeSandbox
 
     stored = read(measured_run)
@@ -145,7 +145,7 @@ def test_verify_refuses_when_the_task_changed_since_the_run(measured_run):
 
 @pytest.mark.timeout(60)
 def test_verify_refuses_a_winner_file_that_is_not_what_the_run_evaluated(measured_run):
-    from agent.tracefile import read
+    from agent.trace.reader import read
 
     best = read(measured_run).best.id
     path = measured_run / "candidates" / best / "candidate.cu"
@@ -206,7 +206,7 @@ class OneAnswer:
         self.sent = False
 
     def propose(self, request):
-        from agent.answer import parse_answer
+        from agent.proposers.answer import parse_answer
         from agent.protocols import Proposal
 
         if self.sent:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 
-from agent.search import Space
+from agent.tune.search import Space
 from sandbox.candidate import Candidate
 from sandbox.result import CompileInfo, Cost, ImplTiming, Interval, Result, Status, Timing
 from sandbox.task import Task

@@ -1,0 +1,23 @@
+"""The ``kernelwright`` command line: ``app`` and ``main`` (the entry point). Each group of commands lives in
+its own module and registers itself on ``app`` when imported below.
+
+May import everything in ``agent`` and ``sandbox``; nothing imports it but ``agent.__main__`` and the entry point.
+"""
+
+from __future__ import annotations
+
+from .app import app
+
+# Each import registers its commands on app; --help lists them in this order.
+from . import sandbox  # noqa: E402,F401,I001  (tasks, compile, eval, doctor)
+from . import profile  # noqa: E402,F401  (profile)
+from . import optimize  # noqa: E402,F401  (optimize, batch)
+from . import report  # noqa: E402,F401  (report, show, verify)
+from . import best  # noqa: E402,F401  (best)
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]

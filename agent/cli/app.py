@@ -1,0 +1,56 @@
+"""What every command of the ``kernelwright`` command line shares: the Typer app, the consoles, the exit
+codes, and the turning of bad input into one clear error line and exit code 2."""
+
+from __future__ import annotations
+
+import functools
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Make CUDA kernels faster and prove it.")
+console = Console()
+err_console = Console(stderr=True)
+
+EXIT_BAD_INPUT = 2
+EXIT_NO_DEVICE = 3
+
+
+def input_errors(fn):
+    """Turn malformed tasks, candidates and configs into one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from pydantic import ValidationError
+
+        from sandbox.candidate import CandidateError
+        from sandbox.expr import ExprError
+        from sandbox.plan import PlanError
+        from sandbox.task import TaskError
+
+        try:
+            return fn(*args, **kwargs)
+        except (TaskError, CandidateError, PlanError, ExprError, ValidationError, BadInput) as exc:
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+
+    return wrapper
+
+
+class BadInput(ValueError):
+    """A command-line value that does not make sense (the message says which and why)."""
+
+
+def parse_sizes(text: str | None) -> dict[str, int] | None:
+    """``"rows=4096,cols=1000"`` -> {"rows": 4096, "cols": 1000}."""
+    if not text:
+        return None
+    out = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise BadInput(f"--sizes: expected name=integer pairs separated by commas, got {part!r}")
+        out[name.strip()] = int(value)
+    return out

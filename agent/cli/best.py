@@ -1,0 +1,77 @@
+"""``kernelwright best TASK``: export the best known kernel for this GPU (or say there is none)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from .app import BadInput, app, console, err_console, input_errors, parse_sizes
+
+EXIT_NONE = 1
+
+
+def _this_gpu() -> tuple[dict | None, str]:
+    """The device info of this machine's GPU (from a GPU worker), or None and why."""
+    from sandbox.host.pool import WorkerDied, WorkerProcess, WorkerTimeout
+
+    worker = WorkerProcess("gpu")
+    try:
+        reply = worker.call({"op": "hello"}, timeout=120)
+    except (WorkerDied, WorkerTimeout) as exc:
+        return None, str(exc)
+    finally:
+        worker.close()
+    return (reply["info"], "") if reply["ok"] else (None, reply["error"].splitlines()[0][:200])
+
+
+@app.command()
+@input_errors
+def best(task: str = typer.Argument(..., help="Suite task name or path to a task folder."),
+         sizes: Optional[str] = typer.Option(None, help="The size it was timed at (default: the task's benchmark size)."),
+         gpu: Optional[str] = typer.Option(None, help="Export for this GPU model (as stored, e.g. 'NVIDIA H200') "
+                                                       "instead of this machine's GPU, any driver or CUDA version."),
+         out: Optional[Path] = typer.Option(None, "--out", help="Write the kernel to this file instead of stdout."),
+         as_json: bool = typer.Option(False, "--json", help="Print the whole record as JSON.")):
+    """Export the best known kernel for a task on this GPU: source with its launch plan, knobs and flags."""
+    from sandbox.task import load_task
+
+    from ..claims.best import BestStore, Envelope
+
+    t = load_task(task)
+    at = parse_sizes(sizes) or dict(t.spec.sizes.benchmark)
+    if set(at) != set(t.symbols):
+        raise BadInput(f"--sizes must set exactly {', '.join(t.symbols)}")
+    store = BestStore()
+    if gpu:
+        record, where = store.for_gpu(t, gpu, at), f"GPU {gpu!r}"
+    else:
+        info, why = _this_gpu()
+        if info is None:
+            stored = sorted({r.envelope.gpu for r in store.records(t)})
+            hint = f"; stored for: {', '.join(stored)} (use --gpu)" if stored else ""
+            err_console.print(f"no GPU found on this machine ({escape(why)}){escape(hint)}", soft_wrap=True)
+            raise typer.Exit(EXIT_NONE)
+        envelope = Envelope.from_env(info)
+        record, where = store.get(t, envelope, at), envelope.describe()
+    if record is None:
+        others = [r for r in store.records(t, any_version=True)]
+        lines = [f"no best-known kernel for {t.name} on {where} at {','.join(f'{k}={v}' for k, v in at.items())}"]
+        for r in others[:5]:
+            version = "" if r.task_fingerprint == t.fingerprint else " [another version of the task]"
+            lines.append(f"  stored: {r.describe()}{version}")
+        err_console.print(escape("\n".join(lines)), soft_wrap=True, highlight=False)
+        raise typer.Exit(EXIT_NONE)
+    if as_json:
+        print(record.model_dump_json(indent=2))
+        return
+    if out is not None:
+        from sandbox.compiler import atomic_write
+
+        atomic_write(out, record.kernel)
+        console.print(f"wrote {escape(str(out))}: {escape(record.describe())}", highlight=False, soft_wrap=True)
+        return
+    err_console.print(f"// {escape(record.describe())}", highlight=False, soft_wrap=True)
+    print(record.kernel, end="" if record.kernel.endswith("\n") else "\n")

@@ -1,0 +1,77 @@
+"""``kernelwright profile TASK CANDIDATE``: check and time a candidate, profile it with Nsight
+Compute and print its diagnosis (what bounds it, % of roofline, top issues, changes against a parent)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from .app import EXIT_NO_DEVICE, app, console, err_console, input_errors
+
+
+def _load(task: str, candidate: str):
+    from sandbox.candidate import load_candidate, validate_for_task
+    from sandbox.task import load_task
+
+    t = load_task(task)
+    c = load_candidate(t.baseline_path if candidate == "baseline" else candidate)
+    validate_for_task(c, t)
+    return t, c
+
+
+@app.command("profile")
+@input_errors
+def profile_cmd(task: str = typer.Argument(..., help="Suite task name or path to a task folder."),
+                candidate: str = typer.Argument(..., help="Candidate .cu file, or 'baseline' for the task's own."),
+                parent: Optional[str] = typer.Option(None, help="A parent candidate (.cu or 'baseline'): profile it too "
+                                                                "and show what changed."),
+                time_it: bool = typer.Option(True, "--time/--no-time", help="Check and time first (measured time and "
+                                                                           "% of roofline in the diagnosis)."),
+                budget: float = typer.Option(0.25, help="Seconds of candidate GPU time after which timing may stop."),
+                save: Optional[Path] = typer.Option(None, help="Keep ncu's report and CSV pages in this folder."),
+                as_json: bool = typer.Option(False, "--json", help="Print the profile (counters, rules, diagnosis) as JSON.")):
+    """Profile a candidate with Nsight Compute and print its diagnosis.
+
+    Without ncu, or without permission to read GPU counters, the diagnosis comes from timing and compiler resources alone, and says so. Without a GPU only the resources are reported (exit 3)."""
+    from sandbox.profile.diagnosis import diagnose
+    from sandbox import CompileOnlySandbox, GPUSandbox, SandboxConfig
+
+    t, c = _load(task, candidate)
+    p = _load(task, parent)[1] if parent else None
+    try:
+        sb = GPUSandbox(SandboxConfig(timing_budget_s=budget, vendor=False))
+    except RuntimeError as exc:
+        with CompileOnlySandbox() as cs:
+            result = cs.compile(t, c)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc).splitlines()[0])}; resources only", soft_wrap=True)
+        console.print(diagnose(t, result, {"status": "unavailable", "reason": "no CUDA device"}).text,
+                      markup=False, highlight=False)
+        raise typer.Exit(EXIT_NO_DEVICE) from None
+    with sb:
+        parent_profile = None
+        if p is not None:
+            parent_result = sb.evaluate(t, p) if time_it else None
+            parent_profile = sb.profile(t, p, result=parent_result if parent_result and parent_result.ok else None)
+        result = sb.evaluate(t, c) if time_it else sb.compile(t, c)
+        if time_it and not result.ok:
+            from .sandbox import print_result
+
+            print_result(result)
+            console.print(diagnose(t, result).text, markup=False, highlight=False)
+            raise typer.Exit(1)
+        prof = sb.profile(t, c, result=result, parent_profile=parent_profile, save_to=save)
+    if as_json:
+        print(json.dumps(prof, indent=2, default=str))
+    else:
+        head = f"{c.label} on {t.name}: "
+        if prof["status"] == "ok":
+            head += f"profiled {len(prof['kernels'])} launch(es) with {prof.get('tool', 'ncu')} in {prof['seconds']:.1f} s"
+        else:
+            head += f"not profiled ({prof['status']}: {prof.get('reason', '')})"
+        console.print(head, markup=False, highlight=False)
+        console.print(prof["diagnosis"], markup=False, highlight=False)
+    raise typer.Exit(0 if prof["status"] == "ok" else 1)

@@ -1,0 +1,89 @@
+"""A batch: several tasks optimized one after another, each its own run inside the batch folder.
+
+``traces/<batch-id>/batch.json`` records the tasks and the config (file data and flags; no secrets);
+``<batch-id>/<task>/`` is each task's run. Reopening a batch skips finished runs, resumes started
+ones and starts the rest; ``summary.json`` holds one row per task.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from sandbox.compiler import atomic_write
+
+from ..config import ConfigError
+from ..trace.writer import read_events
+
+BATCH_SCHEMA = "kernelwright-batch-1"
+
+
+class Batch:
+    def __init__(self, path: Path, info: dict):
+        self.path = Path(path)
+        self.info = info
+
+    @classmethod
+    def create(cls, path: Path, tasks: list[str], base: dict, overrides: dict) -> "Batch":
+        if (path / "batch.json").exists():
+            raise ConfigError(f"{path}: a batch already exists there (use --resume to continue it)")
+        names = [Path(t).name for t in tasks]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"batch: tasks repeat: {', '.join(names)}")
+        info = {"schema": BATCH_SCHEMA, "created": dt.datetime.now().isoformat(timespec="seconds"),
+                "tasks": list(tasks), "base": base, "overrides": overrides, "results": {}}
+        batch = cls(path, info)
+        batch._save()
+        return batch
+
+    @classmethod
+    def open(cls, ref: str, traces: Path) -> "Batch":
+        for path in (Path(ref), Path(traces) / ref):
+            if (path / "batch.json").is_file():
+                return cls(path, json.loads((path / "batch.json").read_text()))
+        raise ConfigError(f"{ref}: no such batch (neither a batch folder nor a batch id under {traces})")
+
+    tasks = property(lambda self: self.info["tasks"])
+    base = property(lambda self: self.info["base"])
+    overrides = property(lambda self: self.info["overrides"])
+
+    def run_dir(self, task: str) -> Path:
+        return self.path / Path(task).name
+
+    def started(self, task: str) -> bool:
+        return (self.run_dir(task) / "events.jsonl").is_file()
+
+    def done(self, task: str) -> bool:
+        if not self.started(task):
+            return False
+        events = read_events(self.run_dir(task))
+        return bool(events) and events[-1]["kind"] == "end" and events[-1]["summary"].get("stop_reason") != "interrupted"
+
+    def record(self, task: str, summary: dict) -> None:
+        best = summary.get("best") or {}
+        t = summary["totals"]
+        self.info["results"][task] = {
+            "task": task, "state": "stopped" if summary.get("stop_reason") == "interrupted" else "done",
+            "run": str(self.run_dir(task)), "best": best.get("id"), "speedup": best.get("speedup"),
+            "candidates": summary["candidates"], "tokens": t["tokens"], "usd": t["usd"], "gpu_s": t["gpu_s"],
+            "simulated": summary.get("simulated", False), "stop": summary.get("stop_reason")}
+        self._save()
+
+    def record_error(self, task: str, error: str) -> None:
+        self.info["results"][task] = {"task": task, "state": "error", "run": str(self.run_dir(task)), "stop": error}
+        self._save()
+
+    def write_summary(self) -> list[dict]:
+        rows = []
+        for task in self.tasks:
+            row = self.info["results"].get(task)
+            if row is None and self.done(task):
+                self.record(task, read_events(self.run_dir(task))[-1]["summary"])
+                row = self.info["results"][task]
+            rows.append(row or {"task": task, "state": "not run"})
+        atomic_write(self.path / "summary.json", json.dumps({"schema": BATCH_SCHEMA, "tasks": rows}, indent=2) + "\n")
+        return rows
+
+    def _save(self) -> None:
+        atomic_write(self.path / "batch.json", json.dumps(self.info, indent=2, default=str) + "\n")

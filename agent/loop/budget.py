@@ -1,0 +1,59 @@
+"""What a run has spent so far, and the one place that decides whether it may go on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config import BudgetConfig
+from ..protocols import Usage
+
+
+@dataclass
+class Totals:
+    usage: Usage = field(default_factory=Usage)
+    gpu_s: float = 0.0
+    wall_s: float = 0.0
+    iterations: int = 0          # proposer requests answered in the model phase
+    in_flight: int = 0           # requests sent and not yet answered
+    evaluations: int = 0
+    duplicates: int = 0          # candidates skipped because an identical build was evaluated
+    since_improvement: int = 0   # timed candidates since the best last improved by the plateau gain
+
+    @property
+    def tokens(self) -> int:
+        return self.usage.prompt_tokens + self.usage.completion_tokens
+
+    def as_dict(self) -> dict:
+        u = self.usage
+        return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+                "reasoning_tokens": u.reasoning_tokens, "cached_tokens": u.cached_tokens, "tokens": self.tokens,
+                "usd": round(u.cost_usd, 6), "model_requests": u.requests, "model_seconds": round(u.seconds, 3),
+                "gpu_s": round(self.gpu_s, 4), "wall_s": round(self.wall_s, 3), "iterations": self.iterations,
+                "evaluations": self.evaluations, "duplicates": self.duplicates}
+
+
+class Budget:
+    def __init__(self, config: BudgetConfig):
+        self.config = config
+
+    def exhausted(self, totals: Totals, phase: str) -> str | None:
+        """Why the run must stop now, or None. ``phase`` is ``model``, ``search`` or ``tune``: the iteration
+        limit applies to the model phase; the tuner's own evaluation limit governs the other two."""
+        c = self.config
+        if phase == "model" and c.iterations is not None and totals.iterations + totals.in_flight >= c.iterations:
+            return f"iterations: {c.iterations} reached"
+        if c.tokens is not None and totals.tokens >= c.tokens:
+            return f"tokens: {totals.tokens} of {c.tokens} used"
+        if c.usd is not None and totals.usage.cost_usd >= c.usd:
+            return f"money: ${totals.usage.cost_usd:.4f} of ${c.usd:.4f} spent"
+        if c.gpu_seconds is not None and totals.gpu_s >= c.gpu_seconds:
+            return f"GPU time: {totals.gpu_s:.2f} of {c.gpu_seconds:.2f} GPU-seconds used"
+        if c.wall_seconds is not None and totals.wall_s >= c.wall_seconds:
+            return f"wall time: {totals.wall_s:.0f} of {c.wall_seconds:.0f} s used"
+        if phase == "model" and c.plateau is not None and totals.since_improvement >= c.plateau:
+            return f"plateau: {totals.since_improvement} timed candidates without a {c.plateau_min_gain:.0%} gain"
+        return None
+
+    def blocks_evaluation(self, reason: str | None) -> bool:
+        """Limits that also stop evaluating proposals already received (their tokens are spent either way)."""
+        return bool(reason) and reason.startswith(("GPU time", "wall time"))

@@ -1,0 +1,131 @@
+"""The lineage: every evaluated candidate with its parents, and the choice of the next parent.
+
+Ranking: a candidate counts as measured when its status is ``ok`` and it was timed; it ranks by its
+speedup over the task's baseline (the interval travels with it, and "faster" means the interval's low
+end clears 1.0). Compile-only results are never ranked: nothing was measured.
+
+Selection (``select``), in order:
+1. repair: the latest candidate failed in a way a model can fix (compile error, wrong result, launch
+   error, crash, timeout, rule broken) and its line has had fewer than ``max_repairs`` consecutive
+   failures: it is the parent, once;
+2. explore: with probability ``explore``, one of the ``pool`` best-ranked candidates after the best;
+3. exploit: the best measured candidate; without measurements, the latest candidate that compiled
+   (serial refinement), else the baseline.
+
+Duplicates: ``fingerprint`` identifies what would run on the GPU: the cubin's hash plus the launch plan
+resolved at every check size and the benchmark size (two knob values can give one cubin and two
+launch geometries). A candidate whose fingerprint was seen is skipped before it costs GPU time.
+"""
+
+from __future__ import annotations
+
+import random
+
+from sandbox.candidate import Candidate
+from sandbox.plan import identity
+from sandbox.result import CompileInfo, Result, Status
+from sandbox.task import Task
+
+from ..config import SelectionConfig
+from ..protocols import Entry
+
+REPAIRABLE = (Status.compile_error, Status.wrong, Status.launch_error, Status.crashed, Status.timeout, Status.rejected)
+
+
+def score(entry: Entry) -> float | None:
+    """Speedup over the baseline (median ratio) of a correct, timed candidate; None otherwise."""
+    return score_of(entry.result)
+
+
+def score_of(result: Result) -> float | None:
+    s = result.speedup("baseline") if result.ok else None
+    return s.value if s else None
+
+
+def fingerprint(task: Task, candidate: Candidate, info: CompileInfo) -> str | None:
+    return identity(task, candidate, info)
+
+
+class MemoryLineage:
+    """The lineage of one run, in memory (the trace is its durable copy)."""
+
+    def __init__(self, selection: SelectionConfig | None = None):
+        self.config = selection or SelectionConfig()
+        self._entries: dict[str, Entry] = {}
+        self._seen: dict[str, str] = {}
+        self._repair_picked: set[str] = set()
+        self._draws = 0
+
+    # ---- the Lineage protocol ----------------------------------------------------------------
+
+    def add(self, entry: Entry, fingerprint: str | None = None) -> None:
+        self._entries[entry.id] = entry
+        if fingerprint:
+            self._seen.setdefault(fingerprint, entry.id)
+
+    def get(self, entry_id: str) -> Entry:
+        return self._entries[entry_id]
+
+    def entries(self) -> list[Entry]:
+        return list(self._entries.values())
+
+    def best(self) -> Entry | None:
+        ranked = self.ranked()
+        return ranked[0] if ranked else None
+
+    def select(self, k: int = 1) -> list[Entry]:
+        picks = []
+        for _ in range(k):
+            pick = self._select_one()
+            if pick is not None:
+                picks.append(pick)
+        return picks
+
+    # ---- helpers -------------------------------------------------------------------------------
+
+    def ranked(self) -> list[Entry]:
+        scored = [(score(e), i, e) for i, e in enumerate(self._entries.values())]
+        return [e for s, i, e in sorted((t for t in scored if t[0] is not None), key=lambda t: (-t[0], t[1]))]
+
+    def duplicate_of(self, fp: str | None) -> str | None:
+        return self._seen.get(fp) if fp else None
+
+    def baseline(self) -> Entry | None:
+        return next((e for e in self._entries.values() if e.origin == "baseline"), None)
+
+    def recent_failures(self, n: int, exclude: set[str] = frozenset()) -> list[Entry]:
+        failed = [e for e in self._entries.values() if e.result.status in REPAIRABLE and e.id not in exclude]
+        return failed[-n:] if n else []
+
+    def failure_depth(self, entry: Entry) -> int:
+        depth = 0
+        while entry.result.status in REPAIRABLE:
+            depth += 1
+            if not entry.parent_ids or entry.parent_ids[0] not in self._entries:
+                break
+            entry = self._entries[entry.parent_ids[0]]
+        return depth
+
+    def _has_children(self, entry_id: str) -> bool:
+        return any(entry_id in e.parent_ids for e in self._entries.values())
+
+    def _select_one(self) -> Entry | None:
+        entries = self.entries()
+        if not entries:
+            return None
+        latest = entries[-1]
+        if (latest.result.status in REPAIRABLE and latest.origin != "baseline"
+                and latest.id not in self._repair_picked and not self._has_children(latest.id)
+                and self.failure_depth(latest) <= self.config.max_repairs):
+            self._repair_picked.add(latest.id)
+            return latest
+        ranked = self.ranked()
+        self._draws += 1
+        rng = random.Random(hash((self.config.seed, len(entries), self._draws)))
+        others = ranked[1:1 + self.config.pool]
+        if others and rng.random() < self.config.explore:
+            return rng.choice(others)
+        if ranked:
+            return ranked[0]
+        compiled = [e for e in entries if e.result.status in (Status.compiled, Status.ok)]
+        return compiled[-1] if compiled else self.baseline() or entries[0]

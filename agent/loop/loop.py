@@ -1,0 +1,186 @@
+"""The agent loop: ``select -> propose -> evaluate -> record``, limits checked in one place.
+
+Proposals are asked for on threads (up to ``parallel`` requests in flight, so a slow model does not
+idle the GPU), while candidates are evaluated one at a time on this thread (timing needs the GPU to
+itself). Every step is written to the trace before the loop moves on, so a killed run resumes from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+from typing import Callable
+
+from sandbox.candidate import Candidate
+from sandbox.task import Task
+
+from .budget import Budget, Totals
+from ..config import SelectionConfig
+from .judge import SandboxFailure, diagnose, judge
+from .lineage import MemoryLineage, score
+from ..proposers.llm import ModelEndpointError
+from ..protocols import Entry, Proposal, ProposalRequest, Proposer
+from ..trace.writer import Trace, candidate_record
+
+NOTHING_LEFT = "the proposer has nothing more to propose"
+
+
+class Loop:
+    def __init__(self, task: Task, sandbox, lineage: MemoryLineage, trace: Trace, budget: Budget, totals: Totals,
+                 selection: SelectionConfig, on_progress: Callable[[str, "Loop"], None] | None = None,
+                 profile: str = "promising"):
+        self.task, self.sandbox, self.lineage, self.trace = task, sandbox, lineage, trace
+        self.budget, self.totals, self.selection, self.profile = budget, totals, selection, profile
+        self.on_progress = on_progress or (lambda kind, loop: None)
+        self.next_candidate = len(lineage.entries())
+        self.next_request = 0
+        self.last: Entry | None = None
+        self.phase = "setup"
+
+    # ---- the loop --------------------------------------------------------------------------------
+
+    def run(self, proposer: Proposer, phase: str, parallel: int = 1, target: Entry | None = None) -> str:
+        """Ask ``proposer`` for candidates until a limit or the proposer stops; returns the reason."""
+        self.phase = phase
+        self.trace.event("phase", name=phase, proposer=proposer.name, target=target.id if target else None)
+        inbox: queue.Queue = queue.Queue()
+        stop = None
+        try:
+            while True:
+                stop = stop or self.limit(phase)
+                while stop is None and self.totals.in_flight < parallel:
+                    self.send(proposer, self.request(phase, target), inbox)
+                    stop = self.limit(phase)
+                if self.totals.in_flight == 0:
+                    break
+                request, outcome = self.receive(inbox, phase)
+                if isinstance(outcome, ModelEndpointError):
+                    stop = stop or f"model endpoint: {outcome}"
+                elif isinstance(outcome, BaseException):
+                    self.trace.event("error", request=request.extra["request_id"], error=repr(outcome))
+                    raise outcome
+                elif not outcome:
+                    stop = stop or NOTHING_LEFT
+                for proposal in outcome if isinstance(outcome, list) else []:
+                    entry_id = self.record_proposal(request, proposal, phase)
+                    if entry_id is not None and not (stop or "").startswith("sandbox"):
+                        stop = self.evaluate(entry_id, proposal.candidate, proposal, request.iteration, phase, proposer) or stop
+        except KeyboardInterrupt:
+            stop = "interrupted"
+        self.totals.in_flight = 0
+        self.trace.event("stop", phase=phase, reason=stop)
+        self.on_progress("stop", self)
+        return stop
+
+    def limit(self, phase: str) -> str | None:
+        self.totals.wall_s = self.trace.wall_s
+        return self.budget.exhausted(self.totals, phase)
+
+    # ---- select + propose ---------------------------------------------------------------------
+
+    def request(self, phase: str, target: Entry | None) -> ProposalRequest:
+        parent = target or self.lineage.select(1)[0]
+        rid = f"r{self.next_request:04d}"
+        self.next_request += 1
+        failures = self.lineage.recent_failures(self.selection.recent_failures, exclude={parent.id})
+        extra = {"sandbox": self.sandbox.kind, "request_id": rid, "phase": phase}
+        request = ProposalRequest(self.task, [parent], self.lineage.best(), self.lineage.baseline(), failures,
+                                  self.sandbox.device, self.next_request, extra)
+        self.trace.event("request", request=rid, iteration=request.iteration, phase=phase, parents=[parent.id])
+        return request
+
+    def send(self, proposer: Proposer, request: ProposalRequest, inbox: queue.Queue) -> None:
+        def work():
+            try:
+                outcome = proposer.propose(request)
+            except BaseException as exc:  # handed to the loop's thread, which decides
+                outcome = exc
+            inbox.put((request, outcome))
+
+        self.totals.in_flight += 1
+        threading.Thread(target=work, name=f"propose-{request.extra['request_id']}", daemon=True).start()
+        self.on_progress("request", self)
+
+    def receive(self, inbox: queue.Queue, phase: str):
+        while True:
+            try:
+                request, outcome = inbox.get(timeout=0.5)
+                break
+            except queue.Empty:
+                continue
+        self.totals.in_flight -= 1
+        if phase == "model" and not isinstance(outcome, BaseException):
+            self.totals.iterations += 1
+        return request, outcome
+
+    def record_proposal(self, request: ProposalRequest, proposal: Proposal, phase: str) -> str | None:
+        rid = request.extra["request_id"]
+        exchange = proposal.exchange or {}
+        for attempt in exchange.get("attempts", []):
+            self.trace.event("model_call", request=rid, **attempt)
+        self.totals.usage = self.totals.usage + proposal.usage
+        entry_id = None
+        if proposal.candidate is not None:
+            entry_id = f"c{self.next_candidate:04d}"
+            self.next_candidate += 1
+            proposal.candidate = dataclasses.replace(proposal.candidate, label=entry_id)
+            self.trace.save_candidate(entry_id, proposal.candidate.render())
+        attempts = exchange.get("attempts") or [{}]
+        answer = exchange.get("answer", attempts[-1].get("response"))
+        self.trace.event("proposal", request=rid, iteration=request.iteration, phase=phase, candidate_id=entry_id,
+                         parents=proposal.parent_ids, origin=proposal.origin, note=proposal.note, error=proposal.error,
+                         usage=proposal.usage.as_dict(), answer=answer,
+                         candidate=candidate_record(proposal.candidate) if proposal.candidate else None)
+        self.on_progress("proposal", self)
+        return entry_id
+
+    # ---- evaluate + record --------------------------------------------------------------------
+
+    def evaluate(self, entry_id: str, candidate: Candidate, proposal: Proposal, iteration: int, phase: str,
+                 proposer: Proposer | None = None) -> str | None:
+        """Evaluate one candidate unless a GPU or wall limit forbids; returns a stop reason or None."""
+        reason = self.limit(phase)
+        if self.budget.blocks_evaluation(reason):
+            self.trace.event("skip", candidate_id=entry_id, reason=f"budget: {reason}")
+            return reason
+        try:
+            result, fp, duplicate = judge(self.sandbox, self.task, self.lineage, candidate)
+        except SandboxFailure as exc:
+            self.trace.event("skip", candidate_id=entry_id, reason=f"sandbox: {exc}")
+            return f"sandbox: {exc}"
+        if duplicate:
+            self.totals.duplicates += 1
+            self.trace.event("skip", candidate_id=entry_id, reason="duplicate", duplicate_of=duplicate)
+            return None
+        diagnosis = diagnose(self.sandbox, self.task, self.lineage, candidate, result, proposal.parent_ids, self.profile,
+                             proposal.origin)
+        entry = Entry(entry_id, candidate, result, list(proposal.parent_ids), proposal.origin, iteration,
+                      proposal.note, diagnosis)
+        improved = self.account(entry, fp)
+        self.trace.save_candidate(entry.id, candidate.render(), result.to_json())
+        self.trace.event("evaluation", candidate_id=entry.id, status=result.status.value, fingerprint=fp,
+                         summary=result.summary(), diagnosis=diagnosis, result=result.model_dump(mode="json"))
+        if improved:
+            s = result.speedup("baseline")
+            self.trace.event("best", candidate_id=entry.id, speedup={"value": s.value, "low": s.low, "high": s.high})
+        if proposer is not None:
+            proposer.observe(entry)
+        self.on_progress("evaluation", self)
+        return None
+
+    def account(self, entry: Entry, fp: str | None) -> bool:
+        """Add an evaluated entry to the lineage and the totals; True when it is the new best."""
+        before = self.lineage.best()
+        self.lineage.add(entry, fp)
+        self.last = entry
+        self.totals.gpu_s += entry.result.cost.gpu_s
+        self.totals.evaluations += 1
+        self.next_candidate = max(self.next_candidate, int(entry.id[1:]) + 1)
+        new = score(entry)
+        if new is None or entry.origin == "baseline":
+            return False
+        old = score(before) if before else None
+        gain = self.budget.config.plateau_min_gain
+        self.totals.since_improvement = 0 if old is None or new > old * (1 + gain) else self.totals.since_improvement + 1
+        return old is None or new > old

@@ -1,0 +1,286 @@
+"""One run from start (or resume) to summary: open the sandbox and the trace, evaluate the baseline,
+run the phases (``model`` then ``tune``, or ``search`` alone without a model), write the summary.
+
+A resumed run rebuilds its lineage and totals from ``events.jsonl``, evaluates the proposals that
+were recorded but never evaluated, and re-enters every phase that did not finish for good.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import secrets as pysecrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from sandbox import open_sandbox
+from sandbox.candidate import load_candidate
+from sandbox.result import Status
+from sandbox.task import Task, TaskError, load_task
+
+from ..report import summary as summary_mod
+from .budget import Budget, Totals
+from ..config import ConfigError, RunConfig, api_key
+from .lineage import MemoryLineage
+from .loop import NOTHING_LEFT, Loop
+from ..protocols import Entry, Proposal, Proposer
+from .resume import pending_proposals, restore
+from ..trace.writer import Trace, candidate_record, read_events
+
+FINAL = (NOTHING_LEFT,)
+NO_TUNE_AFTER = ("interrupted", "GPU time", "wall time", "sandbox", "baseline")
+
+
+@dataclass
+class Session:
+    task: Task
+    config: RunConfig
+    trace: Trace
+    sandbox: Any
+    proposer: Proposer
+    main_phase: str
+    lineage: MemoryLineage
+    totals: Totals
+    loop: Loop
+    stops: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    tuners: list = field(default_factory=list)
+
+
+def new_run_id(task: Task) -> str:
+    return f"{dt.datetime.now():%Y%m%d-%H%M%S}-{task.name}-{pysecrets.token_hex(2)}"
+
+
+def tuner(cfg: RunConfig, sandbox=None):
+    try:
+        from ..tune.proposer import TunerProposer
+    except ImportError as exc:
+        raise ConfigError(f"the built-in search (agent.tune.proposer) is not available: {exc}") from None
+    return TunerProposer(strategy=cfg.tune.strategy, max_evaluations=cfg.tune.max_evaluations, seed=cfg.tune.seed,
+                         sandbox=sandbox)
+
+
+def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, replay: str | None,
+                    start: int, sandbox=None) -> tuple[Proposer, str, dict]:
+    """(proposer, main phase, what run.json records about it)."""
+    if proposer is not None:
+        return proposer, "model", {"kind": "custom", "name": proposer.name}
+    if replay:
+        from ..proposers.replay import ReplayProposer
+
+        return ReplayProposer(replay, start=start), "model", {"kind": "replay", "replay": str(replay)}
+    if cfg.model is not None:
+        from ..proposers.llm import LLMProposer
+
+        return LLMProposer(cfg.model, api_key(cfg.model, key), cfg.price()), "model", {"kind": "llm"}
+    return tuner(cfg, sandbox), "search", {"kind": "tuner"}
+
+
+def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None = None, key: str | None = None,
+          proposer: Proposer | None = None, replay: str | None = None,
+          on_progress: Callable | None = None) -> Session:
+    task = load_task(task_ref)
+    if cfg.model and proposer is None and not replay:
+        api_key(cfg.model, key)
+    run_id = run_id or new_run_id(task)
+    sandbox = open_sandbox(cfg.sandbox, cfg.sandbox_options)
+    try:
+        chosen, phase, about = choose_proposer(cfg, key, proposer, replay, 0, sandbox)
+    except BaseException:
+        sandbox.close()
+        raise
+    from sandbox.envinfo import software
+
+    info = {"run_id": run_id, "created": dt.datetime.now().isoformat(timespec="seconds"),
+            "task": {"name": task.name, "version": task.spec.version, "fingerprint": task.fingerprint,
+                     "folder": str(task.folder.resolve())},
+            "config": cfg.public(), "proposer": about, "sandbox": {"kind": sandbox.kind, "device": sandbox.device},
+            "environment": software(), "sessions": [{"started": time.time(), "resumed": False}]}
+    try:
+        trace = Trace.create(Path(traces) / run_id, info, secrets=_secrets(cfg, key))
+    except BaseException:
+        sandbox.close()
+        raise
+    return _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
+
+
+def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | None = None,
+           proposer: Proposer | None = None, on_progress: Callable | None = None) -> tuple[Session, list[dict]]:
+    """Reopen a run folder. ``overrides_cfg`` turns the recorded config into the one to use now."""
+    path = Path(path)
+    if not (path / "run.json").is_file():
+        raise ConfigError(f"{path}: not a run folder (no run.json)")
+    info = json.loads((path / "run.json").read_text())
+    task = load_task(info["task"]["folder"])
+    if task.fingerprint != info["task"]["fingerprint"]:
+        raise TaskError(f"{task.folder}: the task changed since run {info['run_id']} started "
+                        f"(fingerprint {task.fingerprint}, recorded {info['task']['fingerprint']}); start a new run")
+    cfg = overrides_cfg(info["config"])
+    events = read_events(path, repair=True)
+    done_model = sum(1 for e in events if e["kind"] == "proposal" and e.get("phase") == "model")
+    about = info.get("proposer", {})
+    replay = about.get("replay") if about.get("kind") == "replay" else None
+    sandbox = open_sandbox(cfg.sandbox, cfg.sandbox_options)
+    try:
+        chosen, phase, _ = choose_proposer(cfg, key, proposer, replay, done_model, sandbox)
+    except BaseException:
+        sandbox.close()
+        raise
+    trace = Trace.resume(path, secrets=_secrets(cfg, key))
+    trace.update_run_info(config=cfg.public(), sessions=info.get("sessions", []) + [{"started": time.time(), "resumed": True}])
+    session = _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
+    restore(session.loop, events)
+    session.stops = {e["phase"]: e["reason"] for e in events if e["kind"] == "stop"}
+    return session, pending_proposals(events)
+
+
+def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session:
+    lineage = MemoryLineage(cfg.selection)
+    totals = Totals()
+    session = Session(task, cfg, trace, sandbox, proposer, phase, lineage, totals, None)
+    if cfg.sandbox == "auto" and sandbox.kind == "compile-only":
+        session.notes.append("--sandbox auto: no CUDA device answered, so this run only compiles")
+    hook = (lambda kind, loop: on_progress(kind, summary_mod.snapshot(loop.lineage, loop.totals, loop.phase,
+                                                                      loop.last))) if on_progress else None
+    session.loop = Loop(task, sandbox, lineage, trace, Budget(cfg.budget), totals, cfg.selection, hook, cfg.profile)
+    return session
+
+
+def _secrets(cfg: RunConfig, key: str | None) -> list[str]:
+    """Values scrubbed from every trace write: the explicit key and the key variables' values."""
+    names = {"OPENAI_API_KEY"} | ({cfg.model.api_key_env} if cfg.model else set())
+    return [v for v in [key, *(os.environ.get(n) for n in sorted(names))] if v]
+
+
+# ---- driving a session ---------------------------------------------------------------------------
+
+
+def drive(session: Session, pending: list[dict] = ()) -> dict:
+    """Evaluate what is pending, run the phases that are not finished, write the summary; returns it."""
+    s, loop = session, session.loop
+    try:
+        if loop.lineage.baseline() is None and not any(p["origin"] == "baseline" for p in pending):
+            pending = [_baseline_proposal(s)] + list(pending)
+        for p in pending:
+            skip = loop.evaluate(p["candidate_id"], p["candidate_obj"], p["proposal"], p["iteration"], p["phase"])
+            if skip:
+                s.stops[p["phase"]] = skip
+        base = loop.lineage.baseline()
+        if base is None or base.result.status not in (Status.ok, Status.compiled):
+            why = f"{base.result.status.value}: {base.result.error}" if base else "not evaluated"
+            s.stops.setdefault("setup", f"baseline: the task's starting kernel is {why}")
+        else:
+            _phases(s)
+    finally:
+        result = finish(s)
+    return result
+
+
+def _phases(s: Session) -> None:
+    loop = s.loop
+    if s.main_phase == "search":
+        if _should_run(s, "search"):
+            target = loop.lineage.best() or loop.lineage.baseline()
+            s.stops["search"] = loop.run(s.proposer, "search", parallel=1, target=target)
+        return
+    if _should_run(s, "model"):
+        s.stops["model"] = loop.run(s.proposer, "model", parallel=s.config.parallel)
+    if not s.config.tune.enabled or s.stops.get("model", "").startswith(NO_TUNE_AFTER) or not _should_run(s, "tune"):
+        return
+    if s.sandbox.kind == "compile-only":
+        s.notes.append("tuning skipped: a compile-only run times nothing, so there is nothing to rank")
+        return
+    target = loop.lineage.best() or loop.lineage.baseline()
+    try:
+        tune = tuner(s.config, s.sandbox)
+    except ConfigError as exc:
+        s.notes.append(f"tuning skipped: {exc}")
+        return
+    try:
+        s.stops["tune"] = loop.run(tune, "tune", parallel=1, target=target)
+    finally:
+        s.tuners.append(tune)
+
+
+def _should_run(s: Session, phase: str) -> bool:
+    reason = s.stops.get(phase)
+    if reason is None:
+        return True
+    if reason.startswith(FINAL):
+        return False
+    return s.loop.limit(phase) is None
+
+
+def _baseline_proposal(s: Session) -> dict:
+    cand = dataclasses.replace(load_candidate(s.task.baseline_path), label="c0000")
+    s.loop.next_candidate = max(s.loop.next_candidate, 1)
+    s.trace.save_candidate("c0000", cand.render())
+    s.trace.event("proposal", request=None, iteration=0, phase="setup", candidate_id="c0000", parents=[],
+                  origin="baseline", note="the task's starting kernel", error="", usage={}, answer=None,
+                  candidate=candidate_record(cand))
+    return {"candidate_id": "c0000", "candidate_obj": cand, "origin": "baseline", "iteration": 0, "phase": "setup",
+            "proposal": Proposal(cand, [], "baseline", note="the task's starting kernel")}
+
+
+def finish(s: Session) -> dict:
+    loop = s.loop
+    loop.totals.wall_s = s.trace.wall_s
+    if getattr(s.proposer, "name", "") == "tuner":
+        s.tuners.append(s.proposer)
+    extra = _extras(s)
+    summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops, s.notes)
+    summary.update(extra)
+    best = loop.lineage.best()
+    if best is not None:
+        s.trace.write_text("best.cu", best.candidate.render())
+    s.trace.write_json("summary.json", summary)
+    s.trace.event("end", summary=summary)
+    s.trace.close()
+    for t in s.tuners:
+        getattr(t, "close", lambda: None)()
+    s.sandbox.close()
+    return summary
+
+
+def _extras(s: Session) -> dict:
+    """The cost ledger, what the built-in search covered and why it stopped, and the winner re-checked at
+    the held-out sizes (not after an interrupt)."""
+    from ..claims.heldout import format_heldout, heldout_table
+    from ..claims.ledger import Ledger
+    from ..tune.proposer import format_tuning
+
+    loop = s.loop
+    best, base = loop.lineage.best(), loop.lineage.baseline()
+    ledger = Ledger(wall_before_s=loop.totals.wall_s)
+    for e in loop.lineage.entries():
+        ledger.add_result(e.result)
+    for t in s.tuners:
+        for r in getattr(t, "compile_results", []):
+            ledger.add_compile(r)
+    ledger.add_usage(loop.totals.usage)
+    if best is not None:
+        ledger.record_winner(best.result)
+    ledger.stop()
+    out: dict = {"ledger": ledger.to_dict(), "ledger_text": ledger.summary(), "heldout": None}
+    tuning = [t for tuner_ in s.tuners for t in tuner_.summaries()]
+    if tuning:
+        out["tuning"], out["tuning_text"] = tuning, format_tuning(tuning)
+    interrupted = "interrupted" in s.stops.values()
+    if s.sandbox.kind != "compile-only" and best is not None and base is not None and best is not base and not interrupted:
+        try:
+            rows = heldout_table(s.sandbox, s.task, base.candidate, best.candidate)
+        except (RuntimeError, TaskError) as exc:
+            s.notes.append(f"held-out sizes not re-checked: the sandbox failed ({str(exc).splitlines()[0]})")
+        else:
+            out["heldout"] = [{k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in r.to_dict().items()}
+                              for r in rows]
+            out["heldout_text"] = format_heldout(rows)
+    return out
+
+
+def entries(session: Session) -> list[Entry]:
+    return session.loop.lineage.entries()

@@ -1,0 +1,46 @@
+"""``ReplayProposer``: replays a trace's model answers, in order, with no model.
+
+Each recorded answer goes through the same parser as a live one, so a run replayed against the same
+sandbox takes the same path (format errors included). Useful for reproducible runs, offline demos and
+tests. When the answers run out, the proposer says so by proposing nothing, which ends the phase.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from .answer import FormatError, parse_answer
+from ..protocols import Proposal, ProposalRequest
+from ..trace.writer import read_events
+
+
+class ReplayProposer:
+    name = "replay"
+
+    def __init__(self, run_path: str | Path, start: int = 0):
+        self.source = Path(run_path)
+        events = read_events(self.source)
+        self.answers = [e["answer"] for e in events if e["kind"] == "proposal" and e.get("answer") is not None]
+        if not self.answers:
+            raise ValueError(f"{self.source}: the trace holds no model answers to replay")
+        self._next = start
+        self._lock = threading.Lock()
+
+    def propose(self, request: ProposalRequest) -> list[Proposal]:
+        with self._lock:
+            if self._next >= len(self.answers):
+                return []
+            index = self._next
+            self._next += 1
+        text = self.answers[index]
+        parents = [request.parents[0].id]
+        exchange = {"replayed_from": str(self.source), "index": index, "answer": text}
+        try:
+            candidate, note = parse_answer(text, request.task)
+        except FormatError as exc:
+            return [Proposal(None, parents, self.name, error=f"unusable answer: {exc.problem}", exchange=exchange)]
+        return [Proposal(candidate, parents, self.name, note=note, exchange=exchange)]
+
+    def observe(self, entry) -> None:
+        pass

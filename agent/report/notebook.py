@@ -1,0 +1,119 @@
+"""The notebook side of a ``Run`` (``agent.api.Run``, from ``agent.optimize`` or ``agent.load_run``): its
+HTML in Jupyter, its plot, one candidate with its diff, the report file. Everything reads the run's
+trace folder, so it works the same on a finished run, a stored one and one copied from another machine.
+
+    run = agent.load_run("traces/20260101-120000-softmax-ab12")
+    run                      # the claim, the baselines, the best-so-far curve, the lineage
+    run.plot("gpu_s")        # a matplotlib Figure
+    run.candidate("c0003")   # its diff against its parent, its result
+    run.rows()               # the lineage as records
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+
+from sandbox.result import Result
+
+from ..protocols import Entry
+from ..trace.reader import StoredRun, TraceError, read
+
+
+def _stored(run) -> StoredRun:
+    return read(run.path)
+
+
+def plot(run, over: str = "evaluations"):
+    """The best speedup so far against ``over``: evaluations, tokens, gpu_s or wall_s (a matplotlib Figure)."""
+    from .plots import best_so_far
+
+    _figures_inline()
+    return best_so_far(_stored(run), over)
+
+
+def _figures_inline() -> None:
+    """In IPython, a figure made without pyplot displays as text unless a formatter knows figures: add the
+    PNG formatter ``%matplotlib inline`` would add, unless there is one already."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    from matplotlib.figure import Figure
+
+    png = shell.display_formatter.formatters["image/png"]
+    try:
+        png.lookup_by_type(Figure)
+    except KeyError:
+        png.for_type(Figure, _png)
+
+
+def _png(fig) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def report(run, out: str | Path | None = None) -> Path:
+    from .html import write_report
+
+    return write_report(_stored(run), out)
+
+
+def run_html(run) -> str:
+    from .html import run_fragment
+
+    try:
+        return run_fragment(_stored(run), run.rows())
+    except TraceError as exc:
+        return f"<p>{escape(repr(run))}</p><p>the trace cannot be read: {escape(str(exc))}</p>"
+
+
+def candidate(run, entry_id: str) -> "CandidateView":
+    stored = _stored(run)
+    if entry_id not in stored.by_id:
+        known = ", ".join(e.id for e in stored.entries)
+        raise KeyError(f"{entry_id!r}: no evaluated candidate of that id in run {stored.id} (evaluated: {known})")
+    entry = stored.by_id[entry_id]
+    parent = stored.parent(entry)
+    return CandidateView(entry, stored.source(entry_id), parent.id if parent else None,
+                         stored.source(parent.id) if parent else None, stored)
+
+
+@dataclass
+class CandidateView:
+    """One evaluated candidate of a stored run, with the file it came from and its parent's."""
+
+    entry: Entry
+    source: str | None
+    parent_id: str | None
+    parent_source: str | None
+    stored: StoredRun = field(repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
+
+    @property
+    def result(self) -> Result:
+        return self.entry.result
+
+    def diff(self) -> str:
+        """The unified diff of ``candidate.cu`` against the parent's (the whole file for the baseline)."""
+        from .views import diff_lines
+
+        return "\n".join(row["text"] for row in diff_lines(self.parent_id, self.parent_source, self.id, self.source))
+
+    def __repr__(self) -> str:
+        return f"CandidateView({self.result.summary()}, from {self.parent_id or 'nothing'})"
+
+    def _repr_html_(self) -> str:
+        from .html import candidate_fragment
+
+        return candidate_fragment(self.stored, self.entry)

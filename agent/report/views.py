@@ -1,0 +1,318 @@
+"""What the report, the notebook views and ``kernelwright show`` display of a stored run, as flat dicts
+with numbers already formatted: the claim and the baselines it is measured against, the validity
+envelope, the held-out table, the cost, the lineage tree and, per candidate, its diff against its parent.
+Strings from a model or a trace stay raw here; the templates escape them."""
+
+from __future__ import annotations
+
+import difflib
+import math
+
+from sandbox.result import Interval
+from sandbox.result_html import diagnosis_text
+from sandbox.task import describe_sizes
+
+from ..loop.lineage import score
+from ..protocols import Entry
+from ..trace.reader import StoredRun
+
+ENVELOPE = (("gpu", "GPU"), ("compute_capability", "compute capability"), ("arch", "target arch"), ("sms", "SMs"),
+            ("memory_bytes", "memory"), ("driver", "driver"), ("cuda_driver_api", "CUDA (driver API)"),
+            ("cuda_runtime", "CUDA runtime"), ("nvrtc", "NVRTC"), ("cupy", "CuPy"),
+            ("sm_clock_mhz", "SM clock (MHz, at measurement)"), ("mem_clock_mhz", "memory clock (MHz)"),
+            ("temperature_c", "temperature (C)"), ("power_w", "power (W)"))
+NOT_RECORDED = "not recorded"
+NOTE_CHARS = 90
+
+
+def interval(s: Interval | dict | None) -> str:
+    if s is None:
+        return "-"
+    v, lo, hi = (s.value, s.low, s.high) if isinstance(s, Interval) else (s["value"], s["low"], s["high"])
+    return f"{v:.3f}x [{lo:.3f}, {hi:.3f}]"
+
+
+def verdict(s: Interval | dict | None) -> str:
+    if s is None:
+        return ""
+    lo, hi = (s.low, s.high) if isinstance(s, Interval) else (s["low"], s["high"])
+    if lo > 1.0:
+        return "faster: the interval clears 1.0"
+    if hi < 1.0:
+        return "slower: the interval lies below 1.0"
+    return "not clearly different: the interval contains 1.0"
+
+
+def _calls(n) -> str:
+    if n is None:
+        return "unknown (no timed winner)"
+    if n == "inf" or (isinstance(n, float) and math.isinf(n)):
+        return "never (no saving)"
+    return f"{math.ceil(n):,}"
+
+
+def load_task(stored: StoredRun):
+    """The run's task when it can be found unchanged (its recorded folder, else the suite); else None."""
+    from sandbox.task import TaskError, load_task as load
+
+    recorded = stored.info.get("task") or {}
+    for ref in (recorded.get("folder"), recorded.get("name")):
+        if not ref:
+            continue
+        try:
+            task = load(ref)
+        except (TaskError, OSError):
+            continue
+        if task.fingerprint == recorded.get("fingerprint"):
+            return task
+    return None
+
+
+# ---- the summary ---------------------------------------------------------------------------------
+
+
+def summary_view(stored: StoredRun, task=None) -> dict:
+    info, summary = stored.info, stored.summary or {}
+    best, base = stored.best, stored.baseline
+    shown = best or base
+    timing = shown.result.timing if shown else None
+    cfg = info.get("config") or {}
+    model = (cfg.get("model") or {}).get("name")
+    proposer = (info.get("proposer") or {}).get("kind", "?")
+    notes = list(summary.get("notes", []))
+    if not stored.finished:
+        from ..trace.reader import UNFINISHED_NOTE
+
+        notes.append(UNFINISHED_NOTE)
+    elif stored.simulated and not any(n.startswith("SIMULATED") for n in notes):
+        notes.insert(0, "SIMULATED: no figure in this run is a measurement")
+    spec = task.spec if task is not None else None
+    out = {
+        "run_id": stored.id, "task": stored.task_name, "created": info.get("created", ""),
+        "task_version": (info.get("task") or {}).get("version", "?"), "fingerprint": (info.get("task") or {}).get("fingerprint", "?"),
+        "description": " ".join(spec.description.split()) if spec else "",
+        "sandbox": (info.get("sandbox") or {}).get("kind") or summary.get("sandbox") or "?",
+        "proposer": f"{proposer}{f' ({model})' if model else ''}", "simulated": stored.simulated, "notes": notes,
+        "stops": [{"phase": k, "reason": v} for k, v in (summary.get("stops") or {}).items()],
+        "counts": ", ".join(f"{v} {k}" for k, v in sorted(_counts(stored).items())),
+        "candidates": len(stored.entries), "unevaluated": len(stored.unevaluated),
+        "best": None, "baselines": [], "envelope": envelope(stored, shown, task), "heldout": heldout(summary),
+        "cost": cost(stored)}
+    if best is not None:
+        r = best.result
+        s, v = r.speedup("baseline"), r.speedup("vendor")
+        c = r.timing.impls.get("candidate") if r.timing else None
+        out["best"] = {"id": best.id, "origin": best.origin, "speedup": interval(s), "verdict": verdict(s),
+                       "vendor": interval(v) if v else "", "vendor_verdict": verdict(v) if v else "",
+                       "median_ms": f"{c.median_ms:.4g}" if c else "-",
+                       "pct": f"{c.pct_of_roofline:.1f}" if c and c.pct_of_roofline is not None else "-",
+                       "knobs": ", ".join(f"{k}={x}" for k, x in r.knobs.items()), "flags": " ".join(r.flags)}
+    if base is not None:
+        t = base.result.timing
+        base_ms = t.impls["baseline"].median_ms if t and "baseline" in t.impls else None
+        out["baselines"].append({"name": "baseline", "what": "the task's starting kernel (baseline.cu) with its default "
+                                 "knobs and flags, timed A/B against every candidate in the same process",
+                                 "ms": f"{base_ms:.4g} ms" if base_ms else "not timed", "entry": base.id})
+    if timing is not None and "vendor" in timing.impls:
+        out["baselines"].append({"name": "vendor", "what": (spec.vendor if spec and spec.vendor else
+                                                            "the task's vendor-library implementation"),
+                                 "ms": f"{timing.impls['vendor'].median_ms:.4g} ms", "entry": ""})
+    if timing is not None and timing.roofline_ms:
+        out["baselines"].append({"name": "hardware limit", "what": f"the roofline floor at {describe_sizes(timing.sizes)} "
+                                 f"({timing.bound or '?'}-bound, from the task's flops and bytes and the device's "
+                                 "measured ceilings)", "ms": f"{timing.roofline_ms:.4g} ms", "entry": ""})
+    return out
+
+
+def _counts(stored: StoredRun) -> dict:
+    counts: dict[str, int] = {}
+    for e in stored.entries:
+        counts[e.result.status.value] = counts.get(e.result.status.value, 0) + 1
+    for u in stored.unevaluated:
+        key = "duplicates skipped" if u.reason.startswith("duplicate") else "not evaluated"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def envelope(stored: StoredRun, shown: Entry | None, task=None) -> list[dict]:
+    env = dict(shown.result.env) if shown else {}
+    software = stored.info.get("environment") or {}
+    rows = []
+    for key, label in ENVELOPE:
+        value = env.get(key, software.get(key) if key in ("nvrtc", "cupy") else None)
+        if key == "memory_bytes" and value:
+            value = f"{value / 2**30:.0f} GiB"
+        rows.append({"key": key, "label": label, "value": NOT_RECORDED if value in (None, "") else str(value)})
+    rows.append({"key": "kernelwright", "label": "kernelwright", "value": str(software.get("kernelwright", NOT_RECORDED))})
+    r = shown.result if shown else None
+    if r is not None and r.timing is not None:
+        t = r.timing
+        rows.append({"key": "benchmark", "label": "benchmark size (timed)", "value": describe_sizes(t.sizes)})
+        rows.append({"key": "timing", "label": "timing protocol", "value": f"{t.rounds} interleaved A/B rounds, L2 flush "
+                     f"{t.l2_flush_bytes / 2**20:.0f} MiB, {t.rotating_sets} rotating input set(s)"})
+    if r is not None and r.checks:
+        sizes = dict.fromkeys(describe_sizes(c.sizes) for c in r.checks)
+        rows.append({"key": "checked", "label": "checked at sizes", "value": "; ".join(sizes)})
+    if task is not None:
+        spec = task.spec
+        rows.append({"key": "dtypes", "label": "dtypes", "value": ", ".join(
+            f"{t.name}: {t.dtype}" for t in [*spec.inputs, *spec.outputs])})
+        rows.append({"key": "tolerance", "label": "tolerance", "value": "; ".join(
+            f"{k}: atol {v.atol:g}, rtol {v.rtol:g}" for k, v in spec.tolerance.items())})
+        if spec.sizes.heldout:
+            rows.append({"key": "heldout_sizes", "label": "held-out sizes", "value": "; ".join(
+                describe_sizes(s) for s in spec.sizes.heldout)})
+    return rows
+
+
+def heldout(summary: dict) -> list[dict] | None:
+    rows = summary.get("heldout")
+    if rows is None:
+        return None
+    out = []
+    for r in rows:
+        out.append({"sizes": describe_sizes(r.get("sizes") or {}), "status": r.get("status", "?"),
+                    "speedup": interval(r.get("speedup")), "verdict": verdict(r.get("speedup")),
+                    "vendor": interval(r.get("vendor_speedup")), "start": interval(r.get("start_speedup")),
+                    "winner_ms": f"{r['winner_ms']:.4g}" if r.get("winner_ms") is not None else "-",
+                    "baseline_ms": f"{r['baseline_ms']:.4g}" if r.get("baseline_ms") is not None else "-",
+                    "flagged": bool(r.get("flagged")), "reason": r.get("reason") or r.get("error") or ""})
+    return out
+
+
+def cost(stored: StoredRun) -> list[dict]:
+    summary = stored.summary or {}
+    totals, ledger = summary.get("totals") or {}, summary.get("ledger") or {}
+    last = stored.steps[-1] if stored.steps else None
+    tokens = totals.get("tokens", last.tokens if last else 0)
+    usage = ledger.get("usage") or {}
+    rows = [("model tokens", f"{tokens:,} (prompt {totals.get('prompt_tokens', usage.get('prompt_tokens', 0)):,}, "
+                             f"completion {totals.get('completion_tokens', usage.get('completion_tokens', 0)):,}, "
+                             f"reasoning {totals.get('reasoning_tokens', 0):,}, cached {totals.get('cached_tokens', 0):,}) "
+                             f"in {totals.get('model_requests', usage.get('requests', 0))} requests"),
+            ("money", f"${totals.get('usd', last.usd if last else 0.0):.4f}" + ("" if (stored.info.get("config") or {}).get(
+                "prices") else " (no token prices configured)")),
+            ("GPU time", f"{ledger.get('gpu_s', last.gpu_s if last else 0.0):.2f} GPU-s" + (
+                f" (check {ledger['check_gpu_s']:.2f}, time {ledger['time_gpu_s']:.2f}, profile {ledger['profile_gpu_s']:.2f})"
+                if "check_gpu_s" in ledger else "")),
+            ("compile time", f"{ledger['compile_s']:.2f} s in {ledger.get('evaluations', 0)} evaluations"
+                             + (f" + {ledger['compiles']} search compiles" if ledger.get("compiles") else "")
+             if "compile_s" in ledger else NOT_RECORDED),
+            ("wall time", f"{ledger.get('wall_s', totals.get('wall_s', last.wall_s if last else 0.0)):.1f} s")]
+    if summary.get("tuning_text"):
+        rows.append(("built-in search", summary["tuning_text"].replace("\n", "; ")))
+    saving = ledger.get("saving")
+    if saving:
+        size = describe_sizes(saving.get("sizes") or {})
+        rows.append(("saving per call", f"{saving['per_call_s'] * 1e6:.2f} us at {size} ({saving['reference_ms']:.4g} ms "
+                                        f"{saving['over']} -> {saving['winner_ms']:.4g} ms winner)"))
+    be = ledger.get("break_even_calls")
+    if be and be.get("gpu") is not None:
+        rows.append(("break-even", f"{_calls(be.get('gpu'))} calls repay the GPU time ({_calls(be.get('gpu_conservative'))} "
+                                   f"at the interval's low end); {_calls(be.get('wall'))} calls repay the wall time"))
+    elif stored.finished:
+        rows.append(("break-even", "unknown (no timed winner)"))
+    sim = " (simulated)" if stored.simulated else ""
+    return [{"label": k, "value": v + (sim if k in ("GPU time", "saving per call", "break-even") else "")} for k, v in rows]
+
+
+# ---- the lineage ---------------------------------------------------------------------------------
+
+
+def node(stored: StoredRun, entry: Entry) -> dict:
+    r = entry.result
+    s = r.speedup("baseline") if r.ok else None
+    best = stored.best
+    return {"id": entry.id, "origin": entry.origin, "status": r.status.value, "ok": r.status.value in ("ok", "compiled"),
+            "speedup": interval(s) if s else "", "faster": bool(s and s.low > 1.0), "best": best is not None and best.id == entry.id,
+            "baseline": entry.origin == "baseline", "skipped": "", "evaluated": True,
+            "note": _first_line(entry.note), "error": _first_line(r.error)}
+
+
+def _first_line(text: str) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= NOTE_CHARS else line[:NOTE_CHARS - 3] + "..."
+
+
+def lineage_lines(stored: StoredRun) -> list[dict]:
+    """The lineage tree, flattened in display order: each node with its tree prefix (``├─ ``, ``│  ``...)."""
+    nodes = {e.id: node(stored, e) for e in stored.entries}
+    parents = {e.id: (e.parent_ids[0] if e.parent_ids else None) for e in stored.entries}
+    for u in stored.unevaluated:
+        if u.id:
+            nodes[u.id] = {"id": u.id, "origin": u.origin, "status": "skipped", "ok": False, "speedup": "", "faster": False,
+                           "best": False, "baseline": False, "skipped": u.reason, "evaluated": False,
+                           "note": _first_line(u.note), "error": ""}
+            parents[u.id] = u.parents[0] if u.parents else None
+    children: dict[str | None, list[str]] = {}
+    for nid in sorted(nodes, key=lambda i: (len(i), i)):
+        parent = parents[nid] if parents[nid] in nodes else None
+        children.setdefault(parent, []).append(nid)
+    lines: list[dict] = []
+    stack = [(nid, "", "") for nid in reversed(children.get(None, []))]
+    while stack:
+        nid, lead, branch = stack.pop()
+        lines.append({**nodes[nid], "prefix": lead + branch})
+        kids = children.get(nid, [])
+        below = lead + ("" if not branch else ("   " if branch.startswith("└") else "│  "))
+        for i, kid in reversed(list(enumerate(kids))):
+            stack.append((kid, below, "└─ " if i == len(kids) - 1 else "├─ "))
+    return lines
+
+
+# ---- candidates ----------------------------------------------------------------------------------
+
+
+def diff_lines(parent_id: str | None, parent_source: str | None, entry_id: str, source: str | None) -> list[dict]:
+    """A unified diff against the parent as (kind, text) rows; the whole file when there is no parent."""
+    if source is None:
+        return [{"kind": "head", "text": f"{entry_id}/candidate.cu is missing from the trace"}]
+    if parent_source is None:
+        return [{"kind": "src", "text": line} for line in source.splitlines()]
+    rows = []
+    for line in difflib.unified_diff(parent_source.splitlines(), source.splitlines(), f"{parent_id}/candidate.cu",
+                                     f"{entry_id}/candidate.cu", lineterm="", n=3):
+        if line.startswith(("+++", "---")):
+            kind = "head"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        else:
+            kind = {"+": "add", "-": "del"}.get(line[:1], "ctx")
+        rows.append({"kind": kind, "text": line})
+    return rows or [{"kind": "head", "text": f"identical to {parent_id}"}]
+
+
+def own_diagnosis(entry: Entry) -> str:
+    """The entry's diagnosis text where its result's profile does not already show it."""
+    text = entry.diagnosis if isinstance(entry.diagnosis, str) else ""
+    return "" if text == diagnosis_text(entry.result) else text
+
+
+def candidate_view(stored: StoredRun, entry: Entry) -> dict:
+    parent = stored.parent(entry)
+    phases = {ev["candidate_id"]: ev.get("phase", "") for ev in stored.events
+              if ev["kind"] == "proposal" and ev.get("candidate_id")}
+    return {**node(stored, entry), "phase": phases.get(entry.id, ""), "iteration": entry.iteration,
+            "parents": entry.parent_ids, "full_note": entry.note, "diagnosis": own_diagnosis(entry),
+            "diff": diff_lines(parent.id if parent else None, stored.source(parent.id) if parent else None,
+                               entry.id, stored.source(entry.id)),
+            "diff_label": f"diff against {parent.id}" if parent else "source",
+            "score": score(entry)}
+
+
+def rows_view(rows: list[dict]) -> list[dict]:
+    """``Run.rows()`` (``agent.report.summary.entry_row`` records) with numbers formatted for a table."""
+    out = []
+    for r in rows:
+        ci = r.get("ci_ms")
+        out.append({"id": r["id"], "origin": r["origin"], "status": r["status"],
+                    "median": f"{r['median_ms']:.4g} [{ci[0]:.4g}, {ci[1]:.4g}]" if r.get("median_ms") is not None and ci else "-",
+                    "speedup": interval(r.get("speedup")), "vendor": interval(r.get("vendor_speedup")),
+                    "pct": f"{r['pct_of_roofline']:.1f}" if r.get("pct_of_roofline") is not None else "-",
+                    "registers": "-" if r.get("registers") is None else str(r["registers"]), "error": _first_line(r["error"])})
+    return out
+
+
+def unevaluated_view(stored: StoredRun) -> list[dict]:
+    return [{"id": u.id or "-", "origin": u.origin, "phase": u.phase, "iteration": u.iteration,
+             "parents": ", ".join(u.parents), "reason": u.reason, "note": u.note} for u in stored.unevaluated]

@@ -1,0 +1,226 @@
+"""A discrete search driven by ask/tell: the space, the memory of values, the budget and early stop.
+
+A ``Search`` hands out batches of points (``ask``) and takes their values (``tell``); the strategy
+that picks the points is a generator from ``agent.tune.strategies``. Lower values are better; a failed
+point (compile error, launch error, wrong result) has the value ``inf`` and the search moves past
+it. ``SharedEvaluations`` lets points that compile to the same code share one evaluation.
+
+    search = Search(space, "default", budget=40, seed=0, start=space.start)
+    while batch := search.ask():
+        for point in batch:
+            search.tell(point, objective(point))
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Iterator
+
+Point = tuple[int, ...]   # one index into each dimension's choices
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Space:
+    """The product of named dimensions; a point picks one choice in each."""
+
+    names: tuple[str, ...]
+    choices: tuple[tuple[Any, ...], ...]
+
+    def __post_init__(self):
+        if len(self.names) != len(self.choices) or any(not c for c in self.choices):
+            raise ValueError("every dimension needs a name and at least one choice")
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(c) for c in self.choices)
+
+    def point_at(self, index: int) -> Point:
+        """The ``index``-th point in row-major order (the last dimension varies fastest)."""
+        out = []
+        for c in reversed(self.choices):
+            index, i = divmod(index, len(c))
+            out.append(i)
+        return tuple(reversed(out))
+
+    def points(self) -> Iterator[Point]:
+        return (self.point_at(i) for i in range(self.size))
+
+    def random_point(self, rng: random.Random) -> Point:
+        return tuple(rng.randrange(len(c)) for c in self.choices)
+
+    def line(self, point: Point, dim: int) -> list[Point]:
+        """The other points that differ from ``point`` in dimension ``dim`` only."""
+        return [point[:dim] + (i,) + point[dim + 1:] for i in range(len(self.choices[dim])) if i != point[dim]]
+
+    def decode(self, point: Point) -> dict[str, Any]:
+        return {n: c[i] for n, c, i in zip(self.names, self.choices, point)}
+
+
+class Memory:
+    """Every value told so far, and the best point."""
+
+    def __init__(self):
+        self.values: dict[Point, float] = {}
+        self.best_point: Point | None = None
+
+    def __contains__(self, point: Point) -> bool:
+        return point in self.values
+
+    def value(self, point: Point) -> float:
+        return self.values.get(point, INF)
+
+    @property
+    def best_value(self) -> float:
+        return self.value(self.best_point) if self.best_point is not None else INF
+
+    def record(self, point: Point, value: float) -> None:
+        value = INF if value is None or math.isnan(value) else float(value)
+        self.values[point] = value
+        if value < self.best_value:
+            self.best_point = point
+
+    def ranked(self) -> list[Point]:
+        """Points with a finite value, best first."""
+        return sorted((p for p, v in self.values.items() if v < INF), key=self.values.__getitem__)
+
+
+class Search:
+    """One search: strategy, budget (counted evaluations) and early stop against the current best.
+
+    ``budget`` counts evaluations (``tell(..., evaluated=True)``); points told with
+    ``evaluated=False`` (duplicates, failures found before running) are free. ``patience``: stop after
+    this many evaluations in a row that do not beat the best by more than ``min_gain`` (relative).
+    ``max_points``: stop after this many points have values, free ones included (bounds compiles).
+    """
+
+    def __init__(self, space: Space, strategy: str = "default", budget: int | None = None, seed: int = 0,
+                 start: Point | None = None, patience: int | None = None, min_gain: float = 0.01,
+                 max_points: int | None = None):
+        from .strategies import get_strategy
+
+        self.space = space
+        self.strategy = strategy
+        self.budget = budget
+        self.patience = patience
+        self.min_gain = min_gain
+        self.max_points = max_points
+        self.memory = Memory()
+        self.start = start if start is not None else tuple(0 for _ in space.choices)
+        self._gen = get_strategy(strategy)(space, self.memory, random.Random(seed), self.start, budget)
+        self._batch: list[Point] = []
+        self._handed: set[Point] = set()
+        self.evaluations = 0
+        self._since_gain = 0
+        self._gain_ref = INF
+        self._exhausted = False
+
+    @property
+    def stop_reason(self) -> str:
+        if self.budget is not None and self.evaluations >= self.budget:
+            return f"budget of {self.budget} evaluations used"
+        if self.patience is not None and self._since_gain >= self.patience:
+            return (f"stopped early: {self._since_gain} evaluations in a row without beating the best by "
+                    f"more than {self.min_gain:.0%}")
+        if self.max_points is not None and len(self.memory.values) >= self.max_points:
+            return f"{len(self.memory.values)} configurations tried, the limit"
+        if self._exhausted:
+            return "the strategy has nothing left to try"
+        return ""
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.stop_reason)
+
+    @property
+    def remaining(self) -> int | None:
+        return None if self.budget is None else max(0, self.budget - self.evaluations)
+
+    def ask(self) -> list[Point]:
+        """The next points to evaluate: [] while handed-out points still await values, or when finished."""
+        while not self.finished:
+            waiting = [p for p in self._batch if p not in self.memory]
+            if waiting:
+                new = [p for p in waiting if p not in self._handed]
+                if self.budget is not None:
+                    new = new[:max(0, self.remaining - (len(waiting) - len(new)))]
+                self._handed.update(new)
+                return new
+            try:
+                self._batch = list(dict.fromkeys(next(self._gen)))
+            except StopIteration:
+                self._exhausted = True
+        return []
+
+    def tell(self, point: Point, value: float, evaluated: bool = True) -> None:
+        if point in self.memory:
+            return
+        self.memory.record(point, value)
+        v = self.memory.value(point)
+        gain = v < INF and (self._gain_ref == INF or v < self._gain_ref * (1 - self.min_gain))
+        if gain:
+            self._gain_ref = v
+        if evaluated:
+            self.evaluations += 1
+            self._since_gain = 0 if gain else self._since_gain + 1
+
+    @property
+    def best(self) -> tuple[Point | None, float]:
+        return self.memory.best_point, self.memory.best_value
+
+
+class SharedEvaluations:
+    """Points with the same key (same code, same launch plan) share one evaluation.
+
+    ``route(point, key)`` answers whether the point needs a new evaluation: a ``None`` key is a
+    failure found before running (its value is ``failure``), a known key answers at once, a key
+    already being evaluated waits for that evaluation. ``resolve(key, value)`` tells every waiting point.
+    """
+
+    def __init__(self, search: Search):
+        self.search = search
+        self.values: dict[Hashable, float] = {}
+        self.pending: dict[Hashable, list[Point]] = {}
+        self.duplicates = 0
+        self.failed_early = 0
+
+    def route(self, point: Point, key: Hashable | None, failure: float = INF) -> bool:
+        if key is None:
+            self.failed_early += 1
+            self.search.tell(point, failure, evaluated=False)
+            return False
+        if key in self.values:
+            self.duplicates += 1
+            self.search.tell(point, self.values[key], evaluated=False)
+            return False
+        if key in self.pending:
+            self.duplicates += 1
+            self.pending[key].append(point)
+            return False
+        self.pending[key] = [point]
+        return True
+
+    def resolve(self, key: Hashable, value: float, counted: bool = True) -> None:
+        """``counted=False`` for a value measured outside the search (the configuration it started from)."""
+        self.values[key] = value
+        for i, point in enumerate(self.pending.pop(key, [])):
+            self.search.tell(point, value, evaluated=counted and i == 0)
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.pending)
+
+
+def minimize(search: Search, key_of: Callable[[Point], Hashable | None], measure: Callable[[Hashable], float]) -> Search:
+    """Run ``search`` to its end against a synchronous objective: ``key_of(point)`` names the
+    experiment (None: fails before running), ``measure(key)`` its value. Offline replays of cached
+    measurements and the tests drive searches this way; the tuner does the same across the loop."""
+    shared = SharedEvaluations(search)
+    while batch := search.ask():
+        for point in batch:
+            key = key_of(point)
+            if shared.route(point, key):
+                shared.resolve(key, measure(key))
+    return search
