@@ -38,6 +38,7 @@ from typing import Literal
 
 from . import expr
 from .dtypes import DTYPES
+from .source_filter import ALLOWED_INCLUDES, check  # noqa: F401 (ALLOWED_INCLUDES: read by prompts)
 from .task import Task
 
 PLAN_OPEN, PLAN_CLOSE = "/*@kernelwright", "@*/"
@@ -60,14 +61,6 @@ FLAG_PATTERNS = (
     r"--ptxas-options=-dlcm=(ca|cg)",
     r"--ptxas-options=-dscm=(cg|cs|wt)",
 )
-ALLOWED_INCLUDES = (
-    "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "mma.h", "math_constants.h",
-    "cuda_pipeline.h", "cuda_pipeline_primitives.h", "cuda_awbarrier.h", "cuda_awbarrier_primitives.h",
-    "cooperative_groups.h", "cooperative_groups/reduce.h", "cooperative_groups/scan.h",
-    "cooperative_groups/memcpy_async.h", "cuda/pipeline", "cuda/barrier", "cuda/ptx",
-)
-_INCLUDE_RE = re.compile(r"^\s*#\s*include\b(.*)$", re.M)
-_INCLUDE_ARG = re.compile(r'^\s*(<([^<>"]+)>|"([^<>"]+)")\s*(//.*|/\*.*)?$')
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -325,16 +318,6 @@ def _known(text: str, known: set[str], where: str) -> None:
 
 
 def static_problems(c: Candidate) -> list[str]:
-    """Policy checks done before compiling: reasons to reject the candidate outright."""
-    problems = []
-    # Line splices and the %: digraph could hide an #include from a simpler scan.
-    text = _strip_plan(c.source).replace("\\\n", "").replace("%:", "#")
-    for arg in _INCLUDE_RE.findall(text):
-        m = _INCLUDE_ARG.match(arg)
-        name = m and (m.group(2) or m.group(3))
-        if name not in ALLOWED_INCLUDES:
-            problems.append(f"#include{arg.rstrip()} is not allowed: only these headers may be included, "
-                            f"by name: {', '.join(ALLOWED_INCLUDES)}")
-    if "__has_include" in text:
-        problems.append("__has_include is not allowed")
-    return problems
+    """Policy checks done before compiling: reasons to reject the candidate outright (sandbox.source_filter)."""
+    return check(c.source)
+

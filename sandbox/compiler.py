@@ -71,7 +71,7 @@ def include_dirs() -> tuple[str, ...]:
         if os.environ.get(env):
             roots.append(Path(os.environ[env]) / "include")
     roots.append(Path("/usr/local/cuda/include"))
-    wanted = ("cuda_fp16.h", "crt/mma.h", "nv/target")
+    wanted = ("cuda_fp16.h", "crt/mma.h", "nv/target", "cuda/std/type_traits")  # the last: cooperative groups, cuda/barrier
     found: list[str] = []
     for header in wanted:
         for root in roots:

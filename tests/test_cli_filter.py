@@ -1,0 +1,40 @@
+"""`kernelwright compile` refuses every include bypass before compiling: the reason is printed, the exit code is 1."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BASELINE = (ROOT / "kernels" / "vector_add" / "baseline.cu").read_text()
+
+BYPASSES = [
+    ("comment", '/**/#include "/etc/passwd"\n', 'line 1: #include "/etc/passwd" is not allowed (an absolute path'),
+    ("include_next", '#include_next "/etc/passwd"\n', "line 1: #include_next is not allowed"),
+    ("digraph", "%:include </etc/passwd>\n", "line 1: #include </etc/passwd> is not allowed"),
+    ("splice", "#inc\\\nlude </etc/passwd>\n", "line 1: #include </etc/passwd> is not allowed"),
+    ("comment across lines", '/* a\n b */ #include "/etc/passwd"\n', 'line 2: #include "/etc/passwd" is not allowed'),
+    ("macro", '#define P "/etc/passwd"\n#include P\n', "line 2: #include P is not allowed"),
+    ("has_include", '#if __has_include("/etc/passwd")\n#endif\n', 'line 1: __has_include("/etc/passwd") is not allowed'),
+]
+
+
+def kw(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name, prefix, reason", BYPASSES, ids=[b[0] for b in BYPASSES])
+def test_compile_rejects_include_bypasses_before_compiling(tmp_path, name, prefix, reason):
+    path = tmp_path / f"{name.replace(' ', '_')}.cu"
+    path.write_text(prefix + BASELINE)
+    out = kw("compile", "vector_add", str(path))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "rejected" in out.stdout
+    assert reason in " ".join(out.stdout.split()), out.stdout
+    record = json.loads(kw("compile", "vector_add", str(path), "--json").stdout)
+    assert record["status"] == "rejected" and reason in record["error"]
+    assert record["compile"] is None and record["cost"]["compile_s"] == 0.0  # NVRTC never saw it
