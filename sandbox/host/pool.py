@@ -19,6 +19,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from ..compiler import cache_dir
+from ..hostpaths import redact
 
 # Variables a worker may inherit; everything else (API keys, seeds, tokens) is dropped.
 PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
@@ -131,6 +132,7 @@ class WorkerProcess:
         return reply
 
     def tail(self) -> str:
+        """The end of the worker's stderr and stdout, host folders replaced (sandbox.hostpaths)."""
         out = []
         for name in ("stderr.log", "stdout.log"):
             try:
@@ -143,7 +145,7 @@ class WorkerProcess:
                     out.append(f"[{name}] {text}")
             except (OSError, AttributeError):
                 pass
-        return "\n".join(out)
+        return redact("\n".join(out), {str(getattr(self, "home", "")): "<worker>"})
 
     def close(self) -> None:
         if self.proc is not None:

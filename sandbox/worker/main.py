@@ -1,10 +1,13 @@
 """Worker process entry point: ``python -m sandbox.worker.main ROLE REQUEST_FD REPLY_FD``.
 
 Roles:
-- ``compile``: NVRTC compiles (CPU only; a runaway compile is killed by the parent's timeout).
+- ``compile``: NVRTC compiles (CPU only; a runaway compile is killed by the parent's timeout), in a process
+  that cannot read host files where Landlock is available (sandbox.worker.confine).
 - ``gpu``: runs candidate device code: correctness trials, A/B timing rounds and screening batches.
 - ``reference``: trusted only; regenerates inputs from seeds, computes the reference and compares.
   It never loads candidate code, so expected outputs never share a CUDA context with a candidate.
+
+Error texts and compile logs leave a worker with host folders replaced by neutral names (sandbox.hostpaths).
 """
 
 from __future__ import annotations
@@ -19,12 +22,29 @@ import numpy as np
 
 
 class CompileRole:
+    """Confines itself first (sandbox.worker.confine): an ``#include`` the source filter missed cannot
+    read a host file. ``{"op": "confinement"}`` says whether that worked, and if not, why."""
+
+    def __init__(self):
+        from pathlib import Path
+
+        from .confine import confine_compiler
+
+        try:
+            self.confinement = confine_compiler(Path(os.environ.get("HOME") or os.getcwd()))
+        except Exception as exc:  # NVRTC itself is missing: compiles will say so, one by one
+            self.confinement = {"confined": False, "reason": f"the warm-up compile failed: {type(exc).__name__}: {exc}"}
+
     def handle(self, req: dict) -> dict:
         from ..candidate import parse_candidate
         from ..compiler import compile_source
+        from ..hostpaths import redact
 
+        if req.get("op") == "confinement":
+            return {"ok": True, "confinement": self.confinement}
         cand = parse_candidate(req["source"]).with_flags(req["flags"]).with_knobs(req["knobs"])
         info, cubin = compile_source(cand, arch=req["arch"], use_cache=req.get("cache", True))
+        info = info.model_copy(update={"log": redact(info.log), "options": [redact(o) for o in info.options]})
         return {"ok": True, "info": info.model_dump(), "cubin": cubin}
 
 
@@ -105,7 +125,9 @@ def main(argv: list[str]) -> int:
             if isinstance(exc, Poisoned):
                 replies.send({"ok": False, "poisoned": True, "error": str(exc)})
                 os._exit(3)
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+            from ..hostpaths import redact
+
+            reply = {"ok": False, "error": redact(f"{type(exc).__name__}: {exc}"), "traceback": redact(traceback.format_exc())}
         replies.send(reply)
 
 
