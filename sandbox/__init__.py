@@ -8,6 +8,7 @@ The seam, in one protocol::
         def compile(self, task, candidate) -> Result       # status compiled / compile_error / rejected
         def evaluate(self, task, candidate, sizes=None, timing=True) -> Result
         def profile(self, task, candidate, result=None, parent_profile=None) -> dict   # ncu, or why not
+        def sanitize(self, task, candidate) -> SanitizeReport   # compute-sanitizer, or why not
         def close(self) -> None
 
 Layout: the shared vocabulary at the top (task, candidate, plan, expr, dtypes, result, stats, compare,
@@ -27,6 +28,7 @@ from .host.fake import FakeSandbox
 from .host.gpu import GPUSandbox
 from .host.open import open_sandbox
 from .result import Result, Status
+from .sanitizer_report import SanitizeReport
 from .task import Task, TaskError, load_task, suite_names
 
 
@@ -43,9 +45,11 @@ class Sandbox(Protocol):
     def profile(self, task: Task, candidate: Candidate, result: Result | None = None,
                 parent_profile: dict | None = None) -> dict: ...
 
+    def sanitize(self, task: Task, candidate: Candidate) -> SanitizeReport: ...
+
     def close(self) -> None: ...
 
 
 __all__ = ["Sandbox", "Candidate", "CandidateError", "load_candidate", "parse_candidate", "CompileOnlySandbox",
            "GPUSandbox", "FakeSandbox", "SandboxConfig", "SandboxKind", "SANDBOX_KINDS", "open_sandbox", "Result",
-           "Status", "Task", "TaskError", "load_task", "suite_names"]
+           "SanitizeReport", "Status", "Task", "TaskError", "load_task", "suite_names"]

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .sanitizer_report import SanitizeReport
+
 SCHEMA_VERSION = 1
 
 
@@ -111,11 +113,12 @@ class Cost(_Record):
     check_gpu_s: float = 0.0
     time_gpu_s: float = 0.0
     profile_gpu_s: float = 0.0
+    sanitize_gpu_s: float = 0.0
     wall_s: float = 0.0
 
     @property
     def gpu_s(self) -> float:
-        return self.check_gpu_s + self.time_gpu_s + self.profile_gpu_s
+        return self.check_gpu_s + self.time_gpu_s + self.profile_gpu_s + self.sanitize_gpu_s
 
 
 class Result(_Record):
@@ -133,6 +136,7 @@ class Result(_Record):
     checks: list[Check] = Field(default_factory=list)
     timing: Timing | None = None
     profile: dict[str, Any] | None = None
+    sanitize: SanitizeReport | None = None   # compute-sanitizer's verdict, where it ran (a run's winners)
     env: dict[str, Any] = Field(default_factory=dict)
     cost: Cost = Field(default_factory=Cost)
 

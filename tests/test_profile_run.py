@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-import sys
 import time
 from pathlib import Path
 
@@ -14,18 +12,12 @@ import pytest
 
 from sandbox import CompileOnlySandbox, Status, load_task, parse_candidate
 from sandbox.profile.profiler import ProfileConfig, Profiler
+from stand_in import install
 
 pytestmark = pytest.mark.timeout(120)
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 
-FAKE_NCU = """#!{python}
-import json, pathlib, sys, time, os
-here = pathlib.Path(__file__).parent
-mode = (here / "mode").read_text().strip()
-args = sys.argv[1:]
-with open(here / "calls.jsonl", "a") as f:
-    f.write(json.dumps(args) + "\\n")
-if args == ["--version"]:
+FAKE_NCU = """if args == ["--version"]:
     print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build stand-in)")
     sys.exit(0)
 if "--import" in args:
@@ -89,13 +81,9 @@ def profiling_sandbox(config: ProfileConfig) -> CompileOnlySandbox:
 @pytest.fixture()
 def fake(tmp_path) -> Path:
     folder = tmp_path / "ncu"
-    folder.mkdir()
-    exe = folder / "ncu"
-    exe.write_text(FAKE_NCU.format(python=sys.executable))
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    install(folder, "ncu", FAKE_NCU, mode="ok")
     for page in ("raw", "details"):
         (folder / f"ncu_{page}.csv").write_text((FIXTURES / f"ncu_{page}.csv").read_text())
-    (folder / "mode").write_text("ok")
     return folder
 
 

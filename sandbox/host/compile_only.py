@@ -1,6 +1,6 @@
 """Compiling on the host side: ``Builder`` runs NVRTC in a compile worker after the static checks, and
-``CompileOnlySandbox`` (any machine, no GPU, no driver) is a builder plus a profiler that says there is
-no GPU to profile on. The GPU and fake sandboxes build on it."""
+``CompileOnlySandbox`` (any machine, no GPU, no driver) is a builder plus a profiler and a ``sanitize``
+that say there is no GPU to run on. The GPU and fake sandboxes build on it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from .. import compiler
 from ..candidate import Candidate, static_problems, validate_for_task
 from ..profile.profiler import Profiler
 from ..result import CompileInfo, Cost, Result, Status
+from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..task import Task
 from .config import SandboxConfig
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
@@ -101,6 +102,11 @@ class CompileOnlySandbox:
                 sizes: dict[str, int] | None = None, save_to: Path | None = None) -> dict:
         """Profile and diagnose ``candidate`` (``sandbox.profile.profiler.Profiler.profile``)."""
         return self.profiler.profile(task, candidate, result, parent_profile, sizes, save_to)
+
+    def sanitize(self, task: Task, candidate: Candidate, tools=DEFAULT_TOOLS, check_sizes: int = 2,
+                 timeout_s: float = 300.0) -> SanitizeReport:
+        """compute-sanitizer runs kernels: without a GPU the report says that nothing was sanitized."""
+        return SanitizeReport(status="unavailable", reason=f"{self.kind} sandbox: no GPU")
 
     def close(self) -> None:
         self.builder.close()

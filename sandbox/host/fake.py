@@ -20,6 +20,10 @@ The model, per candidate:
 
 Annotations script failures: ``// fake: wrong``, ``// fake: crashed``, ``// fake: timeout``,
 ``// fake: rejected`` (several may share a line, separated by commas or spaces).
+
+``sanitize`` compiles for real and resolves the plan, then simulates compute-sanitizer's verdict (marked
+``simulated``): clean, unless ``// fake: out_of_bounds`` (a memcheck error), ``// fake: race`` (a racecheck
+error) or ``// fake: sanitizer_fails`` (no verdict from any tool).
 """
 
 from __future__ import annotations
@@ -34,10 +38,12 @@ from .. import stats
 from ..candidate import Candidate, _strip_plan, load_candidate
 from ..plan import PlanError, resolve
 from ..result import Check, Cost, Mismatch, Result, Status, Timing
+from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport, ToolVerdict, overall
 from ..task import Task, describe_sizes
 from .compile_only import CompileOnlySandbox, new_result
 from .ceilings import FLOOR_NOTE
 from .config import SandboxConfig
+from .sanitizer import sanitize_sizes
 
 SIM_CEILINGS = {"copy_bytes_per_s": 4.0e12, "fp32_flops": 6.0e13, "fp16_tensor_flops": 8.0e14,
                 "method": "simulated: fixed numbers of the FakeSandbox, not measured"}
@@ -46,6 +52,8 @@ ROUNDS = 20
 DEFAULT_NOISE = 0.01
 REJECT_FACTOR = 1.5
 _ANNOTATION = re.compile(r"//\s*fake:\s*(.+)$", re.M)
+SIM_FAULTS = {"memcheck": ("out_of_bounds", "Invalid __global__ write of size 4 bytes"),
+              "racecheck": ("race", "Error: Race reported between Write access and Read access")}
 _FAILURES = {"wrong": Status.wrong, "crashed": Status.crashed, "timeout": Status.timeout, "rejected": Status.rejected}
 
 
@@ -106,6 +114,32 @@ class FakeSandbox(CompileOnlySandbox):
         if floor and rec["impls"]["candidate"]["median_ms"] < floor / REJECT_FACTOR:
             status, error = Status.rejected, f"{FLOOR_NOTE} (simulated): below the roofline floor / {REJECT_FACTOR}"
         return new_result(task, candidate, status, checks=checks, timing=Timing.model_validate(rec), error=error, **base)
+
+    def sanitize(self, task: Task, candidate: Candidate, tools=DEFAULT_TOOLS, check_sizes: int = 2,
+                 timeout_s: float = 300.0) -> SanitizeReport:
+        """A simulated compute-sanitizer verdict, scripted by annotations (see the module's docstring)."""
+        built = self.builder.build(task, candidate)
+        sizes = sanitize_sizes(task, check_sizes)
+        if built.result.status is not Status.compiled:
+            return SanitizeReport(status="skipped", reason=f"{built.result.status.value}: {built.result.error}")
+        try:
+            for s in sizes:
+                resolve(task, candidate, built.info, s)
+        except PlanError as exc:
+            return SanitizeReport(status="skipped", reason=f"plan: {exc}", sizes=sizes)
+        notes = annotations(candidate.source)
+        verdicts = []
+        for tool in tools:
+            fault, text = SIM_FAULTS.get(tool, ("", ""))
+            if "sanitizer_fails" in notes:
+                verdicts.append(ToolVerdict(tool=tool, status="failed", reason="simulated ('// fake: sanitizer_fails')"))
+            elif fault and fault in notes:
+                verdicts.append(ToolVerdict(tool=tool, status="errors", errors=1, kernel=candidate.launches[0].kernel,
+                                            first_error=f"{text} (simulated by a '// fake: {fault}' annotation)"))
+            else:
+                verdicts.append(ToolVerdict(tool=tool, status="clean", errors=0))
+        return SanitizeReport(status=overall(verdicts), sizes=sizes, tools=verdicts, simulated=True,
+                              tool_version="simulated (FakeSandbox)")
 
     def _speedup(self, task: Task, candidate: Candidate, notes: dict, digest: bytes) -> float:
         if notes.get("speedup"):

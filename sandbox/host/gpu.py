@@ -1,8 +1,8 @@
 """The GPU sandbox: the orchestrating side of a full evaluation. It never touches CUDA: compiles run in a
 compile worker, candidate kernels in a GPU worker, the reference in a separate trusted worker.
 
-``GPUSandbox`` holds a ``Builder`` (compiles), the GPU and reference workers, a ``Profiler`` (ncu) and a
-``Screener`` (cheap sweeps). ``evaluate`` runs the correctness stage (every check size and the benchmark
+``GPUSandbox`` holds a ``Builder`` (compiles), the GPU and reference workers, a ``Profiler`` (ncu), a
+``Screener`` (cheap sweeps) and a ``Sanitizer`` (compute-sanitizer on winners). ``evaluate`` runs the correctness stage (every check size and the benchmark
 size, two runs each, poisoned outputs, guard bands, input hashes) and the timing stage (interleaved A/B
 rounds against the baseline and the vendor library, every timed output fingerprinted against the
 baseline's, sampled timed rounds and a last hidden round checked in full against the reference).
@@ -27,7 +27,9 @@ from ..task import Task, TaskError, describe_sizes
 from .ceilings import FLOOR_NOTE, cached_ceilings, roofline_ms
 from .compile_only import CompileOnlySandbox, new_result
 from .config import SandboxConfig
+from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
+from .sanitizer import Sanitizer
 from .screener import Screened, Screener
 
 HARNESS_SOURCE = Path(__file__).resolve().parents[1] / "worker" / "harness.cu"
@@ -56,6 +58,7 @@ class GPUSandbox(CompileOnlySandbox):
         self.device = hello["info"]
         self.harness = dict(arch=self.arch, harness_cubin=harness_cubin, harness_names=harness_names)
         self.screener = Screener(self.builder.build, self.baseline, self._gpu, self.harness, self.config.check_timeout_s)
+        self.sanitizer = Sanitizer(self.builder.build, self.arch, harness_cubin)
         self._baselines: dict[str, tuple[Candidate, CompileInfo, bytes]] = {}
         self._ceilings: dict | None = None
         self._rng = random.SystemRandom()
@@ -73,6 +76,11 @@ class GPUSandbox(CompileOnlySandbox):
         """Screen ``candidates`` against the baseline at the benchmark size (``Screener.screen``)."""
         return self.screener.screen(task, candidates, rounds, batch, timeout_s)
 
+    def sanitize(self, task: Task, candidate: Candidate, tools=DEFAULT_TOOLS, check_sizes: int = 2,
+                 timeout_s: float = 300.0) -> SanitizeReport:
+        """compute-sanitizer's tools on ``candidate`` at the smallest check sizes (``sandbox.host.sanitizer``)."""
+        return self.sanitizer.sanitize(task, candidate, tools, check_sizes, timeout_s)
+
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
         """Check and time ``candidate`` at ``sizes`` (default: the task's benchmark size)."""
         t0 = time.perf_counter()
@@ -86,6 +94,7 @@ class GPUSandbox(CompileOnlySandbox):
         super().close()
         self._gpu.close()
         self._ref.close()
+        self.sanitizer.close()
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
     # ---- stages ------------------------------------------------------------------------------

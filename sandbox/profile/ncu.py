@@ -9,12 +9,11 @@ format: header row, units row, one row per profiled launch, numbers with thousan
 from __future__ import annotations
 
 import csv
-import glob
 import io
-import os
 import re
-import shutil
 from pathlib import Path
+
+from ..host.tools import find_tool
 
 SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "Occupancy", "LaunchStats",
             "WarpStateStats", "ComputeWorkloadAnalysis", "SchedulerStats")
@@ -39,22 +38,7 @@ NCU_GLOBS = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda/bin/ncu", "/us
 
 def find_ncu() -> str | None:
     """``$KERNELWRIGHT_NCU``, then ``ncu`` on PATH, then the usual install folders (newest first)."""
-    explicit = os.environ.get("KERNELWRIGHT_NCU")
-    if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
-    on_path = shutil.which("ncu")
-    if on_path:
-        return on_path
-    for pattern in NCU_GLOBS:
-        found = sorted(glob.glob(pattern), key=_version_key, reverse=True)
-        for path in found:
-            if os.access(path, os.X_OK):
-                return path
-    return None
-
-
-def _version_key(path: str) -> list:
-    return [int(p) if p.isdigit() else p for p in re.split(r"[^0-9A-Za-z]+", path)]
+    return find_tool("ncu", "KERNELWRIGHT_NCU", NCU_GLOBS)
 
 
 def kernel_filter(names: list[str]) -> str:

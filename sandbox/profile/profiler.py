@@ -26,8 +26,6 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..compiler import cache_dir
 from ..host.pool import scrubbed_env
+from ..host.tools import read_json, run_tool
 from ..inputs import input_specs, output_specs
 from ..plan import PlanError, resolve
 from ..result import Status
@@ -47,7 +46,6 @@ from . import ncu
 from .counters import summarize
 from .diagnosis import diagnose
 
-OUTPUT_LIMIT = 200_000
 
 
 class ProfileConfig(BaseModel):
@@ -164,7 +162,7 @@ class Profiler:
         seconds = 0.0
         for with_metrics in ((True, False) if self._metrics else (False,)):
             cmd = ncu.profile_command(exe, names, cfg.warmup_rounds * count, count, report, target, metrics=with_metrics)
-            code, output, spent = _run(cmd, work / "cwd", self._profile_env(), cfg.timeout_s)
+            code, output, spent = run_tool(cmd, work / "cwd", self._profile_env(), cfg.timeout_s)
             seconds += spent
             refused = ncu.unknown_metric(output)
             if not (with_metrics and refused):
@@ -177,7 +175,7 @@ class Profiler:
             found = self._give_up(f"ncu may not read the GPU's performance counters here: {denied}")
             found["seconds"] = seconds
             return found
-        status = _read_json(work / "target.json")
+        status = read_json(work / "target.json")
         if status.get("status") not in (None, "ran"):
             return _failed(f"the profiled run ended with {status['status']}: {status.get('error', '')}", output, seconds)
         rep = report.with_suffix(".ncu-rep")
@@ -186,7 +184,7 @@ class Profiler:
         # the two page exports read the same report: run them side by side (each is a whole ncu start-up)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(2) as pool:
-            done = {page: pool.submit(_run, ncu.import_command(exe, rep, page), work / "cwd", self._profile_env(),
+            done = {page: pool.submit(run_tool, ncu.import_command(exe, rep, page), work / "cwd", self._profile_env(),
                                       cfg.timeout_s, keep_stdout_only=True) for page in ("details", "raw")}
         seconds += time.perf_counter() - t0
         pages = {}
@@ -223,7 +221,7 @@ class Profiler:
 
     def _ncu_version(self, exe: str) -> str:
         if self._version is None:
-            code, text, _ = _run([exe, "--version"], self._profile_home(), self._profile_env(), 60)
+            code, text, _ = run_tool([exe, "--version"], self._profile_home(), self._profile_env(), 60)
             lines = [line.strip() for line in text.splitlines() if line.strip()]
             self._version = lines[-1] if code == 0 and lines else "ncu"
         return self._version
@@ -247,41 +245,3 @@ def _failed(reason: str, output: str, seconds: float) -> dict:
     said = ncu.messages(output)
     tail = said[-5:] if said else [line for line in output.strip().splitlines()[-5:]]
     return outcome("failed", reason, seconds, detail="\n".join(tail))
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _run(cmd: list[str], cwd: Path, env: dict, timeout: float, keep_stdout_only: bool = False) -> tuple[int | None, str, float]:
-    """(exit code or None on timeout, output, seconds); the process group is killed on timeout."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err if keep_stdout_only else subprocess.STDOUT, start_new_session=True)
-        except OSError as exc:
-            return 127, f"==ERROR== cannot run {cmd[0]}: {exc}", time.perf_counter() - t0
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            code = None
-        text = _read(out, None if keep_stdout_only else OUTPUT_LIMIT)
-        if keep_stdout_only and code != 0:
-            text += _read(err, OUTPUT_LIMIT)
-    return code, text, time.perf_counter() - t0
-
-
-def _read(f, tail: int | None) -> str:
-    """The whole file, or its last ``tail`` bytes (a candidate's printf may flood the output)."""
-    size = f.seek(0, os.SEEK_END)
-    f.seek(0 if tail is None else max(0, size - tail))
-    return f.read().decode(errors="replace")

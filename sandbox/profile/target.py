@@ -8,7 +8,6 @@ inputs and outputs at the requested sizes, generates the inputs from a seed, run
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -35,12 +34,7 @@ def run(req: dict) -> dict:
     return {"status": "ran", "launches": (req["warmup"] + 1) * len(req["plan"]["launches"])}
 
 
-def main(argv: list[str]) -> int:
-    req = json.loads(Path(argv[0]).read_text())
-    status = run(req)
-    Path(req["status_file"]).write_text(json.dumps(status))
-    return 0 if status["status"] == "ran" else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from ..worker.harness import serve_request
+
+    sys.exit(serve_request(sys.argv[1:], run))

@@ -1,0 +1,126 @@
+"""compute-sanitizer memcheck and racecheck on a candidate, before it may be declared a winner.
+
+``Sanitizer.sanitize`` (behind ``GPUSandbox.sanitize(task, candidate)``) resolves the candidate's plan at
+the task's smallest non-trivial check sizes (every size symbol at least 2: odd sizes that run the
+tails in seconds under the tools' slowdown), then runs ``python -m sandbox.worker.sanitize_target`` under
+``compute-sanitizer --tool T`` once per tool, in a process of its own with a scrubbed environment,
+a private folder and a wall-clock limit (its process group is killed past it). The target gives
+every array an allocation of its own, so memcheck's bounds are the arrays' bounds. Each run's
+verdict joins the tool's summary with the target's status (sandbox.sanitizer_report).
+
+memcheck finds out-of-bounds and misaligned accesses to global, local and shared memory and
+hardware exceptions; racecheck finds shared-memory hazards (it does not see races on global
+memory). A clean verdict covers the sizes that ran, nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Callable
+
+from ..compiler import cache_dir
+from ..hostpaths import redact
+from ..inputs import input_specs, output_specs
+from ..plan import PlanError, resolve
+from ..result import Status
+from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport, overall, verdict
+from .pool import scrubbed_env
+from .tools import find_tool, read_json, run_tool
+
+SANITIZER_GLOBS = ("/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda-*/bin/compute-sanitizer",
+                   "/usr/local/cuda*/compute-sanitizer/compute-sanitizer", "/opt/nvidia/compute-sanitizer/compute-sanitizer")
+ERROR_EXIT = 86
+PRINT_LIMIT = 20
+
+
+def find_sanitizer() -> str | None:
+    """``$KERNELWRIGHT_COMPUTE_SANITIZER``, then ``compute-sanitizer`` on PATH, then the usual install folders."""
+    return find_tool("compute-sanitizer", "KERNELWRIGHT_COMPUTE_SANITIZER", SANITIZER_GLOBS)
+
+
+def sanitize_sizes(task, count: int = 2) -> list[dict[str, int]]:
+    """The ``count`` check sizes with every symbol >= 2 that move the fewest bytes (all sizes if none qualify)."""
+    sizes = [dict(s) for s in task.spec.sizes.check]
+    candidates = [s for s in sizes if all(v >= 2 for v in s.values())] or sizes
+    return sorted(candidates, key=lambda s: (task.bytes(s), sorted(s.items())))[:count]
+
+
+def command(exe: str, tool: str, target: list[str]) -> list[str]:
+    return [exe, "--tool", tool, "--print-limit", str(PRINT_LIMIT), "--show-backtrace", "no",
+            "--report-api-errors", "no", "--error-exitcode", str(ERROR_EXIT), *target]
+
+
+class Sanitizer:
+    """Held by a GPU sandbox: ``build`` compiles (cached), ``arch`` and the harness cubin serve the target."""
+
+    def __init__(self, build: Callable, arch: str, harness_cubin: bytes, executable: str | None = None):
+        self.build, self.arch, self.harness_cubin = build, arch, harness_cubin
+        self.exe = executable or find_sanitizer()
+        self._home: Path | None = None
+        self._version: str | None = None
+
+    def sanitize(self, task, candidate, tools=DEFAULT_TOOLS, check_sizes: int = 2, timeout_s: float = 300.0) -> SanitizeReport:
+        """Run each of ``tools`` on ``candidate`` at the task's ``check_sizes`` smallest non-trivial check sizes."""
+        if not self.exe:
+            return SanitizeReport(status="unavailable", reason="no compute-sanitizer (looked at "
+                                  "$KERNELWRIGHT_COMPUTE_SANITIZER, PATH, /usr/local/cuda*/)")
+        compile_result, info, cubin = self.build(task, candidate)
+        if compile_result.status is not Status.compiled:
+            return SanitizeReport(status="skipped", reason=f"{compile_result.status.value}: {compile_result.error}")
+        sizes = sanitize_sizes(task, check_sizes)
+        try:
+            plans = [resolve(task, candidate, info, s) for s in sizes]
+        except PlanError as exc:
+            return SanitizeReport(status="skipped", reason=f"plan: {exc}", sizes=sizes)
+        work = Path(tempfile.mkdtemp(prefix="run-", dir=self.home()))
+        try:
+            (work / "cwd").mkdir()
+            (work / "candidate.cubin").write_bytes(cubin)
+            (work / "harness.cubin").write_bytes(self.harness_cubin)
+            cases = [dict(plan=p, inputs=input_specs(task, s, 0), outputs=output_specs(task, s))
+                     for s, p in zip(sizes, plans)]
+            verdicts = [self._tool(tool, cases, work, timeout_s) for tool in tools]
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return SanitizeReport(status=overall(verdicts), sizes=sizes, tools=verdicts, tool_version=self.version())
+
+    def _tool(self, tool: str, cases: list[dict], work: Path, timeout_s: float):
+        status_file = work / f"{tool}.status.json"
+        request = dict(arch=self.arch, cubin=str(work / "candidate.cubin"), harness_cubin=str(work / "harness.cubin"),
+                       cases=cases, seed=random.SystemRandom().getrandbits(62), status_file=str(status_file))
+        (work / f"{tool}.json").write_text(json.dumps(request))
+        target = [sys.executable, "-m", "sandbox.worker.sanitize_target", str(work / f"{tool}.json")]
+        code, output, seconds = run_tool(command(self.exe, tool, target), work / "cwd", self.env(), timeout_s)
+        return verdict(tool, code, redact(output, {str(self.home()): "<sanitizer>"}), read_json(status_file),
+                       seconds, timeout_s)
+
+    def home(self) -> Path:
+        if self._home is None:
+            self._home = Path(tempfile.mkdtemp(prefix="kw-sanitize-"))
+            os.chmod(self._home, 0o700)
+            (self._home / "tmp").mkdir()
+            weakref.finalize(self, shutil.rmtree, str(self._home), True)
+        return self._home
+
+    def close(self) -> None:
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
+
+    def env(self) -> dict[str, str]:
+        # CuPy's own kernels (input generation) are cached across runs; candidate code arrives as a cubin
+        return scrubbed_env(self.home(), cache_dir() / "cupy")
+
+    def version(self) -> str:
+        if self._version is None:
+            code, text, _ = run_tool([self.exe, "--version"], self.home(), self.env(), 60)
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            self._version = lines[-1] if code == 0 and lines else "compute-sanitizer"
+        return self._version

@@ -1,0 +1,74 @@
+"""One-shot tool processes (ncu, compute-sanitizer) run from the host side, with a wall-clock limit."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+OUTPUT_LIMIT = 200_000
+
+
+def find_tool(name: str, env_var: str, globs: tuple[str, ...]) -> str | None:
+    """``$env_var`` (only if executable), then ``name`` on PATH, then the install folders ``globs`` (newest first)."""
+    explicit = os.environ.get(env_var)
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    on_path = shutil.which(name)
+    if on_path:
+        return on_path
+    for pattern in globs:
+        for path in sorted(glob.glob(pattern), key=_version_key, reverse=True):
+            if os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def _version_key(path: str) -> list:
+    return [int(p) if p.isdigit() else p for p in re.split(r"[^0-9A-Za-z]+", path)]
+
+
+def read_json(path: Path) -> dict:
+    """The JSON object in ``path``; an empty dict when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def run_tool(cmd: list[str], cwd: Path, env: dict, timeout: float, keep_stdout_only: bool = False) -> tuple[int | None, str, float]:
+    """(exit code or None on timeout, output, seconds); the process group is killed on timeout."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err if keep_stdout_only else subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            return 127, f"==ERROR== cannot run {cmd[0]}: {exc}", time.perf_counter() - t0
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            code = None
+        text = _read(out, None if keep_stdout_only else OUTPUT_LIMIT)
+        if keep_stdout_only and code != 0:
+            text += _read(err, OUTPUT_LIMIT)
+    return code, text, time.perf_counter() - t0
+
+
+def _read(f, tail: int | None) -> str:
+    """The whole file, or its last ``tail`` bytes (a candidate's printf may flood the output)."""
+    size = f.seek(0, os.SEEK_END)
+    f.seek(0 if tail is None else max(0, size - tail))
+    return f.read().decode(errors="replace")

@@ -1,0 +1,71 @@
+"""The program compute-sanitizer runs: ``python -m sandbox.worker.sanitize_target REQUEST.json``.
+
+Like a GPU worker, it runs only trusted host code. Unlike one, it gives every array its own
+``cudaMalloc`` (CuPy's memory pool is off) of exactly its size rounded up to 256 bytes, with no
+guard bands: memcheck knows the bounds of each allocation, so an access past an array is out of
+bounds for it (a vectorized read that stays within the array's last 256-byte block is not). For each
+requested size it generates the inputs from the seed, poisons outputs and scratch, runs the resolved
+plan once and synchronizes. It writes its status as JSON to ``status_file``: ``ran``,
+``launch_error`` or ``crashed``, with the error.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROUND = 256
+
+
+class Exact:
+    """An array in an allocation of its own: the sanitizer's bounds are the array's."""
+
+    def __init__(self, cp, dtype: str, shape: tuple[int, ...]):
+        from ..dtypes import np_dtype
+
+        self.cp = cp
+        self.nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype(dtype).itemsize
+        self.raw = cp.empty(max(ROUND, -(-self.nbytes // ROUND) * ROUND), dtype=cp.uint8)
+        self.view = self.raw[:self.nbytes].view(np_dtype(dtype)).reshape(shape)
+
+    def fill(self, value) -> None:
+        self.view.fill(value)
+
+    def memset(self, byte: int) -> None:
+        self.cp.cuda.runtime.memset(self.raw.data.ptr, byte, self.nbytes)
+
+
+def run(req: dict) -> dict:
+    import cupy as cp
+
+    from .harness import Harness, LaunchFailed, Poisoned, generate_into, poison_outputs
+
+    cp.cuda.set_allocator(None)
+    try:
+        h = Harness(req["arch"], Path(req["harness_cubin"]).read_bytes())
+        cubin = Path(req["cubin"]).read_bytes()
+        loaded = None
+        for case in req["cases"]:
+            loaded = h.load(cubin, case["plan"]) if loaded is None else loaded.with_plan(case["plan"])
+            ins = {s["name"]: Exact(cp, s["dtype"], tuple(s["shape"])) for s in case["inputs"]}
+            outs = {s["name"]: Exact(cp, s["dtype"], tuple(s["shape"])) for s in case["outputs"]}
+            scratch = {s["name"]: Exact(cp, s["dtype"], (s["count"],)) for s in case["plan"]["scratch"]}
+            generate_into(h, ins, case["inputs"], req["seed"])
+            poison_outputs(outs, case["outputs"], second=False)
+            loaded.poison_scratch(scratch)
+            h.sync()
+            loaded.launch({n: b.view for n, b in {**ins, **outs}.items()}, scratch)
+            h.sync()
+    except LaunchFailed as exc:
+        return {"status": "launch_error", "error": str(exc)}
+    except Poisoned as exc:
+        return {"status": "crashed", "error": str(exc)}
+    return {"status": "ran", "cases": len(req["cases"])}
+
+
+if __name__ == "__main__":
+    from .harness import serve_request
+
+    sys.exit(serve_request(sys.argv[1:], run))
