@@ -1,6 +1,7 @@
 """The CLI on a machine with no GPU: tasks, compile and doctor work; bad input is exit code 2 with one clear line."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,28 @@ def test_eval_summary_prints_a_real_h200_result(tmp_path, capsys):
     for text in ("ok", "interleaved rounds", "L2 flushed", "baseline", "vendor", "% of roofline", "NVIDIA H200",
                  f"{result.timing.speedup['baseline'].value:.3f}x"):
         assert text in out, text
+
+
+@pytest.mark.timeout(120)
+def test_version_prints_the_package_version():
+    import tomllib
+
+    out = kw("--version")
+    expected = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert out.returncode == 0 and out.stdout.strip() == f"kernelwright {expected}"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["optimize", "batch"])
+def test_run_commands_group_their_options_and_document_their_exit_codes(command):
+    from agent.cli.exits import ExitCode
+
+    out = subprocess.run([sys.executable, "-m", "agent", command, "--help"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT, env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    panels = [line.strip("╭─ ").split(" ")[0] for line in out.stdout.splitlines() if line.startswith("╭─ ")]
+    assert panels[-4:] == ["Model", "Budget", "Sandbox", "Output"], panels
+    text = " ".join(out.stdout.split())
+    codes = [ExitCode.OK, ExitCode.FAILED, ExitCode.BAD_INPUT, ExitCode.NO_DEVICE]
+    codes += [ExitCode.INTERRUPTED] if command == "optimize" else []
+    assert "Exit codes:" in text and all(f" {c.value} " in text.split("Exit codes:")[1] for c in codes)

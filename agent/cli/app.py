@@ -4,18 +4,40 @@ codes, and the turning of bad input into one clear error line and exit code 2.""
 from __future__ import annotations
 
 import functools
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+from .exits import ExitCode
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Make CUDA kernels faster and prove it.")
 console = Console()
 err_console = Console(stderr=True)
 
-EXIT_BAD_INPUT = 2
-EXIT_NO_DEVICE = 3
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("kernelwright")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        console.print(f"kernelwright {version()}", highlight=False)
+        raise typer.Exit(ExitCode.OK)
+
+
+@app.callback()
+def _options(show_version: Annotated[bool, typer.Option("--version", help="Print kernelwright's version and exit.",
+                                                        callback=_print_version, is_eager=True)] = False) -> None:
+    """Make CUDA kernels faster and prove it."""
 
 
 def input_errors(fn):
@@ -34,7 +56,7 @@ def input_errors(fn):
             return fn(*args, **kwargs)
         except (TaskError, CandidateError, PlanError, ExprError, ValidationError, BadInput) as exc:
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_BAD_INPUT) from None
+            raise typer.Exit(ExitCode.BAD_INPUT) from None
 
     return wrapper
 

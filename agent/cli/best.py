@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
 from .app import BadInput, app, console, err_console, input_errors, parse_sizes
+from .exits import ExitCode, epilog
+from .options import OUTPUT, TaskArg, json_flag
 
-EXIT_NONE = 1
+RecordJson = json_flag("Print the whole record as JSON.")
 
 
 def _this_gpu() -> tuple[dict | None, str]:
@@ -27,14 +29,16 @@ def _this_gpu() -> tuple[dict | None, str]:
     return (reply["info"], "") if reply["ok"] else (None, reply["error"].splitlines()[0][:200])
 
 
-@app.command()
+@app.command(epilog=epilog(OK="exported", FAILED="no kernel is stored for this GPU and size", BAD_INPUT="bad input"))
 @input_errors
-def best(task: str = typer.Argument(..., help="Suite task name or path to a task folder."),
-         sizes: Optional[str] = typer.Option(None, help="The size it was timed at (default: the task's benchmark size)."),
-         gpu: Optional[str] = typer.Option(None, help="Export for this GPU model (as stored, e.g. 'NVIDIA H200') "
-                                                       "instead of this machine's GPU, any driver or CUDA version."),
-         out: Optional[Path] = typer.Option(None, "--out", help="Write the kernel to this file instead of stdout."),
-         as_json: bool = typer.Option(False, "--json", help="Print the whole record as JSON.")):
+def best(task: TaskArg,
+         sizes: Annotated[Optional[str], typer.Option(help="The size it was timed at (default: the task's benchmark "
+                                                           "size).")] = None,
+         gpu: Annotated[Optional[str], typer.Option(help="Export for this GPU model (as stored, e.g. 'NVIDIA H200') "
+                                                         "instead of this machine's GPU, any driver or CUDA version.")] = None,
+         out: Annotated[Optional[Path], typer.Option(help="Write the kernel to this file instead of stdout.",
+                                                     rich_help_panel=OUTPUT)] = None,
+         as_json: RecordJson = False):
     """Export the best known kernel for a task on this GPU: source with its launch plan, knobs and flags."""
     from sandbox.task import load_task
 
@@ -53,7 +57,7 @@ def best(task: str = typer.Argument(..., help="Suite task name or path to a task
             stored = sorted({r.envelope.gpu for r in store.records(t)})
             hint = f"; stored for: {', '.join(stored)} (use --gpu)" if stored else ""
             err_console.print(f"no GPU found on this machine ({escape(why)}){escape(hint)}", soft_wrap=True)
-            raise typer.Exit(EXIT_NONE)
+            raise typer.Exit(ExitCode.FAILED)
         envelope = Envelope.from_env(info)
         record, where = store.get(t, envelope, at), envelope.describe()
     if record is None:
@@ -63,7 +67,7 @@ def best(task: str = typer.Argument(..., help="Suite task name or path to a task
             version = "" if r.task_fingerprint == t.fingerprint else " [another version of the task]"
             lines.append(f"  stored: {r.describe()}{version}")
         err_console.print(escape("\n".join(lines)), soft_wrap=True, highlight=False)
-        raise typer.Exit(EXIT_NONE)
+        raise typer.Exit(ExitCode.FAILED)
     if as_json:
         print(record.model_dump_json(indent=2))
         return

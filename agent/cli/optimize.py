@@ -4,95 +4,84 @@ progress and a final table. Runs write traces under ``--traces`` (default ``trac
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import inspect
 import json
 import secrets as pysecrets
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from .app import EXIT_NO_DEVICE, BadInput, app, console, err_console, input_errors
+from sandbox import SANDBOX_KINDS
 
-EXIT_INTERRUPTED = 130
+from .app import BadInput, app, console, err_console, input_errors
+from .exits import ExitCode, epilog
+from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, BudgetWallS, ConfigFile, Iterations,
+                      MaxTokens, Model, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, SandboxKind, Temperature,
+                      Traces, json_flag)
 FAILED_STOPS = ("model endpoint", "sandbox", "baseline")
 
-# Options shared by optimize and batch: (parameter, type, typer option).
-RUN_OPTIONS = (
-    ("model", Optional[str], typer.Option(None, "--model", help="Model name on the endpoint; none: the built-in search over knobs and flags.")),
-    ("base_url", Optional[str], typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (default: OPENAI_BASE_URL).")),
-    ("api_key_env", Optional[str], typer.Option(None, "--api-key-env", help="Environment variable holding the API key (default OPENAI_API_KEY; local servers need none).")),
-    ("iterations", Optional[int], typer.Option(None, "--iterations", help="Model requests in the model phase (default 10).")),
-    ("budget_tokens", Optional[int], typer.Option(None, "--budget-tokens", help="Stop after this many prompt + completion tokens.")),
-    ("budget_usd", Optional[float], typer.Option(None, "--budget-usd", help="Stop after spending this many US dollars (needs the model's price).")),
-    ("budget_gpu_s", Optional[float], typer.Option(None, "--budget-gpu-s", help="Stop after this many GPU-seconds of checking and timing.")),
-    ("budget_wall_s", Optional[float], typer.Option(None, "--budget-wall-s", help="Stop after this many seconds of wall time.")),
-    ("plateau", Optional[int], typer.Option(None, "--plateau", help="Stop after this many timed candidates in a row without a 1% gain.")),
-    ("parallel", Optional[int], typer.Option(None, "--parallel", help="Model requests in flight at once (the GPU still evaluates one at a time).")),
-    ("temperature", Optional[float], typer.Option(None, "--temperature", help="Sampling temperature.")),
-    ("max_tokens", Optional[int], typer.Option(None, "--max-tokens", help="Completion budget per request.")),
-    ("price_in", Optional[float], typer.Option(None, "--price-in", help="USD per million prompt tokens of this model.")),
-    ("price_out", Optional[float], typer.Option(None, "--price-out", help="USD per million completion tokens of this model.")),
-    ("sandbox", Optional[str], typer.Option(None, "--sandbox", help="auto, gpu, compile-only (real compiles, no timing) or fake (simulated timings).")),
-    ("no_tune", bool, typer.Option(False, "--no-tune", help="Do not sweep the winner's knobs and flags after a model-driven run.")),
-    ("config", Optional[Path], typer.Option(None, "--config", help="Run config file (TOML): model, prices, budget, selection, tune, sandbox.")),
-    ("traces", Path, typer.Option(Path("traces"), "--traces", help="Folder for run traces.")),
-    ("quiet", bool, typer.Option(False, "--quiet", help="No live progress; only the final table.")),
-    ("as_json", bool, typer.Option(False, "--json", help="Print the summary as JSON instead of tables.")),
-)
+@dataclass
+class RunOptions:
+    """The options optimize and batch share, as the command received them."""
 
+    model: str | None
+    base_url: str | None
+    api_key_env: str | None
+    temperature: float | None
+    max_tokens: int | None
+    price_in: float | None
+    price_out: float | None
+    parallel: int | None
+    iterations: int | None
+    budget_tokens: int | None
+    budget_usd: float | None
+    budget_gpu_s: float | None
+    budget_wall_s: float | None
+    plateau: int | None
+    no_tune: bool
+    sandbox: str | None
+    config: Path | None
+    traces: Path
+    quiet: bool
+    as_json: bool
 
-def run_options(fn):
-    """Give a command the options optimize and batch share; it receives them as one dict, ``opts``."""
-    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "opts"]
-    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
-              for name, kind, option in RUN_OPTIONS]
+    @classmethod
+    def of(cls, params: dict[str, Any]) -> "RunOptions":
+        """From a command's parameters (its ``locals()``): the ones named here."""
+        return cls(**{f.name: params[f.name] for f in fields(cls)})
 
-    @functools.wraps(fn)
-    def wrapper(**kwargs):
-        return fn(opts={name: kwargs.pop(name) for name, _, _ in RUN_OPTIONS}, **kwargs)
+    def overrides(self, file_model: str | None = None) -> dict:
+        """Config fields set on the command line (only those given)."""
+        out: dict[str, Any] = {}
 
-    wrapper.__signature__ = inspect.Signature(own + shared)
-    wrapper.__annotations__ = {p.name: p.annotation for p in own + shared}
-    del wrapper.__wrapped__  # typer reads the signature above, not fn's
-    return wrapper
+        def put(section: str | None, key: str, value) -> None:
+            if value is not None:
+                (out.setdefault(section, {}) if section else out)[key] = value
 
-
-def overrides(model=None, base_url=None, api_key_env=None, iterations=None, budget_tokens=None, budget_usd=None,
-              budget_gpu_s=None, budget_wall_s=None, plateau=None, parallel=None, temperature=None, max_tokens=None,
-              price_in=None, price_out=None, sandbox=None, no_tune=False, file_model: str | None = None, **_) -> dict:
-    """Config fields set on the command line (only those given); other keys of ``opts`` are ignored."""
-    out: dict[str, Any] = {}
-
-    def put(section: str | None, key: str, value) -> None:
-        if value is not None:
-            (out.setdefault(section, {}) if section else out)[key] = value
-
-    for key, value in (("name", model), ("base_url", base_url), ("api_key_env", api_key_env),
-                       ("temperature", temperature), ("max_tokens", max_tokens)):
-        put("model", key, value)
-    for key, value in (("iterations", iterations), ("tokens", budget_tokens), ("usd", budget_usd),
-                       ("gpu_seconds", budget_gpu_s), ("wall_seconds", budget_wall_s), ("plateau", plateau)):
-        put("budget", key, value)
-    put(None, "parallel", parallel)
-    if sandbox is not None:
-        from sandbox import SANDBOX_KINDS
-
-        if sandbox not in SANDBOX_KINDS:
-            raise BadInput(f"--sandbox: expected one of {', '.join(SANDBOX_KINDS)}, got {sandbox!r}")
-        out["sandbox"] = sandbox
-    if no_tune:
-        out["tune"] = {"enabled": False}
-    if price_in is not None or price_out is not None:
-        name = model or file_model
-        if not name or price_in is None or price_out is None:
-            raise BadInput("--price-in and --price-out go together, with a model (--model or model.name)")
-        out["prices"] = {name: {"input_per_mtok": price_in, "output_per_mtok": price_out}}
-    return out
+        for key, value in (("name", self.model), ("base_url", self.base_url), ("api_key_env", self.api_key_env),
+                           ("temperature", self.temperature), ("max_tokens", self.max_tokens)):
+            put("model", key, value)
+        for key, value in (("iterations", self.iterations), ("tokens", self.budget_tokens), ("usd", self.budget_usd),
+                           ("gpu_seconds", self.budget_gpu_s), ("wall_seconds", self.budget_wall_s),
+                           ("plateau", self.plateau)):
+            put("budget", key, value)
+        put(None, "parallel", self.parallel)
+        if self.sandbox is not None:
+            if self.sandbox not in SANDBOX_KINDS:
+                raise BadInput(f"--sandbox: expected one of {', '.join(SANDBOX_KINDS)}, got {self.sandbox!r}")
+            out["sandbox"] = self.sandbox
+        if self.no_tune:
+            out["tune"] = {"enabled": False}
+        if self.price_in is not None or self.price_out is not None:
+            name = self.model or file_model
+            if not name or self.price_in is None or self.price_out is None:
+                raise BadInput("--price-in and --price-out go together, with a model (--model or model.name)")
+            out["prices"] = {name: {"input_per_mtok": self.price_in, "output_per_mtok": self.price_out}}
+        return out
 
 
 def _file(config: Path | None) -> dict:
@@ -129,7 +118,7 @@ def _run(task, base: dict, over: dict, traces: Path, quiet: bool, where: str, **
         if "CUDA device" in str(exc):
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}\n--sandbox gpu needs a CUDA device; "
                               "--sandbox compile-only works without one.", soft_wrap=True)
-            raise typer.Exit(EXIT_NO_DEVICE) from None
+            raise typer.Exit(ExitCode.NO_DEVICE) from None
         raise
     finally:
         if live is not None:
@@ -198,52 +187,72 @@ def print_summary(run) -> None:
 def _exit_code(run) -> int:
     reason = run.stop_reason or ""
     if reason == "interrupted":
-        return EXIT_INTERRUPTED
-    return 1 if reason.startswith(FAILED_STOPS) else 0
+        return ExitCode.INTERRUPTED
+    return ExitCode.FAILED if reason.startswith(FAILED_STOPS) else ExitCode.OK
 
 
-@app.command()
+SummaryJson = json_flag("Print the summary as JSON instead of tables.")
+
+
+@app.command(epilog=epilog(OK="the run ended (a limit, the proposer done)",
+                           FAILED="it ended on a failure (the model endpoint, the sandbox, a broken baseline)",
+                           BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device",
+                           INTERRUPTED="interrupted (Ctrl-C; resumable)"))
 @input_errors
-@run_options
-def optimize(task: Optional[str] = typer.Argument(None, help="Suite task name or task folder (omit with --resume)."),
-             resume: Optional[str] = typer.Option(None, "--resume", help="Continue the run with this id or folder."),
-             replay: Optional[Path] = typer.Option(None, "--replay", help="Replay the model answers of this run folder instead of asking a model."),
-             run_id: Optional[str] = typer.Option(None, "--run-id", help="Name of the run folder (default: time, task, random suffix)."),
-             *, opts: dict):
+def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name or task folder (omit with --resume).")] = None,
+             resume: Annotated[Optional[str], typer.Option(help="Continue the run with this id or folder.")] = None,
+             replay: Annotated[Optional[Path], typer.Option(help="Replay the model answers of this run folder instead of "
+                                                                 "asking a model.")] = None,
+             run_id: Annotated[Optional[str], typer.Option(help="Name of the run folder (default: time, task, random "
+                                                                "suffix).")] = None,
+             model: Model = None, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None, temperature: Temperature = None,
+             max_tokens: MaxTokens = None, price_in: PriceIn = None, price_out: PriceOut = None, parallel: Parallel = None,
+             iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
+             budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
+             no_tune: NoTune = False, sandbox: SandboxKind = None, config: ConfigFile = None,
+             traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
     """Make a task's kernel faster: a language model rewrites it (or the built-in search tunes it), the sandbox judges."""
+    opts = RunOptions.of(locals())
     if (task is None) == (resume is None):
         raise BadInput("give a TASK, or --resume RUN (not both)")
-    base = _file(opts["config"])
+    base = _file(config)
     file_model = (base.get("model") or {}).get("name")
-    over = overrides(**opts, file_model=file_model)
+    over = opts.overrides(file_model)
     if not resume and not replay and not (over.get("model") or {}).get("name") and not file_model:
         err_console.print("No model configured: running the built-in search over the kernel's knobs and compiler flags.\n"
-                      "To let a language model rewrite the kernel: --model NAME [--base-url URL] (key in OPENAI_API_KEY, "
-                      "none needed for a local server), or a [model] table in --config FILE.", highlight=False, markup=False)
-    run = _run(task, base, over, opts["traces"], opts["quiet"] or opts["as_json"],
-               where=str(opts["config"]) if opts["config"] else "flags", resume=resume, replay=replay, run_id=run_id)
-    if opts["as_json"]:
+                          "To let a language model rewrite the kernel: --model NAME [--base-url URL] (key in "
+                          "OPENAI_API_KEY, none needed for a local server), or a [model] table in --config FILE.",
+                          highlight=False, markup=False)
+    run = _run(task, base, over, traces, quiet or as_json, where=str(config) if config else "flags", resume=resume,
+               replay=replay, run_id=run_id)
+    if as_json:
         print(json.dumps(run.summary, indent=2, default=str))
     else:
         print_summary(run)
     raise typer.Exit(_exit_code(run))
 
 
-@app.command()
+@app.command(epilog=epilog(OK="every task ran", FAILED="a task ended with an error (its row says which)",
+                           BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device"))
 @input_errors
-@run_options
-def batch(tasks: Optional[list[str]] = typer.Argument(None, help="Suite task names or task folders, run one after another."),
-          resume: Optional[str] = typer.Option(None, "--resume", help="Continue the batch with this id or folder."),
-          batch_id: Optional[str] = typer.Option(None, "--batch-id", help="Name of the batch folder."),
-          *, opts: dict):
+def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task names or task folders, run one after "
+                                                                    "another.")] = None,
+          resume: Annotated[Optional[str], typer.Option(help="Continue the batch with this id or folder.")] = None,
+          batch_id: Annotated[Optional[str], typer.Option(help="Name of the batch folder.")] = None,
+          model: Model = None, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None, temperature: Temperature = None,
+          max_tokens: MaxTokens = None, price_in: PriceIn = None, price_out: PriceOut = None, parallel: Parallel = None,
+          iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
+          budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
+          no_tune: NoTune = False, sandbox: SandboxKind = None, config: ConfigFile = None,
+          traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
     """Optimize several tasks one after another (each its own run, budgets per task); resumable; a summary table."""
     from ..loop.batch import Batch
 
+    opts = RunOptions.of(locals())
     if bool(tasks) == bool(resume):
         raise BadInput("give TASK names, or --resume BATCH (not both)")
-    base = _file(opts["config"])
-    over = overrides(**opts, file_model=(base.get("model") or {}).get("name"))
-    traces, quiet, as_json = opts["traces"], opts["quiet"], opts["as_json"]
+    base = _file(config)
+    over = opts.overrides((base.get("model") or {}).get("name"))
     if resume:
         b = Batch.open(resume, traces)
     else:
@@ -260,7 +269,7 @@ def batch(tasks: Optional[list[str]] = typer.Argument(None, help="Suite task nam
                        where=f"batch {b.path.name}", resume=b.run_dir(name) if started else None,
                        run_id=None if started else b.run_dir(name).name)
         except typer.Exit as exc:
-            if exc.exit_code == EXIT_NO_DEVICE:
+            if exc.exit_code == ExitCode.NO_DEVICE:
                 raise
             b.record_error(name, f"exit code {exc.exit_code}")
             continue
@@ -284,4 +293,4 @@ def batch(tasks: Optional[list[str]] = typer.Argument(None, help="Suite task nam
                           escape(str(r.get("stop") or "-")))
         console.print(table)
         console.print(f"batch folder: {b.path}", highlight=False)
-    raise typer.Exit(1 if any(r["state"] == "error" for r in rows) else 0)
+    raise typer.Exit(ExitCode.FAILED if any(r["state"] == "error" for r in rows) else ExitCode.OK)

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
-from .app import EXIT_NO_DEVICE, app, console, err_console, input_errors
+from .app import app, console, err_console, input_errors
+from .exits import ExitCode, epilog
+from .options import OUTPUT, SANDBOX, TaskArg, TimingBudget, json_flag
+
+ProfileJson = json_flag("Print the profile (counters, rules, diagnosis) as JSON.")
 
 
 def _load(task: str, candidate: str):
@@ -23,20 +27,22 @@ def _load(task: str, candidate: str):
     return t, c
 
 
-@app.command("profile")
+@app.command("profile", epilog=epilog(OK="profiled", FAILED="not profiled, or the candidate is not ok",
+                                      BAD_INPUT="bad input", NO_DEVICE="no CUDA device (resources only)"))
 @input_errors
-def profile_cmd(task: str = typer.Argument(..., help="Suite task name or path to a task folder."),
-                candidate: str = typer.Argument(..., help="Candidate .cu file, or 'baseline' for the task's own."),
-                parent: Optional[str] = typer.Option(None, help="A parent candidate (.cu or 'baseline'): profile it too "
-                                                                "and show what changed."),
-                time_it: bool = typer.Option(True, "--time/--no-time", help="Check and time first (measured time and "
-                                                                           "% of roofline in the diagnosis)."),
-                budget: float = typer.Option(0.25, help="Seconds of candidate GPU time after which timing may stop."),
-                save: Optional[Path] = typer.Option(None, help="Keep ncu's report and CSV pages in this folder."),
-                as_json: bool = typer.Option(False, "--json", help="Print the profile (counters, rules, diagnosis) as JSON.")):
+def profile_cmd(task: TaskArg,
+                candidate: Annotated[str, typer.Argument(help="Candidate .cu file, or 'baseline' for the task's own.")],
+                parent: Annotated[Optional[str], typer.Option(help="A parent candidate (.cu or 'baseline'): profile it "
+                                                                   "too and show what changed.")] = None,
+                time_it: Annotated[bool, typer.Option("--time/--no-time", help="Check and time first (measured time "
+                                                      "and % of roofline in the diagnosis).", rich_help_panel=SANDBOX)] = True,
+                budget: TimingBudget = 0.25,
+                save: Annotated[Optional[Path], typer.Option(help="Keep ncu's report and CSV pages in this folder.",
+                                                             rich_help_panel=OUTPUT)] = None,
+                as_json: ProfileJson = False):
     """Profile a candidate with Nsight Compute and print its diagnosis.
 
-    Without ncu, or without permission to read GPU counters, the diagnosis comes from timing and compiler resources alone, and says so. Without a GPU only the resources are reported (exit 3)."""
+    Without ncu, or without permission to read GPU counters, the diagnosis comes from timing and compiler resources alone, and says so. Without a GPU only the resources are reported."""
     from sandbox.profile.diagnosis import diagnose
     from sandbox import CompileOnlySandbox, GPUSandbox, SandboxConfig
 
@@ -50,7 +56,7 @@ def profile_cmd(task: str = typer.Argument(..., help="Suite task name or path to
         err_console.print(f"[bold red]error:[/] {escape(str(exc).splitlines()[0])}; resources only", soft_wrap=True)
         console.print(diagnose(t, result, {"status": "unavailable", "reason": "no CUDA device"}).text,
                       markup=False, highlight=False)
-        raise typer.Exit(EXIT_NO_DEVICE) from None
+        raise typer.Exit(ExitCode.NO_DEVICE) from None
     with sb:
         parent_profile = None
         if p is not None:
@@ -62,7 +68,7 @@ def profile_cmd(task: str = typer.Argument(..., help="Suite task name or path to
 
             print_result(result)
             console.print(diagnose(t, result).text, markup=False, highlight=False)
-            raise typer.Exit(1)
+            raise typer.Exit(ExitCode.FAILED)
         prof = sb.profile(t, c, result=result, parent_profile=parent_profile, save_to=save)
     if as_json:
         print(json.dumps(prof, indent=2, default=str))
@@ -74,4 +80,4 @@ def profile_cmd(task: str = typer.Argument(..., help="Suite task name or path to
             head += f"not profiled ({prof['status']}: {prof.get('reason', '')})"
         console.print(head, markup=False, highlight=False)
         console.print(prof["diagnosis"], markup=False, highlight=False)
-    raise typer.Exit(0 if prof["status"] == "ok" else 1)
+    raise typer.Exit(ExitCode.OK if prof["status"] == "ok" else ExitCode.FAILED)

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
-from .app import EXIT_NO_DEVICE, BadInput, app, console, err_console, input_errors
+from .app import BadInput, app, console, err_console, input_errors
+from .exits import ExitCode, epilog
+from .options import OUTPUT, SANDBOX, RunArg, Traces, json_flag
 
-RUN = typer.Argument(..., help="Run id under --traces, or the path to a run folder.")
-TRACES = typer.Option(Path("traces"), "--traces", help="Folder holding run folders.")
+VerificationJson = json_flag("Print the verification as JSON.")
 
 
 def _stored(run: str, traces: Path):
@@ -27,9 +28,10 @@ def _stored(run: str, traces: Path):
 
 @app.command("report")
 @input_errors
-def report_cmd(run: str = RUN, out: Optional[Path] = typer.Option(None, "-o", "--out", help="HTML file to write "
-                                                                    "(default: report.html in the run folder)."),
-               traces: Path = TRACES):
+def report_cmd(run: RunArg,
+               out: Annotated[Optional[Path], typer.Option("-o", "--out", help="HTML file to write (default: "
+                                                           "report.html in the run folder).", rich_help_panel=OUTPUT)] = None,
+               traces: Traces = Path("traces")):
     """Write one self-contained HTML file: the claim and its baselines, validity envelope, cost, progress plots, lineage, every candidate's diff and result."""
     from ..report.html import write_report
 
@@ -45,7 +47,7 @@ def report_cmd(run: str = RUN, out: Optional[Path] = typer.Option(None, "-o", "-
 
 @app.command("show")
 @input_errors
-def show_cmd(run: str = RUN, traces: Path = TRACES):
+def show_cmd(run: RunArg, traces: Traces = Path("traces")):
     """Print a stored run's claim, baselines, envelope, cost and lineage tree."""
     from ..report import views
 
@@ -89,17 +91,16 @@ def show_cmd(run: str = RUN, traces: Path = TRACES):
         console.print(text, highlight=False, soft_wrap=True)
 
 
-@app.command("verify")
+@app.command("verify", epilog=epilog(OK="it reproduces", FAILED="it does not",
+                                     BAD_INPUT="nothing to verify, or bad input", NO_DEVICE="no usable CUDA device"))
 @input_errors
-def verify_cmd(run: str = RUN, traces: Path = TRACES,
-               tolerance: float = typer.Option(0.03, help="Relative slack on each end of the claimed interval "
-                                                          "(0: the intervals must overlap strictly)."),
-               budget: Optional[float] = typer.Option(None, help="Seconds of candidate GPU time for timing "
-                                                                 "(default: the run's own setting)."),
-               as_json: bool = typer.Option(False, "--json", help="Print the verification as JSON.")):
-    """Re-measure the winner against the baseline on this GPU and say whether the claimed interval reproduces.
-
-    Exit 0: it reproduces; 1: it does not; 2: nothing to verify or bad input; 3: no usable CUDA device."""
+def verify_cmd(run: RunArg,
+               tolerance: Annotated[float, typer.Option(help="Relative slack on each end of the claimed interval (0: the "
+                                                             "intervals must overlap strictly).")] = 0.03,
+               budget: Annotated[Optional[float], typer.Option(help="Seconds of candidate GPU time for timing (default: "
+                                                                    "the run's own setting).", rich_help_panel=SANDBOX)] = None,
+               traces: Traces = Path("traces"), as_json: VerificationJson = False):
+    """Re-measure the winner against the baseline on this GPU and say whether the claimed interval reproduces."""
     from sandbox import GPUSandbox
     from sandbox.host.pool import WorkerDied, WorkerTimeout
 
@@ -118,14 +119,14 @@ def verify_cmd(run: str = RUN, traces: Path = TRACES,
         err_console.print(f"[bold red]error:[/] {escape(str(exc).splitlines()[0])}\nverify re-measures on a CUDA device; "
                           "this machine has none that works. `kernelwright show RUN` and `kernelwright report RUN` "
                           "need no GPU.", soft_wrap=True, highlight=False)
-        raise typer.Exit(EXIT_NO_DEVICE) from None
+        raise typer.Exit(ExitCode.NO_DEVICE) from None
     with sandbox:
         v = verify(stored, tolerance, sandbox=sandbox)
     if as_json:
         print(json.dumps(v.to_dict(), indent=2, default=str))
     else:
         _print_verification(v)
-    raise typer.Exit(0 if v.reproduces else 1)
+    raise typer.Exit(ExitCode.OK if v.reproduces else ExitCode.FAILED)
 
 
 def _print_verification(v) -> None:

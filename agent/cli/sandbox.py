@@ -6,13 +6,19 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .app import EXIT_NO_DEVICE, app, console, err_console, input_errors, parse_sizes
+from .app import BadInput, app, console, err_console, input_errors, parse_sizes
+from .exits import ExitCode, epilog
+from .options import SANDBOX, Sizes, TaskArg, TimingBudget, json_flag
+
+CandidateFile = Annotated[Path, typer.Argument(help="Candidate .cu file (source with its launch plan).")]
+RecordJson = json_flag("Print the result record as JSON.")
+TableJson = json_flag("Print JSON instead of a table.")
 
 
 def _task_and_candidate(task: str, candidate: str):
@@ -27,7 +33,7 @@ def _task_and_candidate(task: str, candidate: str):
 
 @app.command()
 @input_errors
-def tasks(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")):
+def tasks(as_json: TableJson = False):
     """List the task suite: name, category, benchmark size, vendor comparison."""
     from sandbox.task import load_task, suite_names
 
@@ -59,12 +65,12 @@ def _resources_table(result) -> Table:
     return table
 
 
-@app.command("compile")
+@app.command("compile", epilog=epilog(OK="it compiled", FAILED="it did not (or a static check rejected it)",
+                                      BAD_INPUT="bad input"))
 @input_errors
-def compile_cmd(task: str = typer.Argument(..., help="Suite task name or path to a task folder."),
-                candidate: Path = typer.Argument(..., help="Candidate .cu file (source with its launch plan)."),
-                arch: str = typer.Option("sm_90", help="Target architecture."),
-                as_json: bool = typer.Option(False, "--json", help="Print the result record as JSON.")):
+def compile_cmd(task: TaskArg, candidate: CandidateFile,
+                arch: Annotated[str, typer.Option(help="Target architecture.", rich_help_panel=SANDBOX)] = "sm_90",
+                as_json: RecordJson = False):
     """Compile a candidate with NVRTC and report registers, spills and memory per kernel (no GPU needed)."""
     from sandbox import CompileOnlySandbox, SandboxConfig
 
@@ -83,39 +89,36 @@ def compile_cmd(task: str = typer.Argument(..., help="Suite task name or path to
             console.print(_resources_table(result))
         elif result.detail:
             console.print(result.detail, highlight=False, markup=False)
-    raise typer.Exit(0 if result.status.value == "compiled" else 1)
+    raise typer.Exit(ExitCode.OK if result.status.value == "compiled" else ExitCode.FAILED)
 
 
-@app.command("eval")
+@app.command("eval", epilog=epilog(OK="the candidate is ok", FAILED="it is not (the status says why)",
+                                   BAD_INPUT="bad input", NO_DEVICE="no CUDA device"))
 @input_errors
-def eval_cmd(task: str = typer.Argument(..., help="Suite task name or path to a task folder."),
-             candidate: Path = typer.Argument(..., help="Candidate .cu file."),
-             sizes: Optional[str] = typer.Option(None, help="Time at these sizes instead of the benchmark size, e.g. n=1000000."),
-             budget: float = typer.Option(0.25, help="Seconds of candidate GPU time after which timing may stop."),
-             vendor: bool = typer.Option(True, help="Also time the vendor library where the task has one."),
-             as_json: bool = typer.Option(False, "--json", help="Print the result record as JSON.")):
+def eval_cmd(task: TaskArg, candidate: CandidateFile, sizes: Sizes = None, budget: TimingBudget = 0.25,
+             vendor: Annotated[bool, typer.Option(help="Also time the vendor library where the task has one.",
+                                                  rich_help_panel=SANDBOX)] = True,
+             as_json: RecordJson = False):
     """Check a candidate at every check size and the benchmark size, then time it A/B against the baseline."""
     from sandbox import GPUSandbox, SandboxConfig
 
     t, c = _task_and_candidate(task, str(candidate))
     at = parse_sizes(sizes)
     if at is not None and set(at) != set(t.symbols):
-        from .app import BadInput
-
         raise BadInput(f"--sizes must set exactly {', '.join(t.symbols)}")
     try:
         sb = GPUSandbox(SandboxConfig(timing_budget_s=budget, vendor=vendor))
     except RuntimeError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}\n`kernelwright eval` needs a CUDA device; "
                           "`kernelwright compile` works without one.", soft_wrap=True)
-        raise typer.Exit(EXIT_NO_DEVICE) from None
+        raise typer.Exit(ExitCode.NO_DEVICE) from None
     with sb:
         result = sb.evaluate(t, c, sizes=at)
     if as_json:
         print(result.to_json())
     else:
         print_result(result)
-    raise typer.Exit(0 if result.ok else 1)
+    raise typer.Exit(ExitCode.OK if result.ok else ExitCode.FAILED)
 
 
 def print_result(result) -> None:
