@@ -245,7 +245,11 @@ def load_candidate(path: str | Path) -> Candidate:
     if not path.is_file():
         raise CandidateError(f"{path}: no such file")
     try:
-        return parse_candidate(path.read_text(), label=path.stem)
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CandidateError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    try:
+        return parse_candidate(text, label=path.stem)
     except CandidateError as exc:
         raise CandidateError(f"{path}: {exc}") from None
 
@@ -283,7 +287,7 @@ def validate_for_task(c: Candidate, task: Task) -> None:
     """Check the plan's names against the task; raise CandidateError naming what does not fit."""
     arrays = {t.name for t in task.spec.inputs + task.spec.outputs}
     scalars = {s.name for s in task.spec.scalars}
-    symbols = set(task.symbols)
+    symbols = set(task.all_symbols)
     scratch = {s.name for s in c.scratch}
     clash = (set(c.knobs) | scratch) & (arrays | scalars | symbols)
     if clash:

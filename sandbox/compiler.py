@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import struct
 import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
 
 from .candidate import Candidate
-from .cubin import code_hash
+from .cubin import code_hash, kernel_params
 from .result import CompileInfo, KernelResources
 
 DEFAULT_ARCH = "sm_90"
@@ -117,18 +118,29 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
         info = CompileInfo.model_validate_json(entry.with_suffix(".json").read_text())
         cubin = entry.with_suffix(".cubin").read_bytes() if info.ok else None
         if not info.ok or (cubin and hashlib.sha256(cubin).hexdigest() == info.cubin_sha256):
-            update = {"cached": True, "code_hash": info.code_hash or (code_hash(cubin) if cubin else None)}
+            update = {"cached": True, "code_hash": info.code_hash or (code_hash(cubin) if cubin else None),
+                      "params": info.params or (_params(info.lowered_names, cubin) if cubin else {})}
             return info.model_copy(update=update), cubin
     info, cubin = _nvrtc(candidate.source, options, arch, names)
     if info.ok:
         info.lowered_names = {k: info.lowered_names[v] for k, v in expanded.items()}
         back = {v: k for k, v in expanded.items()}
         info.kernels = {back.get(n, n): r.model_copy(update={"name": back.get(n, n)}) for n, r in info.kernels.items()}
+        info.params = _params(info.lowered_names, cubin)
     if use_cache:
         if cubin is not None:
             atomic_write(entry.with_suffix(".cubin"), cubin)
         atomic_write(entry.with_suffix(".json"), info.model_dump_json())
     return info, cubin
+
+
+def _params(lowered: dict[str, str], cubin: bytes) -> dict[str, list[int]]:
+    """Each plan kernel's parameter sizes, from the cubin (absent where it cannot be read)."""
+    try:
+        by_lowered = kernel_params(cubin)
+    except (ValueError, struct.error, IndexError):
+        return {}
+    return {name: by_lowered[low] for name, low in lowered.items() if low in by_lowered}
 
 
 def _expand(name: str, defines: dict[str, int]) -> str:
@@ -177,6 +189,38 @@ def _nvrtc(source: str, options: list[str], arch: str, names: list[str]) -> tupl
 
 def _trim(log: str) -> str:
     return log if len(log) <= LOG_LIMIT else log[:LOG_LIMIT] + f"\n... [{len(log) - LOG_LIMIT} more characters]"
+
+
+_NOTE = re.compile(r"^(\S.*\(\d+\): )?note #\d+(-D)?:", re.I)
+
+
+def condense_log(log: str, notes_per_error: int = 3) -> str:
+    """The compiler's log with at most ``notes_per_error`` notes after each error (an overload error lists
+    every candidate function it tried: dozens of lines that hide the next error), and a count of the rest."""
+    out: list[str] = []
+    dropped = kept = 0
+    in_note = False
+    for line in log.splitlines():
+        if _NOTE.match(line):
+            in_note = kept >= notes_per_error
+            if in_note:
+                dropped += 1
+            else:
+                kept += 1
+                out.append(line)
+            continue
+        if in_note and line.startswith((" ", "\t")):
+            continue  # the dropped note's source line and caret
+        in_note = False
+        if dropped:
+            out.append(f"... [{dropped} more notes like these]")
+            dropped = 0
+        if not line.startswith((" ", "\t")):
+            kept = 0
+        out.append(line)
+    if dropped:
+        out.append(f"... [{dropped} more notes like these]")
+    return "\n".join(out)
 
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")

@@ -16,6 +16,7 @@ import struct
 
 TOOL_NOTE = ".note.nv.tkinfo"
 EIATTR_MAXREG_COUNT = 0x1B
+EIATTR_KPARAM_INFO = 0x17
 _EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
 
 
@@ -36,23 +37,47 @@ def sections(blob: bytes) -> list[tuple[str, int, int, bytes]]:
     return out
 
 
+def _attributes(info: bytes):
+    """(offset, format, attribute, value bytes) of each ``.nv.info`` attribute."""
+    i = 0
+    while i + 4 <= len(info):
+        fmt, attr = info[i], info[i + 1]
+        if fmt == _EIFMT_SVAL:
+            (size,) = struct.unpack_from("<H", info, i + 2)
+            yield i, fmt, attr, info[i + 4:i + 4 + size]
+            i += 4 + size
+        elif fmt in (_EIFMT_HVAL, _EIFMT_BVAL, _EIFMT_NVAL):
+            yield i, fmt, attr, info[i + 2:i + 4]   # a 2-byte slot for the value (or padding)
+            i += 4
+        else:
+            return
+
+
+def kernel_params(blob: bytes) -> dict[str, list[int]]:
+    """The size in bytes of each parameter of each kernel (by its lowered name), in order.
+
+    Read from the ``EIATTR_KPARAM_INFO`` attributes of ``.nv.info.<kernel>``: what the driver itself
+    uses to lay out a launch's arguments. A kernel without parameters has an empty list.
+    """
+    out: dict[str, list[int]] = {}
+    for name, _kind, _flags, body in sections(blob):
+        if not name.startswith(".nv.info."):
+            continue
+        sizes: dict[int, int] = {}
+        for _at, fmt, attr, value in _attributes(body):
+            if fmt == _EIFMT_SVAL and attr == EIATTR_KPARAM_INFO and len(value) >= 12:
+                _index, ordinal, _offset, packed = struct.unpack_from("<IHHI", value)
+                sizes[ordinal] = (packed >> 18) & 0x3FFF
+        out[name.removeprefix(".nv.info.")] = [sizes[k] for k in sorted(sizes)]
+    return out
+
+
 def _without_maxreg(info: bytes) -> bytes:
     """``.nv.info`` attributes with the register cap zeroed (it records the flag, not the code)."""
     out = bytearray(info)
-    i = 0
-    while i + 2 <= len(out):
-        fmt, attr = out[i], out[i + 1]
-        if fmt == _EIFMT_SVAL:
-            if i + 4 > len(out):
-                break
-            (size,) = struct.unpack_from("<H", out, i + 2)
-            i += 4 + size
-        elif fmt in (_EIFMT_HVAL, _EIFMT_BVAL, _EIFMT_NVAL):
-            if fmt == _EIFMT_HVAL and attr == EIATTR_MAXREG_COUNT:
-                out[i + 2:i + 4] = b"\0\0"
-            i += 4   # format, attribute, then a 2-byte slot for the value (or padding)
-        else:
-            break
+    for at, fmt, attr, _value in _attributes(info):
+        if fmt == _EIFMT_HVAL and attr == EIATTR_MAXREG_COUNT:
+            out[at + 2:at + 4] = b"\0\0"
     return bytes(out)
 
 

@@ -4,6 +4,8 @@ Allowed: integer literals, names bound by the caller (size symbols, knobs), the 
 ``+ - * / // %`` (``/`` is floor division: launch geometry is integral), unary minus, parentheses,
 and the functions ``min``, ``max`` and ``ceil_div``. Anything else (attributes, subscripts,
 calls to other functions, floats, comparisons, lambdas, strings) is refused before evaluation.
+A *condition* (a task's size constraint) is a chain of comparisons between such expressions,
+e.g. ``"KW <= L"`` or ``"1 <= K <= 64"``.
 """
 
 from __future__ import annotations
@@ -35,21 +37,61 @@ _BINOPS = {
     ast.Mod: lambda a, b: a % b,
 }
 _CALLS = {"min": min, "max": max, "ceil_div": _ceil_div}
+_COMPARE = {
+    ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
+}
 
 
 @lru_cache(maxsize=4096)
 def parse(text: str) -> ast.expr:
     """Parse and vet ``text``; raise ExprError naming the first construct that is not allowed."""
+    node = _tree(text, "expression")
+    _vet(node, text)
+    return node
+
+
+def _tree(text: str, what: str) -> ast.expr:
     if not isinstance(text, str) or not text.strip():
-        raise ExprError("empty expression")
+        raise ExprError(f"empty {what}")
     if len(text) > 500:
-        raise ExprError("expression longer than 500 characters")
+        raise ExprError(f"{what} longer than 500 characters")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        return ast.parse(text.strip(), mode="eval").body
     except SyntaxError as exc:
         raise ExprError(f"cannot parse {text!r}: {exc.msg}") from None
-    _vet(tree.body, text)
-    return tree.body
+
+
+@lru_cache(maxsize=1024)
+def parse_condition(text: str) -> ast.Compare:
+    """Parse a chain of comparisons (``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``) of integer expressions."""
+    node = _tree(text, "condition")
+    if not isinstance(node, ast.Compare):
+        raise ExprError(f"{text!r}: expected a comparison such as 'KW <= L'")
+    for op in node.ops:
+        if type(op) not in _COMPARE:
+            raise ExprError(f"{text!r}: operator {type(op).__name__} is not allowed (use < <= > >= == !=)")
+    for operand in (node.left, *node.comparators):
+        _vet(operand, text)
+    return node
+
+
+def condition_names(text: str) -> set[str]:
+    """The free names a condition uses."""
+    tree = parse_condition(text)
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in FUNCTIONS}
+
+
+def holds(text: str, env: Mapping[str, int]) -> bool:
+    """Whether the condition ``text`` is true with the integer bindings in ``env``."""
+    node = parse_condition(text)
+    left = _eval(node.left, env, text)
+    for op, comparator in zip(node.ops, node.comparators):
+        right = _eval(comparator, env, text)
+        if not _COMPARE[type(op)](left, right):
+            return False
+        left = right
+    return True
 
 
 def _vet(node: ast.AST, text: str) -> None:

@@ -12,8 +12,9 @@ def input_specs(task: Task, sizes: dict[str, int], trial: int) -> list[dict]:
     specs = []
     for i, t in enumerate(task.spec.inputs):
         dists = t.distributions or (["normal", "uniform"] if DTYPES[t.dtype].is_float else ["int"])
+        low, high = task.bounds(t, sizes)
         specs.append(dict(name=t.name, dtype=t.dtype, shape=list(task.shape(t, sizes)),
-                          dist=dists[(trial + i) % len(dists)], low=t.low, high=t.high, scale=t.scale))
+                          dist=dists[(trial + i) % len(dists)], low=low, high=high, scale=t.scale))
     return specs
 
 

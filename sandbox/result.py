@@ -57,6 +57,7 @@ class CompileInfo(_Record):
     global_bytes: int = 0
     kernels: dict[str, KernelResources] = Field(default_factory=dict)
     lowered_names: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, list[int]] = Field(default_factory=dict)  # plan kernel name -> bytes of each parameter
 
 
 class Mismatch(_Record):

@@ -47,7 +47,7 @@ def test_first_error_line_of_a_compiler_log():
 
 
 def test_every_check_size_comes_first_then_the_timed_size_under_its_label():
-    from sandbox.host.gpu import _labelled_sizes
+    from sandbox.host.compile_only import labelled_sizes as _labelled_sizes
 
     sm = load_task("softmax")
     labels = _labelled_sizes(sm, sm.spec.sizes.benchmark)

@@ -57,3 +57,60 @@ def test_impossible_launches_are_plan_errors(grid, block, args, message):
 def test_64_bit_arguments_on_request():
     plan = _resolve("vector_add", _plan('"1"', '"32"', '["a","b","c","n * n * n:i64"]'), {"n": 5000})
     assert plan["launches"][0]["args"][3] == ["int64", 5000**3]
+
+
+def _compiled(text: str, task_name: str = "vector_add", arch: str = "sm_90"):
+    from sandbox import CompileOnlySandbox, SandboxConfig
+
+    with CompileOnlySandbox(SandboxConfig(arch=arch)) as sb:
+        return sb.compile(load_task(task_name), parse_candidate(text))
+
+
+def test_the_plan_s_arguments_are_checked_against_the_kernel_as_compiled():
+    four = _plan('"ceil_div(n, 256)"', '"256"', '["a", "b", "c"]')
+    result = _compiled(four)
+    assert result.status.value == "launch_error"
+    assert "launch[0] (k): the plan passes 3 arguments, the kernel takes 4 parameters" in result.error
+    narrow = _compiled(_plan('"ceil_div(n, 256)"', '"256"'))   # n passed as int32 to a long long parameter
+    assert narrow.status.value == "launch_error"
+    assert "argument 3 'n' is passed as int32 (4 bytes), but parameter 3 of the kernel takes 8 bytes; write 'n:i64'" in narrow.error
+    assert _compiled(_plan('"ceil_div(n, 256)"', '"256"', '["a", "b", "c", "n:i64"]')).status.value == "compiled"
+    pointer = _compiled(_plan('"ceil_div(n, 256)"', '"256"', '["a", "n", "c", "n:i64"]'))
+    assert "argument 1 'n' is passed as int32 (4 bytes), but parameter 1 of the kernel takes 8 bytes" in pointer.error
+
+
+def test_dynamic_shared_memory_beyond_the_target_s_limit_is_a_launch_error_before_any_launch():
+    from sandbox.plan import shared_limit
+
+    assert shared_limit({}, "sm_90") == shared_limit({}, "sm_90a") == 227 * 1024
+    assert shared_limit({"shared_per_block_optin": 101376}, "sm_90") == 101376 and shared_limit({}, "sm_1") is None
+    huge = _compiled(_plan('"1"', '"32"', '["a", "b", "c", "n:i64"]', shared="1000000000"))
+    assert huge.status.value == "launch_error"
+    assert ("launch[0] (k): 1000000000 bytes of dynamic shared memory at {'n': 1} exceed the 232448 bytes (227 KiB) "
+            "one block may use on sm_90") in huge.error
+    assert _compiled(_plan('"1"', '"32"', '["a", "b", "c", "n:i64"]', shared="232448")).status.value == "compiled"
+    assert "(99 KiB) one block may use on sm_89" in _compiled(
+        _plan('"1"', '"32"', '["a", "b", "c", "n:i64"]', shared="232448"), arch="sm_89").error
+
+
+def test_static_shared_memory_counts_toward_the_limit():
+    text = (_plan('"1"', '"32"', '["a", "b", "c", "n:i64"]', shared="200000")
+            .replace("long long n) {}", "long long n) { __shared__ float s[12288]; s[threadIdx.x] = a[0]; "
+                                        "__syncthreads(); c[0] = s[n % 32]; }"))
+    result = _compiled(text)
+    assert result.status.value == "launch_error" and "plus 49152 static exceed the 232448 bytes" in result.error
+
+
+def test_kernel_parameters_are_read_from_the_cubin():
+    from sandbox.cubin import kernel_params
+
+    text = (_plan('"1"', '"1"', '["a"]') + 'struct S { int a; double b; };\n'
+            'extern "C" __global__ void many(char c, short h, S s, double d, const float* p) {}\n'
+            'extern "C" __global__ void none() {}\n'
+            'template <int B> __global__ void t(float* x, int n) { x[0] = B + n; }\n'
+            'template __global__ void t<4>(float*, int);\n')
+    info, cubin = compile_source(parse_candidate(text), use_cache=False)
+    assert info.ok, info.log
+    params = kernel_params(cubin)
+    assert params["many"] == [1, 2, 16, 8, 8] and params["none"] == [] and params["k"] == [8, 8, 8, 8]
+    assert params["_Z1tILi4EEvPfi"] == [8, 4]

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from .. import compiler
 from ..candidate import Candidate, static_problems, validate_for_task
+from ..plan import PlanError, resolve, shared_limit
 from ..profile.profiler import Profiler
 from ..result import CompileInfo, Cost, Result, Status
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
@@ -30,6 +31,13 @@ def new_result(task: Task, candidate: Candidate, status: Status, **kw) -> Result
     """A Result for ``candidate`` on ``task``, naming both."""
     return Result(status=status, task=task.name, task_fingerprint=task.fingerprint, candidate=candidate.label,
                   candidate_key=candidate.key, knobs=candidate.defines(), flags=list(candidate.flags), **kw)
+
+
+def labelled_sizes(task: Task, bench: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
+    """Every check size, then the timed size: ``benchmark``, or ``size`` when another was asked for."""
+    labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)]
+    labelled.append(("benchmark" if bench == task.spec.sizes.benchmark else "size", bench))
+    return labelled
 
 
 def _first_error(log: str) -> str:
@@ -89,10 +97,22 @@ class CompileOnlySandbox:
         self.profiler = Profiler(self.builder.build, self.kind, self.arch, harness_cubin)
 
     def compile(self, task: Task, candidate: Candidate) -> Result:
-        result = self.builder.build(task, candidate).result
+        """Compile, then resolve the plan at every check size and the benchmark size against the kernels as
+        compiled (arguments, shared memory limit): a plan that cannot launch is a ``launch_error``."""
+        built = self.builder.build(task, candidate)
+        result = built.result
         if result.status is Status.compiled:
             result.env = dict(self.device)
+            try:
+                self.plans(task, candidate, built.info, labelled_sizes(task, task.spec.sizes.benchmark))
+            except PlanError as exc:
+                result.status, result.error = Status.launch_error, str(exc)
         return result
+
+    def plans(self, task: Task, candidate: Candidate, info: CompileInfo, labelled) -> dict[str, dict]:
+        """The plan resolved at each labelled size, within this device's (or target's) shared memory per block."""
+        limit = shared_limit(self.device, self.arch)
+        return {label: resolve(task, candidate, info, s, limit) for label, s in labelled}
 
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
         """Without a GPU, evaluation is compilation: the status is ``compiled`` on success."""

@@ -25,7 +25,7 @@ from ..plan import PlanError, resolve
 from ..result import Check, CompileInfo, Cost, Mismatch, Result, Status, Timing
 from ..task import Task, TaskError, describe_sizes
 from .ceilings import FLOOR_NOTE, cached_ceilings, roofline_ms
-from .compile_only import CompileOnlySandbox, new_result
+from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
 from .config import SandboxConfig
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
@@ -105,9 +105,9 @@ class GPUSandbox(CompileOnlySandbox):
             return compiled
         cost = compiled.cost
         base = dict(compile=info, env={**self.device}, cost=cost)
-        labelled = _labelled_sizes(task, bench)
+        labelled = labelled_sizes(task, bench)
         try:
-            plans = {label: resolve(task, cand, info, s) for label, s in labelled}
+            plans = self.plans(task, cand, info, labelled)
         except PlanError as exc:
             return new_result(task, cand, Status.launch_error, error=str(exc), **base)
         baseline = self.baseline(task)
@@ -135,9 +135,9 @@ class GPUSandbox(CompileOnlySandbox):
             res, info, cubin = self.builder.build(task, cand)
             if res.status is not Status.compiled:
                 raise TaskError(f"{task.baseline_path}: the baseline does not compile: {res.error}")
-            labelled = _labelled_sizes(task, task.spec.sizes.benchmark)
+            labelled = labelled_sizes(task, task.spec.sizes.benchmark)
             try:
-                plans = {label: resolve(task, cand, info, s) for label, s in labelled}
+                plans = self.plans(task, cand, info, labelled)
             except PlanError as exc:
                 raise TaskError(f"{task.baseline_path}: {exc}") from None
             status, _, error, detail = self._correctness(task, cubin, labelled, plans, Cost())
@@ -186,16 +186,17 @@ class GPUSandbox(CompileOnlySandbox):
         return Status.ok, checks, "", ""
 
     def _compare(self, task: Task, trial: dict, runs, input_hashes, hash_seed: int, label: str) -> list[Check] | str:
-        tol = {dt: [t.atol, t.rtol] for dt, t in task.spec.tolerance.items()}
-        req = dict(op="compare", task_folder=str(task.folder), sizes=trial["sizes"], inputs=trial["inputs"],
+        req = dict(op="compare", task_folder=str(task.folder), sizes=task.env(trial["sizes"]), inputs=trial["inputs"],
                    outputs=trial["outputs"], seed=trial["seed"], scalars={s.name: s.value for s in task.spec.scalars},
-                   tolerance=tol, runs=[dict(label=r, files=f) for r, f in runs], input_hashes=input_hashes,
+                   tolerance=task.tolerances(), runs=[dict(label=r, files=f) for r, f in runs], input_hashes=input_hashes,
                    hash_seed=hash_seed, **self.harness)
         try:
             reply = self._ref.call(req, timeout=self.config.compare_timeout_s)
         except (WorkerTimeout, WorkerDied) as exc:
             return f"reference worker failed: {exc}"
         if not reply["ok"]:
+            if reply.get("task_error"):
+                raise TaskError(reply["error"])
             return f"reference: {reply['error']}"
         dist = ",".join(s["dist"] for s in trial["inputs"])
         out = []
@@ -216,7 +217,7 @@ class GPUSandbox(CompileOnlySandbox):
         variants = [input_specs(task, bench, k) for k in range(2)]
         full_rounds = sorted(random.sample(range(cfg.min_rounds), k=min(cfg.full_check_rounds, cfg.min_rounds)))
         scalars = {s.name: s.value for s in task.spec.scalars}
-        req = dict(op="time", impls=impls, sizes=bench, scalars=scalars, input_variants=variants,
+        req = dict(op="time", impls=impls, sizes=task.env(bench), scalars=scalars, input_variants=variants,
                    outputs=output_specs(task, bench), seed=self._rng.getrandbits(62), order_seed=self._rng.getrandbits(62),
                    hash_seed=self._rng.getrandbits(63), budget_ms=cfg.timing_budget_s * 1e3, min_rounds=cfg.min_rounds,
                    max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, min_launches=cfg.min_launches,
@@ -237,7 +238,7 @@ class GPUSandbox(CompileOnlySandbox):
         # every timed output: fingerprint against the baseline's output of the same round
         for r, (fc, fb) in enumerate(zip(reply["fingerprints"]["candidate"], reply["fingerprints"]["baseline"])):
             for out in fc:
-                problem = _fingerprint_mismatch(fc[out], fb[out], task.tolerance(task.tensor(out).dtype))
+                problem = _fingerprint_mismatch(fc[out], fb[out], task.output_tolerance(out))
                 if problem:
                     return Status.wrong, None, [], f"timed round {r}: output {out!r} differs from the baseline's: {problem}", ""
         # sampled timed rounds and the last hidden round: full comparison with the reference
@@ -292,13 +293,6 @@ def _mismatch_text(c: Check) -> str:
     if c.note:
         parts.append(c.note)
     return ", ".join(parts)
-
-
-def _labelled_sizes(task: Task, bench: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
-    """Every check size, then the timed size: ``benchmark``, or ``size`` when another was asked for."""
-    labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)]
-    labelled.append(("benchmark" if bench == task.spec.sizes.benchmark else "size", bench))
-    return labelled
 
 
 def _fingerprint_mismatch(fc: list[float], fb: list[float], tol) -> str:

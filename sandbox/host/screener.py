@@ -83,10 +83,9 @@ class Screener:
             ready.append((i, dict(key=i, cubin=cubin, plan=plan), compiled.cost.compile_s))
         b_cand, b_info, b_cubin = self.baseline(task)
         rng = random.SystemRandom()
-        tolerance = {dt: [t.atol, t.rtol] for dt, t in task.spec.tolerance.items()}
         setup = dict(op="screen_setup", setup_id=rng.getrandbits(62),
                      baseline=dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench)),
-                     inputs=input_specs(task, bench, 0), outputs=output_specs(task, bench), tolerance=tolerance,
+                     inputs=input_specs(task, bench, 0), outputs=output_specs(task, bench), tolerance=task.tolerances(),
                      seed=rng.getrandbits(40), hash_seed=rng.getrandbits(63), **self.harness)
         set_up_in = None  # the worker process (its start count) that holds this screening's state
         pending = [ready[k:k + batch] for k in range(0, len(ready), batch)]

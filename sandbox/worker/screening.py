@@ -70,7 +70,7 @@ class Screening:
 
     def check(self, k: int, when: str) -> str:
         for spec in self.req["outputs"]:
-            atol, rtol = self.req["tolerance"][spec["dtype"]]
+            atol, rtol = self.req["tolerance"][spec["name"]]
             found = compare(self.h.cp, self.outs[spec["name"]].view, self.expected[k][spec["name"]], atol, rtol)
             if not found["passed"]:
                 first = found["first_mismatch"] or {}

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..envinfo import clocks
 from ..stats import settled
-from ..task import load_reference
+from ..task_reference import load_reference
 from .checks import Violation, violations
 from .harness import Harness, LaunchFailed, generate_into, poison_outputs, save
 
