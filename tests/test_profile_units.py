@@ -34,3 +34,16 @@ def test_the_captured_copy_kernel_moves_what_it_should():
     s = summarize(copy["metrics"])
     assert s["dram_bytes"] == pytest.approx(2 * n_bytes, rel=0.1)
     assert 100e3 < s["duration_ns"] < 1e6
+
+
+def test_pages_are_imported_in_base_units_and_base_units_are_kept_as_they_are():
+    from sandbox.ncu import import_command
+
+    for page in ("raw", "details"):
+        cmd = import_command("ncu", Path("report.ncu-rep"), page)
+        assert cmd[cmd.index("--print-units") + 1] == "base"
+    # the spellings ncu uses for base units: values unchanged, units in our spelling
+    assert to_base(1318000.0, "nsecond") == (1318000.0, "ns")
+    assert to_base(268442000.0, "byte") == (268442000.0, "byte")
+    assert to_base(4.1e12, "byte/second") == (pytest.approx(4.1e12), "byte/s")
+    assert to_base(1.98e9, "hz") == (1.98e9, "hz")

@@ -2,7 +2,8 @@
 
 One profiling run writes a report (``-o``); two imports of that report print the ``details`` page
 (sections and ncu's rule results, long format) and the ``raw`` page (every collected metric, wide
-format: header row, units row, one row per profiled launch, numbers with thousands separators).
+format: header row, units row, one row per profiled launch, numbers with thousands separators), both
+with every value in its base unit (``--print-units base``).
 ``tests/fixtures/ncu/capture.sh`` runs the same command lines on a GPU host to record fixtures.
 """
 
@@ -61,8 +62,9 @@ def profile_command(ncu: str, names: list[str], skip: int, count: int, report: P
 
 
 def import_command(ncu: str, report: Path, page: str) -> list[str]:
-    """Print one page (``details`` or ``raw``) of a report as CSV."""
-    cmd = [ncu, "--import", str(report), "--csv", "--page", page]
+    """Print one page (``details`` or ``raw``) of a report as CSV, every value in its metric's base unit
+    (``--print-units base``: bytes, nanoseconds, ... rather than whatever magnitude ncu finds readable)."""
+    cmd = [ncu, "--import", str(report), "--csv", "--print-units", "base", "--page", page]
     if page == "details":
         cmd += ["--print-details", "all"]
     return cmd
@@ -125,10 +127,13 @@ _PER_SECOND = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "second": 1.0}
 
 
 def to_base(value: float | str, unit: str) -> tuple[float | str, str]:
-    """Scale a raw-page value to base units: bytes, nanoseconds, hertz, and rates per second.
+    """A raw-page value in our base units' spelling: bytes, nanoseconds, hertz, and rates per second.
 
-    ncu prints raw values in the unit it finds readable (``Gbyte``, ``ms``, ``Kbyte/block``; SI
-    prefixes: 1 Kbyte = 1000 bytes), even with ``--csv``; the units row says which.
+    The pages are imported with ``--print-units base``, so ncu's values are already in base units
+    (``byte``, ``nsecond``, ``byte/second``) and only the spelling changes. A page printed without that
+    option (a report imported by hand, an ncu that ignores it) has units scaled for reading (``Gbyte``,
+    ``ms``, ``Kbyte/block``; SI prefixes: 1 Kbyte = 1000 bytes); the units row says which, and the
+    value is scaled back.
     """
     if isinstance(value, str):
         return value, unit
