@@ -11,8 +11,8 @@ The seam, in one protocol::
         def sanitize(self, task, candidate) -> SanitizeReport   # compute-sanitizer, or why not
         def close(self) -> None
 
-Layout: the shared vocabulary at the top (task, candidate, plan, expr, dtypes, result, stats, compare,
-inputs, envinfo, cubin, compiler); ``host/`` orchestrates (the sandboxes, worker processes, screener),
+Layout: the shared vocabulary at the top (task with task_spec and task_reference, candidate, plan, expr,
+dtypes, result, stats, compare, inputs, envinfo, cubin, compiler); ``host/`` orchestrates (the sandboxes, worker processes, screener),
 ``worker/`` runs on the device, ``profile/`` profiles with Nsight Compute. Importing this package
 imports neither CuPy nor CUDA bindings.
 """

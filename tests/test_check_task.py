@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sandbox.check_task import check_task
+from sandbox.host.check_task import check_task
 from sandbox.inputs import input_specs, output_specs
 from sandbox.task import TaskError, load_task
 

@@ -19,16 +19,16 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field, computed_field
 
-from .candidate import CandidateError, load_candidate, validate_for_task
-from .compare import compare
-from .compiler import DEFAULT_ARCH
-from .dtypes import itemsize
-from .host.compile_only import CompileOnlySandbox
-from .host.config import SandboxConfig
-from .inputs import generate, input_specs, output_specs
-from .plan import PlanError, resolve, shared_limit
-from .task import Task, describe_sizes, load_task
-from .task_reference import ReferenceOutputError, checked_outputs
+from ..candidate import CandidateError, load_candidate, validate_for_task
+from ..compare import compare
+from ..compiler import DEFAULT_ARCH
+from ..dtypes import itemsize
+from ..inputs import generate, input_specs, output_specs
+from ..plan import PlanError, resolve, shared_limit
+from ..task import Task, describe_sizes, load_task
+from ..task_reference import ReferenceOutputError, checked_outputs
+from .compile_only import CompileOnlySandbox
+from .config import SandboxConfig
 
 SCHEMA_VERSION = 1
 INT32_INDEX = 2**31
