@@ -37,7 +37,7 @@ def test_the_captured_copy_kernel_moves_what_it_should():
 
 
 def test_pages_are_imported_in_base_units_and_base_units_are_kept_as_they_are():
-    from sandbox.ncu import import_command
+    from sandbox.profile.ncu import import_command
 
     for page in ("raw", "details"):
         cmd = import_command("ncu", Path("report.ncu-rep"), page)
