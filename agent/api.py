@@ -89,13 +89,14 @@ class Run:
 def optimize(task: str | Path | None = None, model: str | None = None, *, base_url: str | None = None,
              api_key: str | None = None, config: config_mod.RunConfig | dict | str | Path | None = None,
              iterations: int | None = None, sandbox: str | None = None, tune: bool | None = None,
-             traces: str | Path = "traces", run_id: str | None = None, resume: str | Path | None = None,
-             replay: str | Path | None = None, proposer: Proposer | None = None,
+             sanitize: bool | None = None, traces: str | Path = "traces", run_id: str | None = None,
+             resume: str | Path | None = None, replay: str | Path | None = None, proposer: Proposer | None = None,
              on_progress: Callable[[str, dict], None] | None = None) -> Run:
     """Optimize ``task`` (a suite name or a task folder), or continue the run at ``resume``.
 
     Without ``model`` (and no model in ``config``) the built-in search over knobs and flags runs.
     ``replay`` replays a previous run's model answers; ``proposer`` plugs in any ``Proposer``.
+    ``sanitize=False`` skips compute-sanitizer on the winner (``[sanitize] enabled``).
     ``api_key`` is used for this run only and never written; otherwise the key comes from the
     environment variable the model config names (``OPENAI_API_KEY`` by default).
     """
@@ -109,6 +110,8 @@ def optimize(task: str | Path | None = None, model: str | None = None, *, base_u
         overrides["sandbox"] = sandbox
     if tune is not None:
         overrides["tune"] = {"enabled": tune}
+    if sanitize is not None:
+        overrides["sanitize"] = {"enabled": sanitize}
     return run_with(task, file_data(config), overrides, traces=traces, run_id=run_id, resume=resume, key=api_key,
                     replay=replay, proposer=proposer, on_progress=on_progress)
 

@@ -100,6 +100,17 @@ class TuneConfig(_Strict):
         return value
 
 
+class SanitizeConfig(_Strict):
+    """compute-sanitizer on the winner before it is declared (GPU sandbox with compute-sanitizer)."""
+
+    enabled: bool = Field(True, description="Sanitize the winner; one with errors is rejected and the next best is sanitized.")
+    tools: list[Literal["memcheck", "racecheck", "initcheck", "synccheck"]] = Field(
+        default_factory=lambda: ["memcheck", "racecheck"], min_length=1, description="compute-sanitizer tools to run.")
+    check_sizes: int = Field(2, ge=1, description="How many of the task's smallest non-trivial check sizes to run at.")
+    timeout_s: float = Field(300.0, gt=0, description="Wall-clock limit of each tool's run.")
+    max_candidates: int = Field(3, ge=1, description="Winners sanitized at most, one after another, when each has errors.")
+
+
 class RunConfig(_Strict):
     """Everything a run needs apart from the task and the API key."""
 
@@ -108,6 +119,7 @@ class RunConfig(_Strict):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     tune: TuneConfig = Field(default_factory=TuneConfig)
+    sanitize: SanitizeConfig = Field(default_factory=SanitizeConfig)
     sandbox: SandboxKind = Field(
         "auto", description="gpu, compile-only (no GPU: real compiles, no timing), fake (simulated timings), auto.")
     sandbox_options: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits (arch, timing budget...).")

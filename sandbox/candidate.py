@@ -38,7 +38,7 @@ from typing import Literal
 
 from . import expr
 from .dtypes import DTYPES
-from .source_filter import ALLOWED_INCLUDES, check  # noqa: F401 (ALLOWED_INCLUDES: read by prompts)
+from .source_filter import check
 from .task import Task
 
 PLAN_OPEN, PLAN_CLOSE = "/*@kernelwright", "@*/"

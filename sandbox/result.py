@@ -148,6 +148,16 @@ class Result(_Record):
     def speedup(self, over: str = "baseline") -> Interval | None:
         return self.timing.speedup.get(over) if self.timing else None
 
+    def record_sanitize(self, report: SanitizeReport) -> None:
+        """Keep compute-sanitizer's report; errors make the result ``rejected``: a kernel with a race or an
+        out-of-bounds access is not a winner, however fast."""
+        self.sanitize = report
+        self.cost.sanitize_gpu_s = report.seconds
+        if report.status == "errors":
+            self.status = Status.rejected
+            self.error = "compute-sanitizer: " + next(t.line() for t in report.tools if t.status == "errors")
+            self.detail = "\n\n".join(f"{t.tool}:\n{t.first_error}" for t in report.tools if t.status == "errors")
+
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
 

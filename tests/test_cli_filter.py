@@ -38,3 +38,12 @@ def test_compile_rejects_include_bypasses_before_compiling(tmp_path, name, prefi
     record = json.loads(kw("compile", "vector_add", str(path), "--json").stdout)
     assert record["status"] == "rejected" and reason in record["error"]
     assert record["compile"] is None and record["cost"]["compile_s"] == 0.0  # NVRTC never saw it
+
+
+@pytest.mark.timeout(120)
+def test_a_reason_that_looks_like_markup_is_printed_verbatim(tmp_path):
+    path = tmp_path / "markup.cu"
+    path.write_text('#include "[/red][bold]x.h"\n' + BASELINE)
+    out = kw("compile", "vector_add", str(path))
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert '#include "[/red][bold]x.h" is not allowed' in " ".join(out.stdout.split())

@@ -63,8 +63,16 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 def test_doctor_says_what_is_found_and_what_it_enables():
     out = kw("doctor")
     assert out.returncode == 0, out.stderr
-    for word in ("NVRTC", "CuPy", "GPU", "ncu", "compute-sanitizer", "Kernel Tuner", "what it enables"):
+    for word in ("NVRTC", "CuPy", "GPU", "ncu", "compute-sanitizer", "compile confinement", "Kernel Tuner",
+                 "what it enables"):
         assert word in out.stdout
+    from sandbox.worker import landlock
+
+    try:
+        landlock.abi_version()
+        assert "Landlock ABI" in out.stdout
+    except landlock.LandlockUnavailable:
+        assert "the source filter alone" in " ".join(out.stdout.split())
 
 
 def test_eval_summary_prints_a_real_h200_result(tmp_path, capsys):

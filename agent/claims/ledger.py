@@ -55,6 +55,7 @@ class Ledger:
     check_gpu_s: float = 0.0
     time_gpu_s: float = 0.0
     profile_gpu_s: float = 0.0
+    sanitize_gpu_s: float = 0.0
     evaluations: int = 0
     compiles: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
@@ -72,6 +73,7 @@ class Ledger:
         self.check_gpu_s += c.check_gpu_s
         self.time_gpu_s += c.time_gpu_s
         self.profile_gpu_s += c.profile_gpu_s
+        self.sanitize_gpu_s += c.sanitize_gpu_s
         self.evaluations += 1
         self.statuses[result.status.value] = self.statuses.get(result.status.value, 0) + 1
 
@@ -103,7 +105,7 @@ class Ledger:
 
     @property
     def gpu_s(self) -> float:
-        return self.check_gpu_s + self.time_gpu_s + self.profile_gpu_s
+        return self.check_gpu_s + self.time_gpu_s + self.profile_gpu_s + self.sanitize_gpu_s
 
     @property
     def wall_s(self) -> float:
@@ -161,7 +163,8 @@ class Ledger:
     def summary(self) -> str:
         """A few lines for the end of a run."""
         lines = [f"cost: GPU {self.gpu_s:.1f} s (check {self.check_gpu_s:.1f}, time {self.time_gpu_s:.1f}, "
-                 f"profile {self.profile_gpu_s:.1f}), compile {self.compile_s:.1f} s, wall {self.wall_s:.1f} s, "
+                 f"profile {self.profile_gpu_s:.1f}" + (f", sanitize {self.sanitize_gpu_s:.1f}" if self.sanitize_gpu_s else "")
+                 + f"), compile {self.compile_s:.1f} s, wall {self.wall_s:.1f} s, "
                  f"{self.evaluations} evaluations"
                  + (f" + {self.compiles} compiles" if self.compiles else "")]
         u = self.usage

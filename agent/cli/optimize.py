@@ -20,7 +20,7 @@ from sandbox import SANDBOX_KINDS
 from .app import BadInput, app, console, err_console, input_errors
 from .exits import ExitCode, epilog
 from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, BudgetWallS, ConfigFile, Iterations,
-                      MaxTokens, Model, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, SandboxKind, Temperature,
+                      MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, SandboxKind, Temperature,
                       Traces, json_flag)
 FAILED_STOPS = ("model endpoint", "sandbox", "baseline")
 
@@ -43,6 +43,7 @@ class RunOptions:
     budget_wall_s: float | None
     plateau: int | None
     no_tune: bool
+    no_sanitize: bool
     sandbox: str | None
     config: Path | None
     traces: Path
@@ -76,6 +77,8 @@ class RunOptions:
             out["sandbox"] = self.sandbox
         if self.no_tune:
             out["tune"] = {"enabled": False}
+        if self.no_sanitize:
+            out["sanitize"] = {"enabled": False}
         if self.price_in is not None or self.price_out is not None:
             name = self.model or file_model
             if not name or self.price_in is None or self.price_out is None:
@@ -180,6 +183,8 @@ def print_summary(run) -> None:
         console.print(escape(summary["ledger_text"]) + (" [SIMULATED]" if run.simulated else ""), highlight=False)
     if summary.get("heldout_text"):
         console.print(escape(summary["heldout_text"]) + (" [SIMULATED]" if run.simulated else ""), highlight=False)
+    if summary.get("sanitize_text"):
+        console.print(escape(summary["sanitize_text"]), highlight=False, soft_wrap=True)
     stops = "; ".join(f"{phase}: {reason}" for phase, reason in (summary.get("stops") or {}).items())
     console.print(f"stopped: {escape(stops or '-')}; trace: {run.path}", highlight=False)
 
@@ -209,7 +214,8 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
              max_tokens: MaxTokens = None, price_in: PriceIn = None, price_out: PriceOut = None, parallel: Parallel = None,
              iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
              budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
-             no_tune: NoTune = False, sandbox: SandboxKind = None, config: ConfigFile = None,
+             no_tune: NoTune = False, no_sanitize: NoSanitize = False, sandbox: SandboxKind = None,
+             config: ConfigFile = None,
              traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
     """Make a task's kernel faster: a language model rewrites it (or the built-in search tunes it), the sandbox judges."""
     opts = RunOptions.of(locals())
@@ -243,7 +249,8 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
           max_tokens: MaxTokens = None, price_in: PriceIn = None, price_out: PriceOut = None, parallel: Parallel = None,
           iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
           budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
-          no_tune: NoTune = False, sandbox: SandboxKind = None, config: ConfigFile = None,
+          no_tune: NoTune = False, no_sanitize: NoSanitize = False, sandbox: SandboxKind = None,
+          config: ConfigFile = None,
           traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
     """Optimize several tasks one after another (each its own run, budgets per task); resumable; a summary table."""
     from ..loop.batch import Batch

@@ -49,6 +49,8 @@ NoTune = _option("--no-tune", "Do not sweep the winner's knobs and flags after a
 # sandbox
 SandboxKind = _option("--sandbox", "auto, gpu, compile-only (real compiles, no timing) or fake (simulated timings).",
                       SANDBOX)
+NoSanitize = _option("--no-sanitize", "Do not run compute-sanitizer (memcheck, racecheck) on the winner before "
+                                     "declaring it.", SANDBOX, bool)
 TimingBudget = _option("--budget", "Seconds of candidate GPU time after which timing may stop.", SANDBOX, float)
 Sizes = _option("--sizes", "Time at these sizes instead of the benchmark size, e.g. n=1000000.", SANDBOX)
 

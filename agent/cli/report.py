@@ -77,6 +77,8 @@ def show_cmd(run: RunArg, traces: Traces = Path("traces")):
     for h in s["heldout"] or []:
         flag = f" [red]FLAGGED: {escape(h['reason'])}[/]" if h["flagged"] else ""
         console.print(f"  held-out {h['sizes']}: {h['status']} {h['speedup']}{flag}", highlight=False, soft_wrap=True)
+    if s["sanitize"]:
+        console.print(f"  {escape(s['sanitize'])}", highlight=False, soft_wrap=True)
     console.print("cost:", highlight=False)
     for row in s["cost"]:
         console.print(f"  {row['label']}: {escape(row['value'])}", highlight=False, soft_wrap=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Annotated
@@ -84,7 +83,7 @@ def compile_cmd(task: TaskArg, candidate: CandidateFile,
                       + (f" ({result.compile.seconds:.2f} s, NVRTC {result.compile.nvrtc_version}, {result.compile.arch})"
                          if result.compile else ""))
         if result.error:
-            console.print(f"[red]{result.error}[/]", highlight=False)
+            console.print(f"[red]{escape(result.error)}[/]", highlight=False)
         if result.compile and result.compile.ok:
             console.print(_resources_table(result))
         elif result.detail:
@@ -171,13 +170,32 @@ def _tool_version(cmd: list[str]) -> str | None:
     return lines[-1].strip() if lines else None
 
 
+def _confinement_row() -> tuple[str, str, str]:
+    """Whether the compile worker could confine itself (Landlock), asked of a compile worker."""
+    from sandbox.host.pool import WorkerDied, WorkerProcess, WorkerTimeout
+
+    worker = WorkerProcess("compile")
+    try:
+        reply = worker.call({"op": "confinement"}, timeout=120)
+        state = reply["confinement"] if reply["ok"] else {"confined": False, "reason": reply["error"]}
+    except (WorkerDied, WorkerTimeout) as exc:
+        state = {"confined": False, "reason": str(exc).splitlines()[0]}
+    finally:
+        worker.close()
+    if state["confined"]:
+        return ("compile confinement", f"Landlock ABI {state['landlock_abi']}: reads only CUDA headers, Python, libraries",
+                "an #include that the source filter missed cannot read a host file")
+    return ("compile confinement", escape(f"none ({state['reason']})"), "the source filter alone keeps host files out")
+
+
 @app.command()
 def doctor():
     """Say what this machine has (GPU, driver, CUDA, NVRTC, CuPy, ncu, compute-sanitizer) and what each enables."""
     from sandbox.compiler import include_dirs, nvrtc_version
     from sandbox.envinfo import software
-    from sandbox.profile.ncu import find_ncu
     from sandbox.host.pool import WorkerDied, WorkerProcess, WorkerTimeout
+    from sandbox.host.sanitizer import find_sanitizer
+    from sandbox.profile.ncu import find_ncu
 
     rows = []
     sw = software()
@@ -209,9 +227,10 @@ def doctor():
     ncu = find_ncu()
     rows.append(("ncu", (_tool_version([ncu, "--version"]) or "found") if ncu else "missing",
                  "profiler counters and diagnoses in prompts (without it: timing and resources only)"))
-    san = shutil.which("compute-sanitizer")
+    san = find_sanitizer()
     rows.append(("compute-sanitizer", (_tool_version([san, "--version"]) or "found") if san else "missing",
-                 "memcheck and racecheck of winning candidates"))
+                 "memcheck and racecheck of each run's winner before it is declared (without it: 'not sanitized')"))
+    rows.append(_confinement_row())
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as dist_version
 

@@ -4,6 +4,7 @@ proposals that were recorded but never evaluated (they are evaluated first; thei
 from __future__ import annotations
 
 from sandbox.result import Result
+from sandbox.sanitizer_report import SanitizeReport
 
 from .loop import Loop
 from ..protocols import Entry, Proposal, Usage
@@ -31,6 +32,8 @@ def restore(loop: Loop, events: list[dict]) -> None:
             loop.account(entry, ev.get("fingerprint"))
         elif kind == "skip" and ev.get("reason") == "duplicate":
             loop.totals.duplicates += 1
+        elif kind == "sanitize":
+            loop.lineage.get(ev["candidate_id"]).result.record_sanitize(SanitizeReport.model_validate(ev["report"]))
     loop.last = None
 
 

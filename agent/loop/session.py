@@ -247,13 +247,17 @@ def finish(s: Session) -> dict:
 
 
 def _extras(s: Session) -> dict:
-    """The cost ledger, what the built-in search covered and why it stopped, and the winner re-checked at
-    the held-out sizes (not after an interrupt)."""
+    """The winner sanitized (a winner with errors gives way to the next best), the cost ledger, what the
+    built-in search covered and why it stopped, and the winner re-checked at the held-out sizes (neither
+    sanitizing nor the held-out check after an interrupt)."""
     from ..claims.heldout import format_heldout, heldout_table
     from ..claims.ledger import Ledger
+    from ..claims.sanitize import sanitize_winner
     from ..tune.proposer import format_tuning
 
     loop = s.loop
+    interrupted = "interrupted" in s.stops.values()
+    sanitized = None if interrupted else sanitize_winner(s.sandbox, s.task, loop.lineage, s.trace, s.config.sanitize)
     best, base = loop.lineage.best(), loop.lineage.baseline()
     ledger = Ledger(wall_before_s=loop.totals.wall_s)
     for e in loop.lineage.entries():
@@ -265,11 +269,12 @@ def _extras(s: Session) -> dict:
     if best is not None:
         ledger.record_winner(best.result)
     ledger.stop()
-    out: dict = {"ledger": ledger.to_dict(), "ledger_text": ledger.summary(), "heldout": None}
+    out: dict = {"ledger": ledger.to_dict(), "ledger_text": ledger.summary(), "heldout": None, "sanitize": sanitized}
+    if sanitized:
+        out["sanitize_text"] = sanitized["text"]
     tuning = [t for tuner_ in s.tuners for t in tuner_.summaries()]
     if tuning:
         out["tuning"], out["tuning_text"] = tuning, format_tuning(tuning)
-    interrupted = "interrupted" in s.stops.values()
     if s.sandbox.kind != "compile-only" and best is not None and base is not None and best is not base and not interrupted:
         try:
             rows = heldout_table(s.sandbox, s.task, base.candidate, best.candidate)

@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from sandbox import candidate as cand_mod
+from sandbox import source_filter
 from sandbox.dtypes import DTYPES
 from sandbox.expr import FUNCTIONS
 from sandbox.result import Result, Status
@@ -105,7 +106,9 @@ def task_view(task: Task) -> dict:
 
 def format_view() -> dict:
     return {"flags": [f"`{p.replace(chr(92), '')}`" for p in cand_mod.FLAG_PATTERNS],
-            "includes": [f"`{h}`" for h in cand_mod.ALLOWED_INCLUDES],
+            "includes": [f"`{h}`" for h in source_filter.ALLOWED_INCLUDES],
+            "directives": [f"`#{d}`" for d in source_filter.ALLOWED_DIRECTIVES if d != "include"],
+            "pragmas": [f"`{p}`" for p in source_filter.ALLOWED_PRAGMAS],
             "functions": [f"`{f}`" for f in FUNCTIONS], "max_launches": cand_mod.MAX_LAUNCHES}
 
 

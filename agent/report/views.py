@@ -97,7 +97,7 @@ def summary_view(stored: StoredRun, task=None) -> dict:
         "counts": ", ".join(f"{v} {k}" for k, v in sorted(_counts(stored).items())),
         "candidates": len(stored.entries), "unevaluated": len(stored.unevaluated),
         "best": None, "baselines": [], "envelope": envelope(stored, shown, task), "heldout": heldout(summary),
-        "cost": cost(stored)}
+        "sanitize": (summary.get("sanitize") or {}).get("text"), "cost": cost(stored)}
     if best is not None:
         r = best.result
         s, v = r.speedup("baseline"), r.speedup("vendor")
@@ -193,7 +193,8 @@ def cost(stored: StoredRun) -> list[dict]:
             ("money", f"${totals.get('usd', last.usd if last else 0.0):.4f}" + ("" if (stored.info.get("config") or {}).get(
                 "prices") else " (no token prices configured)")),
             ("GPU time", f"{ledger.get('gpu_s', last.gpu_s if last else 0.0):.2f} GPU-s" + (
-                f" (check {ledger['check_gpu_s']:.2f}, time {ledger['time_gpu_s']:.2f}, profile {ledger['profile_gpu_s']:.2f})"
+                f" (check {ledger['check_gpu_s']:.2f}, time {ledger['time_gpu_s']:.2f}, profile {ledger['profile_gpu_s']:.2f}"
+                + (f", sanitize {ledger['sanitize_gpu_s']:.2f}" if ledger.get("sanitize_gpu_s") else "") + ")"
                 if "check_gpu_s" in ledger else "")),
             ("compile time", f"{ledger['compile_s']:.2f} s in {ledger.get('evaluations', 0)} evaluations"
                              + (f" + {ledger['compiles']} search compiles" if ledger.get("compiles") else "")

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from sandbox.candidate import CandidateError
 from sandbox.result import Interval, Result
+from sandbox.sanitizer_report import SanitizeReport
 
 from ..loop.lineage import score
 from ..protocols import Entry
@@ -221,6 +222,11 @@ def _replay(events_file: Path, events: list[dict]) -> tuple[list[Entry], list[St
                     best = entry
                 steps.append(Step(len(steps) + 1, entry, ev.get("wall_s", 0.0), tokens, usd, gpu_s,
                                   best.id if best else None, best.result.speedup("baseline") if best else None))
+            elif ev["kind"] == "sanitize":
+                sanitized = next((e for e in entries if e.id == ev["candidate_id"]), None)
+                if sanitized is None:
+                    raise TraceError(f"{where}: sanitize event for {ev['candidate_id']!r}, which was never evaluated")
+                sanitized.result.record_sanitize(SanitizeReport.model_validate(ev["report"]))
         except TraceError:
             raise
         except ValidationError as exc:

@@ -6,7 +6,8 @@
   a sequence number ``seq``, the time ``t`` (Unix seconds), the run's cumulative wall time ``wall_s`` and a
   ``kind``: ``session``, ``phase``, ``request``, ``model_call`` (one per attempt: the messages added since
   the previous attempt, the response, reasoning, finish reason, usage), ``proposal``, ``evaluation``,
-  ``skip``, ``best``, ``stop``, ``error``, ``end``. Each line is flushed and fsynced before the run goes on.
+  ``skip``, ``best``, ``stop``, ``sanitize`` (compute-sanitizer's report on a winner: ``candidate_id``, ``report``),
+  ``error``, ``end``. Each line is flushed and fsynced before the run goes on.
 - ``candidates/<id>/``: ``candidate.cu`` (``Candidate.render()``, knob values and flags written in) and
   ``result.json``.
 - ``best.cu`` and ``summary.json`` at the end of each session.
