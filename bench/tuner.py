@@ -74,15 +74,16 @@ CASES = {  # the spaces of over 100 distinct configurations first
 
 
 def _bench_config(thorough: bool) -> SandboxConfig:
-    """The sandbox protocol per configuration. By default: one trial per check size, the benchmark-size
-    output checked in full once before timing and once after it (the hidden last round), every timed
-    output fingerprinted against the baseline's, 10 to 20 A/B rounds; --thorough: the sandbox's defaults.
+    """The sandbox protocol per configuration. By default: the fewest trials per check size that draw every
+    listed distribution, the benchmark-size output checked in full for each before timing, every launch of the
+    candidate in the timing stage compared with the baseline's output for the same inputs (none compared with
+    the reference as well), 10 to 20 A/B rounds; --thorough: the sandbox's defaults.
     The screening protocol uses none of these (see sandbox/host/screener.py); the confirming evaluation of an
     exhaustive best uses the sandbox's defaults."""
     if thorough:
         return SandboxConfig(vendor=False)
     return SandboxConfig(vendor=False, trials_per_check_size=1, timing_budget_s=0.1, min_rounds=10, max_rounds=20,
-                         full_check_rounds=0)
+                         full_checks=0)
 
 
 def _pt(point) -> str:

@@ -7,14 +7,28 @@ from .dtypes import DTYPES, np_dtype
 from .task import Task, TensorSpec
 
 
+def _distributions(t: TensorSpec) -> list:
+    return t.distributions or (["normal", "uniform"] if DTYPES[t.dtype].is_float else ["int"])
+
+
+def distribution_count(task: Task) -> int:
+    """Trials that draw every listed distribution of every input at least once (the longest list)."""
+    return max(len(_distributions(t)) for t in task.spec.inputs)
+
+
 def input_specs(task: Task, sizes: dict[str, int], trial: int) -> list[dict]:
-    """Per-input generation recipe for one trial: the distributions rotate with ``trial``."""
+    """Per-input generation recipe for one trial. Input number i takes entry (trial + i) mod len of its
+    list, so any ``distribution_count(task)`` consecutive trials draw every entry of every input."""
     specs = []
     for i, t in enumerate(task.spec.inputs):
-        dists = t.distributions or (["normal", "uniform"] if DTYPES[t.dtype].is_float else ["int"])
+        dists = _distributions(t)
+        d = dists[(trial + i) % len(dists)]
         low, high = task.bounds(t, sizes)
-        specs.append(dict(name=t.name, dtype=t.dtype, shape=list(task.shape(t, sizes)),
-                          dist=dists[(trial + i) % len(dists)], low=low, high=high, scale=t.scale))
+        params = dict(dist=d, kind=d, low=low, high=high, scale=t.scale, offset=0.0)
+        if not isinstance(d, str):
+            params = dict(dist=d.name, kind=d.kind, offset=d.offset, scale=t.scale if d.scale is None else d.scale,
+                          low=low if d.low is None else d.low, high=high if d.high is None else d.high)
+        specs.append(dict(name=t.name, dtype=t.dtype, shape=list(task.shape(t, sizes)), **params))
     return specs
 
 
@@ -27,7 +41,7 @@ def generate(xp, spec: dict, seed: int):
     rs = xp.random.RandomState(seed)
     shape = tuple(spec["shape"])
     dtype = np_dtype(spec["dtype"])
-    dist = spec["dist"]
+    dist = spec.get("kind", spec["dist"])
     if dist == "ones":
         return xp.ones(shape, dtype=dtype)
     if dist == "int":
@@ -39,6 +53,8 @@ def generate(xp, spec: dict, seed: int):
         values = rs.uniform(spec["low"], spec["high"], size=shape)
     else:
         raise ValueError(f"unknown distribution {dist!r}")
+    if spec.get("offset"):
+        values = values + spec["offset"]
     return values.astype(dtype)
 
 

@@ -100,6 +100,8 @@ class ImplTiming(_Record):
 class Timing(_Record):
     sizes: dict[str, int]
     rounds: int
+    round_cap: int | None = None                          # rounds could not go past this (fixed before the first)
+    candidate_launches: int | None = None                 # launches of the candidate in the stage, each checked
     l2_flush_bytes: int
     rotating_sets: int
     impls: dict[str, ImplTiming]                         # "candidate", "baseline", "vendor"

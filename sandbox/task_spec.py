@@ -5,9 +5,9 @@ roofline), done for every size when a task loads. Unknown keys are errors."""
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from . import expr
 from .dtypes import DTYPES, SCALAR_TYPES, itemsize
@@ -33,14 +33,39 @@ class Tolerance(_Strict):
     rtol: float = Field(ge=0)
 
 
+class Distribution(_Strict):
+    """A named distribution with parameters of its own: the magnitudes an honest kernel must handle (exp()
+    arguments past float32's overflow, a common offset far above the spread), next to the input's usual ones."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="Shown in check labels; not a built-in kind's name.")
+    kind: Literal["normal", "uniform"] = Field(description="normal: offset + N(0, scale); uniform: offset + U(low, high).")
+    offset: float = Field(0.0, description="Added to every value.")
+    scale: float | None = Field(None, gt=0, description="Standard deviation for normal (default: the input's scale).")
+    low: float | None = Field(None, description="Lower bound for uniform (default: the input's low).")
+    high: float | None = Field(None, description="Upper bound for uniform (default: the input's high).")
+
+    @field_validator("name")
+    @classmethod
+    def _not_a_kind(cls, v: str) -> str:
+        if v in DISTRIBUTIONS:
+            raise ValueError(f"{v!r} is a built-in distribution; name this one differently")
+        return v
+
+
+DistributionEntry = Annotated[
+    Annotated[Literal["normal", "uniform", "int", "ones"], Tag("kind")] | Annotated[Distribution, Tag("named")],
+    Discriminator(lambda v: "kind" if isinstance(v, str) else "named")]
+
+
 class TensorSpec(_Strict):
     """An input or output array, contiguous and row-major; ``shape = []`` is a scalar (one element)."""
 
     name: str = Field(pattern=_NAME, description="Name used in launch args and the reference.")
     dtype: str = Field(description="Element type: " + ", ".join(DTYPES))
     shape: list[str | int] = Field(description="Dimensions as expressions of the size symbols; [] for a scalar.")
-    distributions: list[Literal["normal", "uniform", "int", "ones"]] = Field(
-        default_factory=list, description="Random input distributions, rotated across trials (inputs only).")
+    distributions: list[DistributionEntry] = Field(
+        default_factory=list, description="Random input distributions (built-in kinds or named ones), rotated across "
+        "trials (inputs only): trial t draws input number i from entry (t + i) mod len.")
     low: float | str = Field(-1.0, description="Lower bound for uniform/int distributions; a string is an "
                              "integer expression of the sizes (inputs only).")
     high: float | str = Field(1.0, description="Upper bound for uniform/int distributions (exclusive for int); "
@@ -71,8 +96,11 @@ class TensorSpec(_Strict):
 
     @model_validator(mode="after")
     def _integer_inputs_use_integer_distributions(self) -> "TensorSpec":
+        names = [d if isinstance(d, str) else d.name for d in self.distributions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: a distribution is listed twice in {names}")
         if self.dtype in DTYPES and not DTYPES[self.dtype].is_float:
-            bad = [d for d in self.distributions if d not in ("int", "ones")]
+            bad = [n for n in names if n not in ("int", "ones")]
             if bad:
                 raise ValueError(f"{self.name}: integer dtype {self.dtype} needs 'int' or 'ones' distributions, not {bad}")
         return self

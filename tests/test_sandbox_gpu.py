@@ -32,7 +32,8 @@ def test_baseline_is_ok_with_an_interval_around_one(sandbox, task_name):
     assert all(c.passed for c in result.checks)
     labels = {c.label.split()[0].split("#")[0] for c in result.checks}
     assert "benchmark" in labels and any(lbl.startswith("check[") for lbl in labels)
-    assert any(lbl.startswith("timed") for lbl in labels), "timed outputs must be checked in full too"
+    assert sum(lbl == "timing" for lbl in labels) == 3, "three launches of the timing stage are compared in full too"
+    assert result.timing.candidate_launches >= 64 and result.timing.rounds <= result.timing.round_cap
     assert 0 < result.timing.impls["baseline"].pct_of_roofline < 150
 
 
@@ -42,7 +43,7 @@ CHEAT_STATUS = {
     "out_of_bounds.cu": (Status.rejected, "guard band above output 'c'"),
     "input_mutation.cu": (Status.rejected, "input 'a' was modified"),
     "benchmark_shortcut.cu": (Status.wrong, "benchmark"),
-    "warmup_counter.cu": (Status.wrong, "timed round"),
+    "warmup_counter.cu": (Status.wrong, "timing stage"),
     "cache_across_calls.cu": (Status.wrong, "wrong"),
     "race.cu": (Status.wrong, "wrong"),
     "hang.cu": (Status.timeout, "limit"),
@@ -64,13 +65,45 @@ def test_cheating_kernel_gets_its_status(sandbox, name):
     assert text.lower() in (result.error + result.detail).lower()
 
 
+# Each class of hole closed for the evaluator, with its own kernel: (file, task, sizes or None for the
+# benchmark size, status, text of the error).
+CLASS_CHEATS = {
+    # no launch unobserved: honest in correctness, then wrong in some launches of the timing stage
+    "launch_counter_noisy.cu": ("vector_add", None, Status.wrong, "timing stage"),
+    "hgemm_zero_late.cu": ("hgemm", None, Status.wrong, "timing stage"),
+    "sgemm_half_late.cu": ("sgemm", None, Status.wrong, "timing stage"),
+    # a flushed L2 gives the timed launches away (inputs fit the L2 at this size)
+    "flush_detector.cu": ("vector_add", {"n": 1 << 20}, Status.wrong, "timing stage"),
+    # inputs that stress the math
+    "softmax_no_max.cu": ("softmax", None, Status.wrong, "x: large"),
+    "layernorm_one_pass.cu": ("layernorm", None, Status.wrong, "x: large"),
+    "rmsnorm_eps_outside.cu": ("rmsnorm", None, Status.wrong, "x: small"),
+}
+HONEST = {"honest_overread.cu": "vector_add",
+          "honest_atomic_rowsum.cu": "row_sum", "honest_persistent.cu": "softmax",
+          "honest_scratch_two_pass.cu": "layernorm"}
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", sorted(CLASS_CHEATS))
+def test_each_class_of_cheat_gets_its_status(sandbox, name):
+    task_name, sizes, expected, text = CLASS_CHEATS[name]
+    result = sandbox.evaluate(load_task(task_name), load_candidate(CHEATS / name), sizes=sizes)
+    assert result.status is expected, result.summary() + "\n" + result.detail[-2000:]
+    assert text.lower() in result.error.lower(), result.error
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", sorted(HONEST))
+def test_honest_kernels_are_ok(sandbox, name):
+    result = sandbox.evaluate(load_task(HONEST[name]), load_candidate(CHEATS / name))
+    assert result.status is Status.ok, result.summary() + "\n" + result.error + "\n" + result.detail[-2000:]
+    assert result.timing.candidate_launches >= 64
+
+
 # Screening runs each candidate about 20 times, too few for a counter that turns at 40 launches, and at the
 # benchmark size alone, where partial_write's skipped tail is empty (n is a multiple of 256): the full evaluation
 # that confirms a screened winner catches both. A hang is screened alone below.
-SCREEN_STATUS = {n: s for n, (s, _) in CHEAT_STATUS.items()
-                 if n not in ("warmup_counter.cu", "partial_write.cu", "hang.cu")}
-
-
 @pytest.mark.timeout(600)
 def test_screen_gives_each_cheat_its_status_and_times_honest_kernels(sandbox):
     task = load_task("vector_add")

@@ -51,10 +51,10 @@ def test_timing_settles_only_when_both_medians_are_known_to_the_target():
     tight = list(1.0 + 0.0005 * rng.standard_normal(10))
     noisy = list(1.0 + 0.05 * rng.standard_normal(10))
     assert settled(tight, 0.005) and not settled(noisy, 0.005) and not settled(tight, 0.0)
-    req = {"budget_ms": 1e9, "max_rounds": 60, "wall_cap_s": 60.0, "target_ci": 0.005}
-    assert _enough(req, {"candidate": tight, "baseline": tight, "vendor": noisy}, 1.0)  # the vendor does not decide
-    assert not _enough(req, {"candidate": tight, "baseline": noisy}, 1.0)
-    assert not _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 1.0)
-    assert _enough({**req, "target_ci": 0.0, "budget_ms": 5.0}, {"candidate": tight, "baseline": tight}, 1.0)
-    assert _enough({**req, "target_ci": 0.0, "max_rounds": 10}, {"candidate": tight, "baseline": tight}, 1.0)
-    assert _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 61.0)
+    req = {"budget_ms": 1e9, "wall_cap_s": 60.0, "target_ci": 0.005}
+    assert _enough(req, {"candidate": tight, "baseline": tight, "vendor": noisy}, 60, 1.0)  # the vendor does not decide
+    assert not _enough(req, {"candidate": tight, "baseline": noisy}, 60, 1.0)
+    assert not _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 60, 1.0)
+    assert _enough({**req, "target_ci": 0.0, "budget_ms": 5.0}, {"candidate": tight, "baseline": tight}, 60, 1.0)
+    assert _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 10, 1.0)  # the round cap
+    assert _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 60, 61.0)

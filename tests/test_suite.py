@@ -19,7 +19,7 @@ from sandbox.candidate import load_candidate
 from sandbox.compiler import compile_source
 from sandbox.worker.harness import reference_inputs
 from sandbox.dtypes import np_dtype
-from sandbox.inputs import generate, input_specs
+from sandbox.inputs import distribution_count, generate, input_specs
 from sandbox.plan import resolve
 from sandbox.task import CATEGORIES, load_task, suite_names
 
@@ -152,7 +152,7 @@ def test_every_knob_combination_compiles_without_spills_and_launches_within_cuda
 def test_reference_runs_with_numpy_at_every_check_size_and_returns_the_declared_shapes(name):
     task = load_task(name)
     for sizes in task.spec.sizes.check:
-        for trial in (0, 1):
+        for trial in range(distribution_count(task)):
             out = _reference(task, _inputs(task, sizes, trial, seed=1234 + trial), sizes)
             assert set(out) == {t.name for t in task.spec.outputs}
             for t in task.spec.outputs:
@@ -247,7 +247,7 @@ def test_reference_agrees_with_an_independent_naive_computation(name):
     small = [s for s in task.spec.sizes.check if task.flops(s) + task.bytes(s) <= NAIVE_WORK_LIMIT]
     assert len(small) >= 3
     for sizes in small:
-        for trial in (0, 1):
+        for trial in range(distribution_count(task)):
             inputs = _inputs(task, sizes, trial, seed=77 + trial)
             ref = _reference(task, inputs, sizes)
             naive = NAIVE[name](**inputs, **sizes, **_scalars(task))
@@ -264,7 +264,7 @@ def test_outputs_are_not_constant_and_change_with_every_input(name):
     """A constant output, or one that ignores an input, must fail the task's own tolerance."""
     task = load_task(name)
     sizes = _largest_check(task)
-    for trial in (0, 1):
+    for trial in range(distribution_count(task)):
         specs = input_specs(task, sizes, trial)
         inputs = reference_inputs(np, specs, 5)
         out = _reference(task, inputs, sizes)
@@ -293,7 +293,7 @@ def gpu_sandbox():
 
     # Correctness is the point here; timing runs just long enough to check timed outputs too.
     config = SandboxConfig(check_timeout_s=600, time_timeout_s=600, timing_budget_s=0.05, max_rounds=15,
-                           full_check_rounds=1)
+                           full_checks=1)
     with GPUSandbox(config) as sb:
         yield sb
 
@@ -329,7 +329,7 @@ def test_baseline_is_correct_at_every_heldout_size(gpu_sandbox, name):
 
 def vendor_agreement(name: str) -> list[dict]:
     """Run in a child process on a GPU: reference and vendor on the same CuPy inputs at every check size
-    and the benchmark size, both trial distributions, compared with the task's tolerance."""
+    and the benchmark size, every trial distribution, compared with the task's tolerance."""
     import cupy
 
     from sandbox.compare import compare
@@ -338,7 +338,7 @@ def vendor_agreement(name: str) -> list[dict]:
     module = task.reference_module()
     rows = []
     for label, sizes in [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)] + [("benchmark", task.spec.sizes.benchmark)]:
-        for trial in (0, 1):
+        for trial in range(distribution_count(task)):
             inputs = reference_inputs(cupy, input_specs(task, sizes, trial), 4321 + trial)
             ref = module.reference(cupy, **inputs, **sizes, **_scalars(task))
             got = module.vendor(cupy, **inputs, **sizes, **_scalars(task))

@@ -23,7 +23,7 @@ from ..candidate import CandidateError, load_candidate, validate_for_task
 from ..compare import compare
 from ..compiler import DEFAULT_ARCH
 from ..dtypes import itemsize
-from ..inputs import generate, input_specs, output_specs
+from ..inputs import distribution_count, generate, input_specs, output_specs
 from ..plan import PlanError, resolve, shared_limit
 from ..task import Task, describe_sizes, load_task
 from ..task_reference import ReferenceOutputError, checked_outputs
@@ -73,9 +73,11 @@ class TaskCheck(BaseModel):
 
 
 def check_task(path: str | Path, candidates: list[str | Path] = (), arch: str | None = None,
-               trials: int = 2) -> TaskCheck:
-    """Check the task at ``path`` (a TaskError if it does not even load) and ``candidates`` against it."""
+               trials: int | None = None) -> TaskCheck:
+    """Check the task at ``path`` (a TaskError if it does not even load) and ``candidates`` against it;
+    ``trials`` per check size (default: enough to draw every listed distribution of every input)."""
     task = load_task(path)
+    trials = trials or distribution_count(task)
     arch = arch or DEFAULT_ARCH
     rows, findings = _sizes(task)
     module = task.reference_module()

@@ -21,15 +21,20 @@ class SandboxConfig(BaseModel):
     time_timeout_s: float = Field(240.0, gt=0, description="Wall-clock limit of the timing stage.")
     compare_timeout_s: float = Field(600.0, gt=0, description="Wall-clock limit of one reference comparison.")
     trials_per_check_size: int = Field(2, ge=1, description="Trials (fresh seeds, rotating distributions) per check size.")
-    timing_budget_s: float = Field(0.25, gt=0, description="GPU time of the candidate after which rounds may stop.")
+    timing_budget_s: float = Field(0.25, gt=0, description="GPU time of the candidate after which rounds may stop; also "
+                                   "fixes the round cap: this budget over the baseline's warm-up time, within "
+                                   "[min_rounds, max_rounds], before the first round (a noisy candidate cannot extend it).")
     min_rounds: int = Field(10, ge=10, description="At least this many A/B rounds (samples per implementation).")
     max_rounds: int = Field(60, ge=10, description="At most this many A/B rounds.")
     target_ci: float = Field(0.005, ge=0, lt=1, description="After min_rounds, stop once the 95% intervals of the candidate's "
                              "and the baseline's medians are each within +-this fraction of them (0: run to the budget).")
     wall_cap_s: float = Field(60.0, gt=0, description="Stop adding rounds after this much wall time.")
-    min_launches: int = Field(64, ge=0, description="Launches of the candidate in the timing stage before its last, hidden "
-                              "check (untimed launches make up what warm-up and rounds did not): a kernel that counts its "
-                              "launches and changes after a few dozen is caught even when timing stops early.")
-    full_check_rounds: int = Field(2, ge=0, description="Timed rounds, chosen at random, whose outputs are checked in full.")
+    min_launches: int = Field(64, ge=0, description="The candidate is launched at least this many times in the timing stage "
+                              "and at most twice as many: the count is drawn at random for each evaluation, and untimed "
+                              "launches after the rounds make it up, so no count of launches tells a kernel the stage is over. "
+                              "Every launch is compared with the baseline's output for the same inputs.")
+    full_checks: int = Field(3, ge=0, description="Launches of the candidate in the timing stage whose outputs are also "
+                             "compared in full with the reference: a uniform sample of all its launches (warm-up, timed, "
+                             "untimed), drawn after each launch.")
     roofline_reject_factor: float = Field(1.5, ge=1.0, description="Reject times below the roofline floor divided by this.")
     vendor: bool = Field(True, description="Time the task's vendor implementation side by side.")

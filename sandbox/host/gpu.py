@@ -2,10 +2,12 @@
 compile worker, candidate kernels in a GPU worker, the reference in a separate trusted worker.
 
 ``GPUSandbox`` holds a ``Builder`` (compiles), the GPU and reference workers, a ``Profiler`` (ncu), a
-``Screener`` (cheap sweeps) and a ``Sanitizer`` (compute-sanitizer on winners). ``evaluate`` runs the correctness stage (every check size and the benchmark
-size, two runs each, poisoned outputs, guard bands, input hashes) and the timing stage (interleaved A/B
-rounds against the baseline and the vendor library, every timed output fingerprinted against the
-baseline's, sampled timed rounds and a last hidden round checked in full against the reference).
+``Screener`` (cheap sweeps) and a ``Sanitizer`` (compute-sanitizer on winners). ``evaluate`` runs the
+correctness stage (every check size and the benchmark size, every listed input distribution at each, two
+runs per trial, poisoned outputs, guard bands, input hashes) and the timing stage (``sandbox.worker.timing``:
+interleaved A/B rounds against the baseline and the vendor library; every launch of the candidate compared
+on the device with the baseline's output for the same inputs; launches drawn at random after the fact
+compared in full with the reference).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import time
 from pathlib import Path
 
 from .. import compiler, stats
+from ..agreement import DEVICE_NAMES
 from ..candidate import Candidate, load_candidate
-from ..inputs import input_specs, output_specs
+from ..inputs import distribution_count, input_specs, output_specs
 from ..plan import PlanError, resolve
 from ..result import Check, CompileInfo, Cost, Mismatch, Result, Status, Timing
 from ..task import Task, TaskError, describe_sizes
@@ -53,7 +56,7 @@ class GPUSandbox(CompileOnlySandbox):
             shutil.rmtree(self.data_dir, ignore_errors=True)
             raise RuntimeError(f"no usable CUDA device: {hello['error']}")
         arch = config.arch or hello["info"]["arch"]
-        harness_cubin, harness_names = _harness(arch)
+        harness_cubin, harness_names = compile_harness(arch)
         super().__init__(config, arch=arch, harness_cubin=harness_cubin)
         self.device = hello["info"]
         self.harness = dict(arch=self.arch, harness_cubin=harness_cubin, harness_names=harness_names)
@@ -149,7 +152,7 @@ class GPUSandbox(CompileOnlySandbox):
     def _correctness(self, task: Task, cubin: bytes, labelled, plans, cost: Cost):
         trials = []
         for label, sizes in labelled:
-            count = 1 if label in ("benchmark", "size") else self.config.trials_per_check_size
+            count = trial_count(task, label, self.config.trials_per_check_size)
             for k in range(count):
                 trials.append(dict(label=label if count == 1 else f"{label}#{k}", sizes=sizes, plan=plans[label],
                                    inputs=input_specs(task, sizes, k), outputs=output_specs(task, sizes),
@@ -168,7 +171,8 @@ class GPUSandbox(CompileOnlySandbox):
         for tr in reply["trials"]:
             cost.check_gpu_s += tr.get("gpu_s", 0.0)
             trial = by_label[tr["label"]]
-            where = f"{tr['label']} ({describe_sizes(trial['sizes'])})"
+            dists = ", ".join(f"{spec['name']}: {spec['dist']}" for spec in trial["inputs"])
+            where = f"{tr['label']} ({describe_sizes(trial['sizes'])}; {dists})"
             if tr["status"] != "ran":
                 return Status(tr["status"]), checks, f"{where}: {tr['error']}", tr.get("detail", "")
             found = self._compare(task, trial, sorted(tr["files"].items()), tr["input_hashes"], hash_seed, tr["label"])
@@ -214,14 +218,14 @@ class GPUSandbox(CompileOnlySandbox):
                  "baseline": dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench))}
         if cfg.vendor and callable(getattr(task.reference_module(), "vendor", None)):
             impls["vendor"] = dict(task_folder=str(task.folder))
-        variants = [input_specs(task, bench, k) for k in range(2)]
-        full_rounds = sorted(random.sample(range(cfg.min_rounds), k=min(cfg.full_check_rounds, cfg.min_rounds)))
+        variants = [input_specs(task, bench, k) for k in range(distribution_count(task))]
         scalars = {s.name: s.value for s in task.spec.scalars}
         req = dict(op="time", impls=impls, sizes=task.env(bench), scalars=scalars, input_variants=variants,
-                   outputs=output_specs(task, bench), seed=self._rng.getrandbits(62), order_seed=self._rng.getrandbits(62),
+                   outputs=output_specs(task, bench), tolerance=task.tolerances(),
+                   seed=self._rng.getrandbits(62), order_seed=self._rng.getrandbits(62),
                    hash_seed=self._rng.getrandbits(63), budget_ms=cfg.timing_budget_s * 1e3, min_rounds=cfg.min_rounds,
-                   max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, min_launches=cfg.min_launches,
-                   wall_cap_s=cfg.wall_cap_s, full_rounds=full_rounds,
+                   max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, wall_cap_s=cfg.wall_cap_s,
+                   launches_to=self._rng.randint(cfg.min_launches, 2 * cfg.min_launches), full_checks=cfg.full_checks,
                    data_dir=str(self.data_dir), **self.harness)
         try:
             reply = self._gpu.call_ok(req, cfg.time_timeout_s)
@@ -235,23 +239,18 @@ class GPUSandbox(CompileOnlySandbox):
             return Status(reply["status"]), None, [], f"timing stage ({reply['impl']}): {reply['error']}", reply.get("detail", "")
         cost.time_gpu_s += reply["gpu_s"]
 
-        # every timed output: fingerprint against the baseline's output of the same round
-        for r, (fc, fb) in enumerate(zip(reply["fingerprints"]["candidate"], reply["fingerprints"]["baseline"])):
-            for out in fc:
-                problem = _fingerprint_mismatch(fc[out], fb[out], task.output_tolerance(out))
-                if problem:
-                    return Status.wrong, None, [], f"timed round {r}: output {out!r} differs from the baseline's: {problem}", ""
-        # sampled timed rounds and the last hidden round: full comparison with the reference
+        # launches drawn at random from the whole stage: full comparison with the reference
         checks: list[Check] = []
         for entry in reply["full"]:
             trial = dict(sizes=bench, inputs=variants[entry["variant"]], outputs=output_specs(task, bench), seed=entry["seed"])
-            found = self._compare(task, trial, [("timed", entry["files"])], None, 0, f"timed round {entry['round']}")
+            where = f"timing launch {entry['launch']} ({entry['phase']})"
+            found = self._compare(task, trial, [("full", entry["files"])], None, 0, where)
             if isinstance(found, str):
                 raise RuntimeError(found)
             checks += found
             bad = [c for c in found if not c.passed]
             if bad:
-                return Status.wrong, None, checks, f"timed round {entry['round']}: output {bad[0].output!r} is wrong: {_mismatch_text(bad[0])}", ""
+                return Status.wrong, None, checks, f"{where}: output {bad[0].output!r} is wrong: {_mismatch_text(bad[0])}", ""
 
         impls_rec = {}
         ceil = self.ceilings
@@ -269,7 +268,8 @@ class GPUSandbox(CompileOnlySandbox):
             v, lo, hi = stats.speedup_ci(reply["samples"][name], reply["samples"]["candidate"])
             speedups[name] = dict(value=v, low=lo, high=hi)
             faster[name] = lo > 1.0
-        rec = dict(sizes=bench, rounds=reply["rounds"], l2_flush_bytes=reply["flush_bytes"], rotating_sets=reply["sets"],
+        rec = dict(sizes=bench, rounds=reply["rounds"], round_cap=reply["round_cap"], candidate_launches=reply["launches"],
+                   l2_flush_bytes=reply["flush_bytes"], rotating_sets=reply["sets"],
                    impls=impls_rec, speedup=speedups, faster_than=faster, roofline_ms=floor_ms, bound=bound,
                    _env={"clocks_start": reply["clocks_start"], "clocks_end": reply["clocks_end"], "ceilings": ceil})
         cand = impls_rec["candidate"]
@@ -295,25 +295,21 @@ def _mismatch_text(c: Check) -> str:
     return ", ".join(parts)
 
 
-def _fingerprint_mismatch(fc: list[float], fb: list[float], tol) -> str:
-    s_c, a_c, w_c, nan_c, pinf_c, ninf_c = fc
-    s_b, a_b, w_b, nan_b, pinf_b, ninf_b = fb
-    if (nan_c, pinf_c, ninf_c) != (nan_b, pinf_b, ninf_b):
-        return f"non-finite counts (NaN, +inf, -inf) {int(nan_c), int(pinf_c), int(ninf_c)} vs {int(nan_b), int(pinf_b), int(ninf_b)}"
-    bound = 1.05 * (tol.atol * (w_c + w_b) + tol.rtol * (a_c + a_b)) + 1e-11 * (a_c + a_b) + 1e-300
-    if abs(s_c - s_b) > bound:
-        return f"weighted sums {s_c:.9g} vs {s_b:.9g} differ by more than the tolerance allows ({bound:.3g})"
-    return ""
+def trial_count(task: Task, label: str, per_check_size: int) -> int:
+    """Trials at one size: every listed distribution of every input at least once (``inputs.input_specs``
+    rotates them), and at least ``per_check_size`` at a check size."""
+    n = distribution_count(task)
+    return n if label in ("benchmark", "size") else max(per_check_size, n)
 
 
-HARNESS_NAMES = [f"fingerprint<{t}>" for t in ("double", "float", "__half", "long long", "int", "unsigned int",
-                                                "signed char", "unsigned char")]
+HARNESS_NAMES = DEVICE_NAMES + ["hash_words", "l2_flush_read"]
 
 
-def _harness(arch: str) -> tuple[bytes, dict[str, str]]:
+def compile_harness(arch: str) -> tuple[bytes, dict[str, str]]:
+    """harness.cu compiled for ``arch``: the cubin, and the lowered names of its kernels (``HARNESS_NAMES``)."""
     source = HARNESS_SOURCE.read_text()
     options = [f"-arch={arch}", "-std=c++17", *[f"-I{d}" for d in compiler.include_dirs()]]
-    info, cubin = compiler._nvrtc(source, options, arch, HARNESS_NAMES + ["hash_words"])
+    info, cubin = compiler._nvrtc(source, options, arch, HARNESS_NAMES)
     if not info.ok:
         raise RuntimeError(f"the harness kernels do not compile:\n{info.log}")
     return cubin, info.lowered_names

@@ -4,11 +4,12 @@ evaluation's cost, for sweeps that measure every point of a space.
 ``GPUSandbox.evaluate`` checks each candidate against the reference at every check size, times it
 and checks timed outputs again: about a second or more of fixed cost per candidate at benchmark
 size (fresh buffers, reference recomputed, outputs moved through files). ``screen`` keeps the
-benchmark-size inputs, the baseline's outputs and the process across a batch. Per candidate it
-still checks a poisoned-output run against the baseline's output (with the task's tolerance; the
-baseline itself passed the full correctness stage first), guard bands and input hashes, times
-interleaved A/B rounds with a cold L2, and checks a last run on other inputs. It does not compare
-with the reference at the check sizes: a screened winner is only a winner once ``evaluate`` agrees.
+benchmark-size inputs, the baseline's outputs and the process across a batch. Per candidate it times
+interleaved A/B rounds with a cold L2 between a first run and a last run on other inputs, and compares
+every run of the candidate on the device with the baseline's output for the same inputs (the test of
+``sandbox.agreement``; the baseline itself passed the full correctness stage first), guard bands and
+input hashes checked. It does not compare with the reference at the check sizes: a screened winner is
+only a winner once ``evaluate`` agrees.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ class Screener:
         rng = random.SystemRandom()
         setup = dict(op="screen_setup", setup_id=rng.getrandbits(62),
                      baseline=dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench)),
-                     inputs=input_specs(task, bench, 0), outputs=output_specs(task, bench), tolerance=task.tolerances(),
+                     inputs=[input_specs(task, bench, k) for k in range(2)], outputs=output_specs(task, bench),
+                     tolerance=task.tolerances(),
                      seed=rng.getrandbits(40), hash_seed=rng.getrandbits(63), **self.harness)
         set_up_in = None  # the worker process (its start count) that holds this screening's state
         pending = [ready[k:k + batch] for k in range(0, len(ready), batch)]

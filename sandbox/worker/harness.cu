@@ -1,4 +1,5 @@
-// Trusted device code of the harness (never a candidate's): hashes and output fingerprints.
+// Trusted device code of the harness (never a candidate's): input hashes, the agreement test of a
+// candidate's output with the baseline's, the masks of stored baseline outputs, and the L2 flush.
 #include <cuda_fp16.h>
 
 __device__ __forceinline__ unsigned long long mix64(unsigned long long x) {
@@ -22,34 +23,131 @@ extern "C" __global__ void hash_words(const unsigned int* __restrict__ p, long l
 template <typename T> __device__ __forceinline__ double as_double(T v) { return (double)v; }
 template <> __device__ __forceinline__ double as_double<__half>(__half v) { return (double)__half2float(v); }
 
-// Weighted fingerprint of an output with pseudo-random weights w_i in [-1, 1) keyed by `key`:
-// out[0] = sum w*y, out[1] = sum |w|*|y|, out[2] = sum |w| (finite elements only),
-// out[3] = #NaN, out[4] = #+inf, out[5] = #-inf.
-template <typename T>
-__global__ void fingerprint(const T* __restrict__ y, long long n, unsigned long long key, double* out) {
-    double s = 0.0, a = 0.0, w1 = 0.0, nan = 0.0, pinf = 0.0, ninf = 0.0;
+// ---- the agreement test (sandbox/agreement.py says what it guarantees) ---------------------------
+// A stored baseline output is kept masked: every 8-byte word w of it XORed with mix64(w ^ k1) ^ k2, so
+// a candidate that finds it in device memory reads noise. Elements of one word share its mask and sign bits.
+#define AGREE_PROJECTIONS 4
+
+template <int S> struct Bits;
+template <> struct Bits<1> { typedef unsigned char T; };
+template <> struct Bits<2> { typedef unsigned short T; };
+template <> struct Bits<4> { typedef unsigned int T; };
+template <> struct Bits<8> { typedef unsigned long long T; };
+
+// In place, for elements of U's size; applying it twice restores the data.
+template <typename U>
+__global__ void mask_bits(U* p, long long n, unsigned long long k1, unsigned long long k2) {
+    const int E = sizeof(U) >= 8 ? 1 : 8 / (int)sizeof(U);
+    long long words = (n + E - 1) / E;
     long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
-        double v = as_double(y[i]);
-        double w = (double)(mix64((unsigned long long)i ^ key) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-        if (isnan(v)) nan += 1.0;
-        else if (isinf(v)) { if (v > 0) pinf += 1.0; else ninf += 1.0; }
-        else { s += w * v; a += fabs(w) * fabs(v); w1 += fabs(w); }
-    }
-    double vals[6] = {s, a, w1, nan, pinf, ninf};
-    #pragma unroll
-    for (int k = 0; k < 6; ++k) {
-        double v = vals[k];
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-        if ((threadIdx.x & 31) == 0 && v != 0.0) atomicAdd(out + k, v);
+    for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < words; w += stride) {
+        unsigned long long m = mix64((unsigned long long)w ^ k1) ^ k2;
+        #pragma unroll
+        for (int j = 0; j < E; ++j) {
+            long long i = w * E + j;
+            if (i < n) p[i] ^= (U)(m >> (8 * sizeof(U) * j));
+        }
     }
 }
 
-template __global__ void fingerprint<double>(const double*, long long, unsigned long long, double*);
-template __global__ void fingerprint<float>(const float*, long long, unsigned long long, double*);
-template __global__ void fingerprint<__half>(const __half*, long long, unsigned long long, double*);
-template __global__ void fingerprint<long long>(const long long*, long long, unsigned long long, double*);
-template __global__ void fingerprint<int>(const int*, long long, unsigned long long, double*);
-template __global__ void fingerprint<unsigned int>(const unsigned int*, long long, unsigned long long, double*);
-template __global__ void fingerprint<signed char>(const signed char*, long long, unsigned long long, double*);
-template __global__ void fingerprint<unsigned char>(const unsigned char*, long long, unsigned long long, double*);
+// One pass over a candidate output c and the masked baseline output bm (n elements of T each):
+// acc[0] += sum of t_i^2, acc[1 + k] += projection k; cnt[0] += elements that disagree, cnt[1] = min
+// index among them. t_i = a2 + r2 * max(|c_i|, |b_i|); `exact` compares bits (integer outputs).
+template <typename T>
+__global__ void agree(const T* __restrict__ c, const T* __restrict__ bm, long long n, double a2, double r2,
+                      int exact, unsigned long long k1, unsigned long long k2, unsigned long long sign_key,
+                      double* acc, unsigned long long* cnt) {
+    typedef typename Bits<sizeof(T)>::T U;
+    const int E = sizeof(T) >= 8 ? 1 : 8 / (int)sizeof(T);
+    const U* cu = reinterpret_cast<const U*>(c);
+    const U* bu = reinterpret_cast<const U*>(bm);
+    double s[AGREE_PROJECTIONS] = {0.0};
+    double t2 = 0.0;
+    unsigned long long bad = 0, first = ~0ULL;
+    long long words = (n + E - 1) / E;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < words; w += stride) {
+        unsigned long long m = mix64((unsigned long long)w ^ k1) ^ k2;
+        unsigned long long h = mix64((unsigned long long)w ^ sign_key);
+        #pragma unroll
+        for (int j = 0; j < E; ++j) {
+            long long i = w * E + j;
+            if (i >= n) break;
+            U cbits = cu[i];
+            U bbits = bu[i] ^ (U)(m >> (8 * sizeof(T) * j));
+            double cd = as_double(*reinterpret_cast<const T*>(&cbits));
+            double bd = as_double(*reinterpret_cast<const T*>(&bbits));
+            double d = 0.0;
+            bool wrong;
+            if (exact) {
+                wrong = cbits != bbits;
+                d = cd - bd;
+            } else if (isfinite(cd) && isfinite(bd)) {
+                double t = a2 + r2 * fmax(fabs(cd), fabs(bd));
+                d = cd - bd;
+                wrong = !(fabs(d) <= t);
+                t2 += t * t;
+            } else {
+                wrong = !((isnan(cd) && isnan(bd)) || (isinf(cd) && cd == bd));
+            }
+            unsigned int signs = (unsigned int)(h >> (AGREE_PROJECTIONS * j));
+            #pragma unroll
+            for (int k = 0; k < AGREE_PROJECTIONS; ++k) s[k] += ((signs >> k) & 1u) ? -d : d;
+            if (wrong) {
+                ++bad;
+                if ((unsigned long long)i < first) first = (unsigned long long)i;
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        t2 += __shfl_down_sync(0xffffffffu, t2, o);
+        #pragma unroll
+        for (int k = 0; k < AGREE_PROJECTIONS; ++k) s[k] += __shfl_down_sync(0xffffffffu, s[k], o);
+        bad += __shfl_down_sync(0xffffffffu, bad, o);
+        unsigned long long f = __shfl_down_sync(0xffffffffu, first, o);
+        first = f < first ? f : first;
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (t2 != 0.0) atomicAdd(acc, t2);
+        #pragma unroll
+        for (int k = 0; k < AGREE_PROJECTIONS; ++k)
+            if (s[k] != 0.0) atomicAdd(acc + 1 + k, s[k]);
+        if (bad) {
+            atomicAdd(cnt, bad);
+            atomicMin(cnt + 1, first);
+        }
+    }
+}
+
+template __global__ void mask_bits<unsigned char>(unsigned char*, long long, unsigned long long, unsigned long long);
+template __global__ void mask_bits<unsigned short>(unsigned short*, long long, unsigned long long, unsigned long long);
+template __global__ void mask_bits<unsigned int>(unsigned int*, long long, unsigned long long, unsigned long long);
+template __global__ void mask_bits<unsigned long long>(unsigned long long*, long long, unsigned long long,
+                                                       unsigned long long);
+#define AGREE_INSTANCE(T) \
+    template __global__ void agree<T>(const T*, const T*, long long, double, double, int, unsigned long long, \
+                                      unsigned long long, unsigned long long, double*, unsigned long long*);
+AGREE_INSTANCE(double)
+AGREE_INSTANCE(float)
+AGREE_INSTANCE(__half)
+AGREE_INSTANCE(long long)
+AGREE_INSTANCE(int)
+AGREE_INSTANCE(unsigned int)
+AGREE_INSTANCE(signed char)
+AGREE_INSTANCE(unsigned char)
+
+// ---- the L2 flush --------------------------------------------------------------------------------
+// Reads n 16-byte words of a zeroed buffer at least twice the L2's size: every line the last launch
+// or the input generation left in L2, dirty or clean, is evicted (and written back) here, not inside
+// the next timed launch, which starts on clean lines. The sum is stored only if it equals `never`
+// (not 0), so the reads cannot be optimised away.
+extern "C" __global__ void l2_flush_read(const ulonglong2* p, long long n, unsigned long long never,
+                                         unsigned long long* out) {
+    unsigned long long acc = 0;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+        ulonglong2 v = p[i];
+        acc += v.x ^ v.y;
+    }
+    if (acc == never) out[0] = acc;
+}

@@ -1,8 +1,9 @@
 """Device-side harness, run inside a GPU worker process (never in the orchestrator).
 
 Everything here is trusted code: it allocates guarded buffers at random offsets, generates inputs
-from seeds, poisons outputs, launches resolved plans, checks guard bands and input hashes, times
-with CUDA events around a cold L2, and fingerprints outputs. Candidate code is device code only.
+from seeds, poisons outputs, launches resolved plans, checks guard bands and input hashes, and holds
+the kernels that guard a measurement (``guards``: the agreement test of a candidate's output with the
+baseline's, and the L2 flush). Candidate code is device code only.
 """
 
 from __future__ import annotations
@@ -35,36 +36,53 @@ class LaunchFailed(Exception):
 
 
 class Harness:
-    def __init__(self, arch: str, harness_cubin: bytes):
+    def __init__(self, arch: str, harness_cubin: bytes, lowered: dict[str, str] | None = None):
         import cupy as cp
 
         self.cp = cp
         self.dev = cp.cuda.Device()
         self.arch = arch
         self.l2_bytes = int(self.dev.attributes["L2CacheSize"])
+        self.sms = int(self.dev.attributes["MultiProcessorCount"])
         self.stream = cp.cuda.Stream.null  # one stream for everything: harness work and candidate launches are ordered
         mod = cp.cuda.function.Module()
         mod.load(harness_cubin)
         self._module = mod
-        self._hash = mod.get_function("hash_words")
-        self._fp = {}
+        self.lowered = lowered or {}
+        self._functions = {}
+        self._hash = self.function("hash_words")
         self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
-        self._flush = None
+        self._agreement = self._flush = None
+
+    def function(self, name: str):
+        """A harness kernel by its source name (a template-id is looked up through the lowered names)."""
+        if name not in self._functions:
+            self._functions[name] = self._module.get_function(self.lowered.get(name, name))
+        return self._functions[name]
 
     # ---- memory ---------------------------------------------------------------------------
 
     def alloc(self, dtype: str, shape: tuple[int, ...]) -> "Guarded":
         return Guarded(self, dtype, tuple(shape))
 
-    def flush_l2(self, value: int) -> int:
-        cp = self.cp
-        nbytes = 2 * self.l2_bytes
+    def flush_l2(self) -> int:
+        """Empty the L2 before a timed launch (``guards.L2Flush``); returns the bytes read."""
         if self._flush is None:
-            self._flush = cp.empty(nbytes, dtype=cp.uint8)
-        cp.cuda.runtime.memsetAsync(self._flush.data.ptr, value & 0xFF, nbytes, self.stream.ptr)
-        return nbytes
+            from .guards import L2Flush
 
-    # ---- hashing and fingerprints (harness kernels) ---------------------------------------
+            self._flush = L2Flush(self.cp, self.function, self.stream, self.sms, self.l2_bytes, self._rng)
+        return self._flush()
+
+    @property
+    def agreement(self):
+        """The agreement test and masks on the device (``guards.DeviceAgreement``), keyed by this process's secret."""
+        if self._agreement is None:
+            from .guards import DeviceAgreement
+
+            self._agreement = DeviceAgreement(self.cp, self.function, self.stream, self.sms, self._rng)
+        return self._agreement
+
+    # ---- hashing (a harness kernel) -------------------------------------------------------
 
     def hash_array(self, array, seed: int):
         """Device scalar: order-sensitive hash of a contiguous array's bytes (zero-padded to words)."""
@@ -79,22 +97,6 @@ class Harness:
         grid = max(1, min(math.ceil(words / 256), 1056))
         self._hash((grid,), (256,), (raw.view(cp.uint32), np.int64(words), np.uint64(seed), out), stream=self.stream)
         return out
-
-    def fingerprint(self, array, key: int):
-        cp = self.cp
-        array = cp.ascontiguousarray(array)
-        ctype = {"float64": "double", "float32": "float", "float16": "__half", "int64": "long long",
-                 "int32": "int", "uint32": "unsigned int", "int8": "signed char", "uint8": "unsigned char"}[array.dtype.name]
-        name = f"fingerprint<{ctype}>"
-        if name not in self._fp:
-            self._fp[name] = self._module.get_function(self.lowered[name])
-        out = cp.zeros(6, dtype=cp.float64)
-        n = int(array.size)
-        grid = max(1, min(math.ceil(n / 256), 1056))
-        self._fp[name]((grid,), (256,), (array, np.int64(n), np.uint64(key), out), stream=self.stream)
-        return out
-
-    lowered: dict[str, str] = {}
 
     # ---- plans ---------------------------------------------------------------------------
 
@@ -194,9 +196,11 @@ class Loaded:
     def alloc_scratch(self) -> dict[str, Guarded]:
         return {s["name"]: self.h.alloc(s["dtype"], (s["count"],)) for s in self.plan["scratch"]}
 
-    def poison_scratch(self, scratch: dict[str, Guarded]) -> None:
+    def poison_scratch(self, scratch: dict[str, Guarded], every: bool = False) -> None:
+        """Fill the ``poison`` scratch buffers (``every``: all of them, e.g. to wipe a baseline's
+        intermediate results before a candidate runs) with 0xFF bytes."""
         for s in self.plan["scratch"]:
-            if s["init"] == "poison":
+            if every or s["init"] == "poison":
                 scratch[s["name"]].memset(0xFF)
 
     def launch(self, arrays: dict, scratch: dict[str, Guarded]) -> None:

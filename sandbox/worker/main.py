@@ -57,8 +57,7 @@ class GpuRole:
         from .harness import Harness
 
         if self.h is None:
-            self.h = Harness(req["arch"], req["harness_cubin"])
-            self.h.lowered = req["harness_names"]
+            self.h = Harness(req["arch"], req["harness_cubin"], req["harness_names"])
         return self.h
 
     def handle(self, req: dict) -> dict:

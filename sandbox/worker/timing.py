@@ -1,12 +1,31 @@
-"""A/B timing in the GPU worker: the candidate, the baseline and the vendor interleaved in a shuffled
-order every round, fresh inputs per round, a cold L2, CUDA events around the whole plan, every timed
-output fingerprinted, sampled rounds and a last hidden round saved for the reference comparison."""
+"""A/B timing in the GPU worker, where no launch of the candidate goes unobserved.
+
+- Warm-up on one input set: the baseline, the vendor, then the candidate, each at least 3 launches and
+  20 ms (at most 200).
+- Rounds: fresh inputs every round (every listed distribution in turn) in rotating buffer sets larger
+  than the L2; the candidate, the baseline and the vendor in a shuffled order, each after an L2 flush
+  (a read: clean lines), CUDA events around the whole plan. After ``min_rounds``, rounds stop once both
+  medians are settled, the candidate has used its time budget, the wall cap is reached, or at the round
+  cap, fixed before the first round from the budget and the baseline's warm-up time: a noisy candidate
+  gets no more rounds than a steady one could.
+- Then untimed launches of the candidate on the last round's inputs until its launch count reaches
+  ``launches_to``, a count the host drew at random: no count of launches tells a kernel that the stage
+  is over.
+- Every launch of the candidate (warm-up, timed, untimed) is compared on the device with the baseline's
+  output for the same inputs (``sandbox.agreement``); the first that disagrees ends the stage, ``wrong``.
+  The candidate and the baseline write separate buffers; the baseline's is masked as soon as it is
+  written, its scratch and the vendor's outputs wiped, so nothing the candidate can read holds an answer.
+- ``full_checks`` launches of the candidate, drawn uniformly from all of them after each launch
+  (reservoir sampling), are saved for a full comparison with the float64 reference.
+"""
 
 from __future__ import annotations
 
 import math
 import random
+import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,128 +37,242 @@ from .checks import Violation, violations
 from .harness import Harness, LaunchFailed, generate_into, poison_outputs, save
 
 
+class Disagreement(Exception):
+    """A candidate launch whose output disagrees with the baseline's for the same inputs."""
+
+
+@dataclass
+class Inputs:
+    """One generated input set: its buffers, their hashes, and what generated it."""
+
+    buffers: dict
+    before: dict
+    seed: int
+    variant: int
+
+
 def run_timing(h: Harness, req: dict) -> dict:
-    """Interleaved A/B rounds: fresh inputs per round, cold L2, events around the whole plan."""
-    cp = h.cp
-    data_dir = Path(req["data_dir"])
-    rng = random.Random(req["order_seed"])
-    sizes, scalars = req["sizes"], req["scalars"]
-    variants = req["input_variants"]
-    loaded, vendor = {}, {}
+    loaded = {}
     for name, spec in req["impls"].items():
         if "cubin" in spec:
             try:
                 loaded[name] = h.load(spec["cubin"], spec["plan"])
             except LaunchFailed as exc:
                 return {"ok": True, "status": "launch_error", "impl": name, "error": str(exc)}
-        else:
-            vendor[name] = load_reference(Path(spec["task_folder"]) / "reference.py").vendor
-    names = list(req["impls"])
-    set_bytes = sum(int(np.prod(s["shape"])) * np.dtype(s["dtype"]).itemsize for s in variants[0])
-    n_sets = int(min(64, max(2, math.ceil(2 * h.l2_bytes / max(set_bytes, 1)))))
-    sets = [{s["name"]: h.alloc(s["dtype"], s["shape"]) for s in variants[0]} for _ in range(n_sets)]
-    outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]}
-    scratch = {n: l.alloc_scratch() for n, l in loaded.items()}
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    hash_seed = req["hash_seed"]
-
-    def one(name: str, ins: dict, before: dict, flush_value: int) -> tuple[float, float, dict]:
-        arrays = {n: b.view for n, b in {**ins, **outs}.items()}
-        poison_outputs(outs, req["outputs"], second=False)
-        if name in loaded:
-            loaded[name].poison_scratch(scratch[name])
-        h.flush_l2(flush_value)
-        h.sync()
-        t0 = time.perf_counter()
-        start.record(h.stream)
-        if name in loaded:
-            loaded[name].launch(arrays, scratch[name])
-            produced = {n: outs[n].view for n in outs}
-        else:
-            produced = vendor[name](cp, **{n: b.view for n, b in ins.items()}, **sizes, **scalars)
-        end.record(h.stream)
-        try:
-            end.synchronize()
-        except Exception as exc:
-            raise h.classify(exc) from None
-        wall = (time.perf_counter() - t0) * 1e3
-        ms = cp.cuda.get_elapsed_time(start, end)
-        launches[name] += 1
-        groups = {"input": ins, "output": outs, "scratch": scratch.get(name, {})}
-        problems = violations(h, groups, before, hash_seed) if name in loaded else []
-        if problems:
-            raise Violation(name, problems)
-        return ms, wall, produced
-
-    clocks_start = clocks()
-    launches = {n: 0 for n in names}
-    samples = {n: [] for n in names}
-    walls = {n: [] for n in names}
-    prints = {n: [] for n in names}
-    full = []
-    t_begin = time.perf_counter()
+    stage = TimingStage(h, req, loaded)
     try:
-        # warm-up: every implementation, at least 3 launches and 20 ms
-        ins = sets[0]
-        generate_into(h, ins, variants[0], req["seed"])
-        before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
-        for name in names:
-            spent, count = 0.0, 0
-            while count < 3 or (spent < 20.0 and count < 200):
-                ms, _, _ = one(name, ins, before, count)
-                spent, count = spent + ms, count + 1
-        r = 0
-        while True:
-            seed = (req["seed"] * 6364136223846793005 + r + 1) % (2**63)
-            variant = r % len(variants)
-            ins = sets[r % n_sets]
-            generate_into(h, ins, variants[variant], seed)
-            before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
-            key = rng.getrandbits(63)
-            order = names[:]
-            rng.shuffle(order)
-            for name in order:
-                ms, wall, produced = one(name, ins, before, r)
-                samples[name].append(ms)
-                walls[name].append(wall)
-                prints[name].append({n: h.fingerprint(produced[n], key).get().tolist() for n in outs})
-                if name == "candidate" and r in req["full_rounds"]:
-                    files = {n: save(outs[n].view, data_dir / f"timed-{r}-{n}.npy") for n in outs}
-                    full.append(dict(round=r, seed=seed, variant=variant, files=files))
-            r += 1
-            if r >= req["min_rounds"] and _enough(req, samples, time.perf_counter() - t_begin):
-                break
-        # a last, hidden check after all timed launches and at least min_launches in all: behaviour that
-        # changes late is caught, however early the rounds stopped
-        while launches["candidate"] < req["min_launches"]:  # on the last round's inputs, untimed
-            one("candidate", ins, before, launches["candidate"])
-        seed = (req["seed"] * 6364136223846793005 + 10**9 + r) % (2**63)
-        ins = sets[r % n_sets]
-        generate_into(h, ins, variants[0], seed)
-        before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
-        one("candidate", ins, before, r)
-        files = {n: save(outs[n].view, data_dir / f"timed-final-{n}.npy") for n in outs}
-        full.append(dict(round=r, seed=seed, variant=0, files=files))
+        return stage.run()
     except Violation as v:
         status = "rejected" if v.impl == "candidate" else "infrastructure"
         return {"ok": True, "status": status, "impl": v.impl, "error": v.problems[0], "detail": "\n".join(v.problems)}
     except LaunchFailed as exc:
         return {"ok": True, "status": "launch_error", "impl": "candidate", "error": str(exc)}
-    return {"ok": True, "status": "ran", "rounds": len(samples["candidate"]), "sets": n_sets,
-            "flush_bytes": 2 * h.l2_bytes, "samples": samples, "walls": walls, "fingerprints": prints,
-            "full": full, "clocks_start": clocks_start, "clocks_end": clocks(),
-            "gpu_s": time.perf_counter() - t_begin}
+    except Disagreement as exc:
+        return {"ok": True, "status": "wrong", "impl": "candidate", "error": str(exc)}
 
 
-def _enough(req: dict, samples: dict[str, list[float]], elapsed: float) -> bool:
-    """Stop adding rounds: the candidate's time budget, the round or wall cap is reached, or the
+class TimingStage:
+    def __init__(self, h: Harness, req: dict, loaded: dict):
+        self.h, self.req, self.cp = h, req, h.cp
+        self.rng = random.Random(req["order_seed"])
+        self.loaded = loaded
+        self.vendor = {name: load_reference(Path(spec["task_folder"]) / "reference.py").vendor
+                       for name, spec in req["impls"].items() if "cubin" not in spec}
+        self.names = list(req["impls"])
+        self.variants = req["input_variants"]
+        set_bytes = sum(int(np.prod(s["shape"])) * np.dtype(s["dtype"]).itemsize for s in self.variants[0])
+        self.n_sets = int(min(64, max(2, math.ceil(2 * h.l2_bytes / max(set_bytes, 1)))))
+        self.sets = [{s["name"]: h.alloc(s["dtype"], s["shape"]) for s in self.variants[0]} for _ in range(self.n_sets)]
+        self.outs = {n: {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]} for n in loaded}
+        self.scratch = {n: impl.alloc_scratch() for n, impl in loaded.items()}
+        self.tolerance = req["tolerance"]  # output name -> [atol, rtol]
+        self.launches = {n: 0 for n in self.names}
+        self.base_keys: dict = {}
+        self.base_for = self.pending = None  # the inputs of the baseline's stored output; an unchecked candidate output
+        self.reservoir = Reservoir(req["full_checks"], self.rng)
+        self.kept: list[dict] = []  # the candidate outputs the reservoir holds, for the reference comparison
+        self.start, self.end = self.cp.cuda.Event(), self.cp.cuda.Event()
+        self.flush_bytes = 0
+
+    # ---- the stage ---------------------------------------------------------------------------
+
+    def run(self) -> dict:
+        req = self.req
+        clocks_start = clocks()
+        t_begin = time.perf_counter()
+        samples = {n: [] for n in self.names}
+        walls = {n: [] for n in self.names}
+        inputs = self._generate(req["seed"], 0, 0)
+        baseline_ms = self._warm_up(inputs)
+        cap = round_cap(req["budget_ms"], baseline_ms, req["min_rounds"], req["max_rounds"])
+        r = 0
+        while True:
+            inputs = self._generate((req["seed"] * 6364136223846793005 + r + 1) % 2**63, r % len(self.variants),
+                                    r % self.n_sets)
+            order = self.names[:]
+            self.rng.shuffle(order)
+            for name in order:
+                ms, wall = self._launch(name, inputs, f"timed round {r}")
+                samples[name].append(ms)
+                walls[name].append(wall)
+            if self.pending:
+                raise RuntimeError("a candidate output of the round was left unchecked")
+            r += 1
+            if r >= req["min_rounds"] and _enough(req, samples, cap, time.perf_counter() - t_begin):
+                break
+        while self.launches["candidate"] < req["launches_to"]:
+            self._launch("candidate", inputs, "untimed, after the timed rounds")
+        full = self._save_kept(Path(req["data_dir"]))
+        return {"ok": True, "status": "ran", "rounds": r, "round_cap": cap, "sets": self.n_sets,
+                "flush_bytes": self.flush_bytes, "samples": samples, "walls": walls, "full": full,
+                "launches": self.launches["candidate"], "clocks_start": clocks_start, "clocks_end": clocks(),
+                "gpu_s": time.perf_counter() - t_begin}
+
+    def _warm_up(self, inputs: Inputs) -> float:
+        """Every implementation, the baseline first (its output is what the candidate's are checked
+        against); returns the baseline's median warm-up time."""
+        order = ["baseline"] + [n for n in self.names if n not in ("baseline", "candidate")] + ["candidate"]
+        baseline_ms = []
+        for name in order:
+            spent, count = 0.0, 0
+            while count < 3 or (spent < 20.0 and count < 200):
+                ms, _ = self._launch(name, inputs, "warm-up")
+                spent, count = spent + ms, count + 1
+                if name == "baseline":
+                    baseline_ms.append(ms)
+        return statistics.median(baseline_ms)
+
+    # ---- one launch ----------------------------------------------------------------------------
+
+    def _generate(self, seed: int, variant: int, index: int) -> Inputs:
+        buffers = self.sets[index]
+        generate_into(self.h, buffers, self.variants[variant], seed)
+        before = {n: b.data_hash(self.req["hash_seed"]) for n, b in buffers.items()}
+        return Inputs(buffers, before, seed, variant)
+
+    def _launch(self, name: str, inputs: Inputs, phase: str) -> tuple[float, float]:
+        h, cp = self.h, self.cp
+        outs = self.outs.get(name, {})
+        if name in self.loaded:
+            poison_outputs(outs, self.req["outputs"], second=False)
+            self.loaded[name].poison_scratch(self.scratch[name])
+        self.flush_bytes = h.flush_l2()
+        h.sync()
+        t0 = time.perf_counter()
+        self.start.record(h.stream)
+        if name in self.loaded:
+            self.loaded[name].launch({n: b.view for n, b in {**inputs.buffers, **outs}.items()}, self.scratch[name])
+        else:
+            produced = self.vendor[name](cp, **{n: b.view for n, b in inputs.buffers.items()}, **self.req["sizes"],
+                                         **self.req["scalars"])
+        self.end.record(h.stream)
+        try:
+            self.end.synchronize()
+        except Exception as exc:
+            raise h.classify(exc) from None
+        wall = (time.perf_counter() - t0) * 1e3
+        ms = cp.cuda.get_elapsed_time(self.start, self.end)
+        self.launches[name] += 1
+        if name not in self.loaded:
+            for array in produced.values():  # nothing the candidate can read keeps an answer
+                if not _overlaps(array, inputs.buffers):
+                    array.fill(0)
+            return ms, wall
+        groups = {"input": inputs.buffers, "output": outs, "scratch": self.scratch[name]}
+        problems = violations(h, groups, inputs.before, self.req["hash_seed"])
+        if problems:
+            raise Violation(name, problems)
+        if name == "baseline":
+            self._store_baseline(inputs)
+        else:
+            self._keep(inputs, phase)
+            self.pending = (inputs, phase)
+        if self.pending and self.pending[0] is inputs and self.base_for is inputs:
+            self._check(*self.pending)
+        return ms, wall
+
+    def _store_baseline(self, inputs: Inputs) -> None:
+        """Mask the baseline's fresh output in place and wipe its scratch before anything else runs."""
+        checks = self.h.agreement
+        self.base_keys = {}
+        for n, buf in self.outs["baseline"].items():
+            self.base_keys[n] = checks.new_keys()
+            checks.mask(buf.view, self.base_keys[n])
+        self.loaded["baseline"].poison_scratch(self.scratch["baseline"], every=True)
+        self.base_for = inputs
+
+    def _check(self, inputs: Inputs, phase: str) -> None:
+        checks = self.h.agreement
+        self.pending = None
+        for n, buf in self.outs["candidate"].items():
+            masked, keys = self.outs["baseline"][n].view, self.base_keys[n]
+            atol, rtol = self.tolerance[n]
+            found = checks.agree(buf.view, masked, keys, atol, rtol, self.rng.getrandbits(64))
+            verdict = found.verdict()
+            if verdict:
+                where = f"launch {self.launches['candidate']} of the candidate in the timing stage ({phase})"
+                value = ""
+                if found.first is not None:
+                    got = buf.view.reshape(-1)[found.first].item()
+                    value = f": got {got}, the baseline {checks.unmasked(masked, keys, found.first)}"
+                raise Disagreement(f"{where}: output {n!r} disagrees with the baseline's for the same inputs: "
+                                   f"{verdict}{value}")
+
+    # ---- the reservoir of outputs compared with the reference ----------------------------------
+
+    def _keep(self, inputs: Inputs, phase: str) -> None:
+        slot = self.reservoir.offer()
+        if slot is None:
+            return
+        if slot == len(self.kept):
+            self.kept.append({"out": {n: self.cp.empty_like(b.view) for n, b in self.outs["candidate"].items()}})
+        for n, b in self.outs["candidate"].items():
+            self.cp.copyto(self.kept[slot]["out"][n], b.view)
+        self.kept[slot].update(launch=self.launches["candidate"], phase=phase, seed=inputs.seed, variant=inputs.variant)
+
+    def _save_kept(self, data_dir: Path) -> list[dict]:
+        full = []
+        for slot in sorted(self.kept, key=lambda s: s["launch"]):
+            files = {n: save(a, data_dir / f"timed-{slot['launch']}-{n}.npy") for n, a in slot["out"].items()}
+            full.append(dict(launch=slot["launch"], phase=slot["phase"], seed=slot["seed"], variant=slot["variant"],
+                             files=files))
+        return full
+
+
+def round_cap(budget_ms: float, baseline_ms: float, min_rounds: int, max_rounds: int) -> int:
+    """The most rounds a stage may run, fixed before the first from the budget and the baseline's
+    warm-up time: nothing the candidate does moves it."""
+    return int(min(max_rounds, max(min_rounds, math.ceil(budget_ms / max(baseline_ms, 1e-3)))))
+
+
+def _enough(req: dict, samples: dict[str, list[float]], cap: int, elapsed: float) -> bool:
+    """Stop adding rounds: the round cap, the candidate's time budget or the wall cap is reached, or the
     candidate's and the baseline's medians are already known to within ``target_ci``."""
-    if sum(samples["candidate"]) >= req["budget_ms"] or len(samples["candidate"]) >= req["max_rounds"]:
+    if len(samples["candidate"]) >= cap or sum(samples["candidate"]) >= req["budget_ms"]:
         return True
     if elapsed >= req["wall_cap_s"]:
         return True
     return all(settled(samples[name], req["target_ci"]) for name in ("candidate", "baseline"))
 
 
+class Reservoir:
+    """Reservoir sampling of k items from a stream of unknown length: offer() after each item says which
+    slot to store it in (None: not kept). After any number of items, the kept ones are a uniform sample,
+    and whether an item is kept is decided only after it exists."""
+
+    def __init__(self, k: int, rng: random.Random):
+        self.k, self.rng, self.seen = k, rng, 0
+
+    def offer(self) -> int | None:
+        self.seen += 1
+        if self.seen <= self.k:
+            return self.seen - 1
+        s = self.rng.randrange(self.seen)
+        return s if s < self.k else None
 
 
+def _overlaps(array, buffers: dict) -> bool:
+    """Whether ``array`` lies in the memory of one of ``buffers`` (a vendor output that is an input view)."""
+    lo = array.data.ptr
+    hi = lo + array.nbytes
+    return any(b.raw.data.ptr < hi and lo < b.raw.data.ptr + b.raw.nbytes for b in buffers.values())

@@ -1,0 +1,103 @@
+"""Harness kernels that guard a measurement (harness.cu): the agreement test of a candidate output with
+the baseline's (``sandbox.agreement``), the masks that keep a stored baseline output unreadable to
+candidates, and the L2 flush. Trusted code, held by the ``Harness`` and used by the benchmarks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..agreement import PROJECTIONS, UNSIGNED, Agreement, exact, mask_value, per_word, scaled_tolerance
+from ..dtypes import DTYPES
+
+
+@dataclass(frozen=True)
+class MaskKeys:
+    k1: int
+    k2: int
+
+
+def _grid(items: int, sms: int, per_sm: int = 16) -> int:
+    return max(1, min(math.ceil(items / 256), sms * per_sm))
+
+
+def _bits(cp, array):
+    """A contiguous array's elements as unsigned integers of the same size."""
+    return array.reshape(-1).view({1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[array.dtype.itemsize])
+
+
+class DeviceAgreement:
+    """The agreement test and the masks on one stream. ``function(name)`` returns a harness kernel;
+    ``rng`` (a secret generator) draws the mask keys."""
+
+    def __init__(self, cp, function, stream, sms: int, rng):
+        self.cp, self.stream, self.sms, self.rng = cp, stream, sms, rng
+        self._function = function
+        self._result = cp.zeros(1 + PROJECTIONS + 2, dtype=cp.uint64)
+
+    def new_keys(self) -> MaskKeys:
+        return MaskKeys(self.rng.getrandbits(64), self.rng.getrandbits(64))
+
+    def mask(self, array, keys: MaskKeys) -> None:
+        """XOR the keyed stream into a contiguous array, in place (a second call restores it)."""
+        bits = _bits(self.cp, array)
+        n = int(bits.size)
+        if n:
+            words = math.ceil(n / per_word(array.dtype.itemsize))
+            self._function(f"mask_bits<{UNSIGNED[array.dtype.itemsize]}>")(
+                (_grid(words, self.sms),), (256,), (bits, np.int64(n), np.uint64(keys.k1), np.uint64(keys.k2)),
+                stream=self.stream)
+
+    def agree(self, c, masked, keys: MaskKeys, atol: float, rtol: float, sign_key: int) -> Agreement:
+        """One pass over ``c`` and the masked baseline output; returns once the result is on the host."""
+        cp = self.cp
+        n = int(c.size)
+        if n == 0:
+            return Agreement(n=0, violations=0, first=None, sum_t2=0.0, sums=(0.0,) * PROJECTIONS)
+        res = self._result
+        cp.cuda.runtime.memsetAsync(res.data.ptr, 0, res.nbytes, self.stream.ptr)
+        cp.cuda.runtime.memsetAsync(res.data.ptr + res.nbytes - 8, 0xFF, 8, self.stream.ptr)
+        a2, r2 = scaled_tolerance(atol, rtol)
+        words = math.ceil(n / per_word(c.dtype.itemsize))
+        self._function(f"agree<{DTYPES[c.dtype.name].ctype}>")(
+            (_grid(words, self.sms),), (256,),
+            (c.reshape(-1), masked.reshape(-1), np.int64(n), np.float64(a2), np.float64(r2),
+             np.int32(exact(c.dtype.name, atol, rtol)), np.uint64(keys.k1), np.uint64(keys.k2),
+             np.uint64(sign_key), res[: 1 + PROJECTIONS].view(cp.float64), res[1 + PROJECTIONS:]),
+            stream=self.stream)
+        host = res.get(stream=self.stream)
+        self.stream.synchronize()
+        values = host[: 1 + PROJECTIONS].view(np.float64)
+        bad, first = int(host[-2]), int(host[-1])
+        return Agreement(n=n, violations=bad, first=first if bad else None, sum_t2=float(values[0]),
+                         sums=tuple(float(v) for v in values[1:]))
+
+    def unmasked(self, masked, keys: MaskKeys, index: int):
+        """One element of a masked baseline output, unmasked on the host (for messages)."""
+        flat = masked.reshape(-1)
+        raw = _bits(self.cp, flat[index: index + 1]).get()
+        size = flat.dtype.itemsize
+        bits = mask_value(int(raw[0]), index, size, keys.k1, keys.k2)
+        return np.frombuffer(bits.to_bytes(size, "little"), dtype=flat.dtype.name)[0].item()
+
+
+class L2Flush:
+    """Empties the L2 by reading a zeroed buffer of ``factor`` times its size (``l2_flush_read``): every
+    line the last launch or the input generation left, dirty or clean, is evicted and written back during
+    the flush, so the next timed launch starts on clean lines with nothing left to write back."""
+
+    def __init__(self, cp, function, stream, sms: int, l2_bytes: int, rng, factor: int = 2):
+        self.stream, self.sms = stream, sms
+        self.nbytes = factor * l2_bytes
+        self._kernel = function("l2_flush_read")
+        self._buf = cp.zeros(math.ceil(self.nbytes / 16) * 2, dtype=cp.uint64)
+        self._out = cp.zeros(1, dtype=cp.uint64)
+        self._never = np.uint64(rng.getrandbits(63) | 1)
+
+    def __call__(self) -> int:
+        n = self._buf.size // 2
+        self._kernel((_grid(n, self.sms, 32),), (256,), (self._buf, np.int64(n), self._never, self._out),
+                     stream=self.stream)
+        return self.nbytes

@@ -1,0 +1,73 @@
+"""The harness kernels that guard a measurement, on a real device: the agreement test finds what its NumPy
+definition finds (every dtype, non-finite values, odd sizes), masks hide and restore a stored output, the L2
+flush reads what it claims."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from sandbox import agreement as ag
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def device():
+    import cupy as cp
+
+    from sandbox.host.gpu import compile_harness
+    from sandbox.worker.harness import Harness
+
+    major, minor = cp.cuda.Device().compute_capability[0], cp.cuda.Device().compute_capability[1:]
+    arch = f"sm_{major}{minor}"
+    cubin, lowered = compile_harness(arch)
+    return cp, Harness(arch, cubin, lowered)
+
+
+CASES = [("float32", 1e-6, 1e-5), ("float16", 1e-2, 1e-3), ("float64", 0.0, 1e-12), ("int32", 0, 0),
+         ("int64", 0, 0), ("uint8", 0, 0), ("int8", 1, 0), ("uint32", 0, 0)]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("dtype,atol,rtol", CASES)
+@pytest.mark.parametrize("n", [1, 7, 1001, 1 << 20])
+def test_the_device_test_finds_what_its_numpy_definition_finds(device, dtype, atol, rtol, n):
+    cp, h = device
+    rng = np.random.default_rng(n)
+    if np.dtype(dtype).kind == "f":
+        b = rng.normal(0, 3, n).astype(dtype)
+        if n > 10:
+            b[[1, 3, 5]] = [np.nan, np.inf, -np.inf]
+        c = (b.astype(np.float64) * (1 + rtol * rng.uniform(-0.9, 0.9, n))).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        b = rng.integers(max(info.min, -1000), min(info.max, 1000), n).astype(dtype)
+        c = b.copy()
+    wrong = c.copy()
+    wrong[n // 2] = wrong[n // 2] + np.array(7, dtype=dtype)
+    test = h.agreement
+    keys = test.new_keys()
+    masked = cp.asarray(b)
+    test.mask(masked, keys)
+    assert n < 8 or not bool(cp.array_equal(masked, cp.asarray(b), equal_nan=True)), "the mask changed nothing"
+    for cand in (c, wrong):
+        key = random.getrandbits(64)
+        got = test.agree(cp.asarray(cand), masked, keys, atol, rtol, key)
+        want = ag.agree(np, cand, b, atol, rtol, key)
+        assert (got.violations, got.first) == (want.violations, want.first)
+        assert got.sum_t2 == pytest.approx(want.sum_t2, rel=1e-9, abs=1e-300)
+        assert got.sums == pytest.approx(want.sums, rel=1e-9, abs=1e-9 * (1 + np.sqrt(want.sum_t2)))
+    assert test.unmasked(masked, keys, n // 2) == pytest.approx(b[n // 2].item(), nan_ok=True)
+    test.mask(masked, keys)
+    assert bool(cp.array_equal(masked, cp.asarray(b), equal_nan=True)), "masking twice must restore the output"
+
+
+@pytest.mark.timeout(120)
+def test_the_l2_flush_reads_twice_the_l2_and_writes_nothing(device):
+    cp, h = device
+    assert h.flush_l2() == 2 * h.l2_bytes
+    h.sync()
+    assert int(h._flush._out.get()[0]) == 0
