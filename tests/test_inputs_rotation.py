@@ -61,3 +61,38 @@ def test_a_malformed_named_distribution_is_named_in_the_error(tmp_path, entry, m
     with pytest.raises(TaskError) as info:
         load_task(folder)
     assert "inputs.0" in str(info.value) and message in str(info.value), str(info.value)
+
+
+def _float32_cheats(task_name: str, x, params: dict):
+    """NumPy float32 versions of the kernels in tests/cheats/ whose bug only a stressing distribution shows."""
+    f32 = np.float32
+    if task_name == "softmax":  # softmax_no_max.cu
+        with np.errstate(over="ignore", invalid="ignore"):
+            e = np.exp(x)
+            return {"y": (e * (f32(1) / e.sum(axis=1, keepdims=True, dtype=f32))).astype(f32)}
+    if task_name == "layernorm":  # layernorm_one_pass.cu
+        mean = x.mean(axis=1, keepdims=True, dtype=f32)
+        var = np.maximum((x * x).mean(axis=1, keepdims=True, dtype=f32) - mean * mean, f32(0))
+        y = (x - mean) * (f32(1) / np.sqrt(var + f32(params["eps"]))) * params["gamma"] + params["beta"]
+        return {"y": y.astype(f32)}
+    ms = (x * x).mean(axis=1, keepdims=True, dtype=f32)  # rmsnorm_eps_outside.cu
+    return {"y": (x * (f32(1) / (np.sqrt(ms) + f32(params["eps"]))) * params["weight"]).astype(f32)}
+
+
+@pytest.mark.parametrize("task_name, stressing", [("softmax", "large"), ("layernorm", "large"), ("rmsnorm", "small")])
+def test_only_the_stressing_distribution_exposes_the_bug_it_was_added_for(task_name, stressing):
+    from sandbox.compare import compare
+    from sandbox.worker.harness import reference_inputs
+
+    task = load_task(task_name)
+    sizes = {"rows": 64, "cols": 4099}
+    scalars = {s.name: s.value for s in task.spec.scalars}
+    tol = task.tolerance("float32")
+    failed = {}
+    for trial in range(distribution_count(task)):
+        specs = input_specs(task, sizes, trial)
+        ins = reference_inputs(np, specs, 11 + trial)
+        ref = task.reference_module().reference(np, **ins, **sizes, **scalars)["y"]
+        got = _float32_cheats(task_name, ins["x"], {**ins, **scalars})["y"]
+        failed[specs[0]["dist"]] = not compare(np, got, ref, tol.atol, tol.rtol)["passed"]
+    assert failed == {d: d == stressing for d in failed}, failed

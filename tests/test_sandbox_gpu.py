@@ -77,7 +77,8 @@ CLASS_CHEATS = {
     # inputs that stress the math
     "softmax_no_max.cu": ("softmax", None, Status.wrong, "x: large"),
     "layernorm_one_pass.cu": ("layernorm", None, Status.wrong, "x: large"),
-    "rmsnorm_eps_outside.cu": ("rmsnorm", None, Status.wrong, "x: small"),
+    # a one-element row whose |x| is below ~0.3 exposes it too (test_inputs_rotation.py shows "small" does at scale)
+    "rmsnorm_eps_outside.cu": ("rmsnorm", None, Status.wrong, "is wrong"),
 }
 HONEST = {"honest_overread.cu": "vector_add",
           "honest_atomic_rowsum.cu": "row_sum", "honest_persistent.cu": "softmax",
