@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sandbox import SandboxConfig, SandboxKind
 
+from .redact import REDACTED, redact_url
+
 LOCAL_PLACEHOLDER_KEY = "sk-no-key-required"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class ConfigError(ValueError):
@@ -54,7 +58,10 @@ class ModelConfig(_Strict):
         "max_tokens", description="Request field for max_tokens: OpenAI's reasoning models want max_completion_tokens.")
     reasoning_effort: str | None = Field(None, description="Passed as reasoning_effort where set (e.g. low, medium, high).")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="Server-specific request fields (e.g. vLLM top_k).")
-    timeout_s: float = Field(600.0, gt=0, description="Per-request timeout of the HTTP client.")
+    timeout_s: float = Field(600.0, gt=0, description="Deadline of one model request, from sending it to the last byte of "
+                                                      "its answer, the SDK's transport retries included.")
+    max_answer_chars: int = Field(200_000, ge=1000, description="Longer answers are refused and re-asked (as a format error); "
+                                                                "the trace keeps their first 2,000 characters.")
     max_retries: int = Field(2, ge=0, description="Transport retries (connection errors, 408/409/429/5xx), done by the openai SDK.")
     semantic_retries: int = Field(2, ge=0, description="Re-asks after an unusable answer (no code block, empty, truncated).")
     truncation_growth: float = Field(2.0, ge=1.0, description="max_tokens is multiplied by this when re-asking after a truncated answer.")
@@ -139,13 +146,12 @@ class RunConfig(_Strict):
         return data
 
 
-def redact_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = f"[redacted]@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
+def run_name(value: str, what: str = "--run-id") -> str:
+    """A run or batch id is a folder name under ``--traces``, never a path: letters, digits, ``._-``."""
+    if not _NAME.fullmatch(value) or ".." in value:
+        raise ConfigError(f"{what}: {value!r} is not a usable name: up to 128 letters, digits, '.', '_' or '-', "
+                          "starting with a letter or digit (a name under --traces, not a path)")
+    return value
 
 
 def merge(base: dict, override: dict) -> dict:
@@ -166,7 +172,9 @@ def read_file(path: str | Path) -> dict:
     if path.suffix != ".toml":
         raise ConfigError(f"{path}: expected a .toml run config")
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 
@@ -185,6 +193,9 @@ def build(file_data: dict | None = None, overrides: dict | None = None, where: s
         cfg = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_errors(where, exc)) from None
+    if cfg.model and cfg.model.base_url and f"{REDACTED}@" in cfg.model.base_url:
+        raise ConfigError(f"{where}: model.base_url: the credentials in the endpoint's URL are never recorded "
+                          f"({cfg.model.base_url}): give the URL again (--base-url)")
     if cfg.budget.usd is not None and cfg.model and cfg.price() is None:
         raise ConfigError(f"{where}: a money budget needs the price of model {cfg.model.name!r}: "
                           f"set [prices.\"{cfg.model.name}\"] in the config file or --price-in/--price-out")
@@ -223,5 +234,5 @@ def api_key(model: ModelConfig, explicit: str | None = None) -> str:
         return value
     if is_local(model.base_url):
         return LOCAL_PLACEHOLDER_KEY
-    where = model.base_url or "the OpenAI API"
+    where = redact_url(model.base_url) if model.base_url else "the OpenAI API"
     raise ConfigError(f"no API key for {where}: set {model.api_key_env} (or name another variable with --api-key-env)")

@@ -43,6 +43,7 @@ from .task import Task
 
 PLAN_OPEN, PLAN_CLOSE = "/*@kernelwright", "@*/"
 MAX_LAUNCHES = 16
+MAX_SOURCE_CHARS = 100_000
 
 INT_ARG_TYPES = {"i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64"}
 
@@ -169,6 +170,8 @@ def check_flag(flag: str) -> None:
 
 def parse_candidate(text: str, label: str = "candidate") -> Candidate:
     """Parse a candidate file's text (source with its embedded plan)."""
+    if len(text) > MAX_SOURCE_CHARS:
+        raise CandidateError(f"the candidate is {len(text):,} characters long; at most {MAX_SOURCE_CHARS:,} are accepted")
     start = text.find(PLAN_OPEN)
     if start < 0:
         raise CandidateError(f"no launch plan: expected a comment block starting with {PLAN_OPEN!r} and ending with {PLAN_CLOSE!r}")
@@ -244,6 +247,9 @@ def load_candidate(path: str | Path) -> Candidate:
     path = Path(path)
     if not path.is_file():
         raise CandidateError(f"{path}: no such file")
+    if path.stat().st_size > MAX_SOURCE_CHARS * 4:
+        raise CandidateError(f"{path}: {path.stat().st_size:,} bytes; a candidate file holds at most "
+                             f"{MAX_SOURCE_CHARS:,} characters")
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:

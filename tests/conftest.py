@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @functools.lru_cache(maxsize=1)
@@ -25,3 +29,18 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture
+def kw(tmp_path):
+    """``kw("optimize", ...)`` runs the kernelwright CLI in a subprocess, as a user would: from the checkout,
+    with no ``OPENAI_*`` variables and a private cache. Keyword arguments add environment variables;
+    ``kw.env`` is the environment it uses."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update(KERNELWRIGHT_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
+
+    def run(*args, timeout=150, **extra_env):
+        return subprocess.run([sys.executable, "-m", "agent", *map(str, args)], capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT, env={**env, **extra_env})
+    run.env = env
+    return run

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,19 +12,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402
 from scripted_server import Script  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def kw(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env.update(KERNELWRIGHT_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
-
-    def run(*args, timeout=150, **extra_env):
-        return subprocess.run([sys.executable, "-m", "agent", *map(str, args)], capture_output=True, text=True,
-                              timeout=timeout, cwd=ROOT, env={**env, **extra_env})
-    return run
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 from agent.loop.budget import Budget, Totals
 from agent.config import BudgetConfig
 from agent.protocols import Usage
+from agent.redact import Redactor
 from agent.trace.writer import EVENTS_SCHEMA, Trace, read_events
 
 pytestmark = pytest.mark.timeout(30)
@@ -49,7 +50,7 @@ def test_a_new_run_never_overwrites_an_existing_one(tmp_path):
 
 def test_secrets_are_scrubbed_from_events_and_files(tmp_path):
     key = "sk-live-SECRET-9876543210"
-    trace = Trace.create(tmp_path / "run", {"run_id": "run", "note": f"key={key}"}, secrets=[key])
+    trace = Trace.create(tmp_path / "run", {"run_id": "run", "note": f"key={key}"}, Redactor([key]))
     trace.event("model_call", response=f"the key is {key}", messages=[{"role": "user", "content": key}])
     trace.write_json("summary.json", {"echo": key})
     trace.close()

@@ -52,9 +52,14 @@ def input_errors(fn):
         from sandbox.plan import PlanError
         from sandbox.task import TaskError
 
+        from ..config import ConfigError
+        from ..trace.lock import RunBusy
+        from ..trace.reader import TraceError
+
         try:
             return fn(*args, **kwargs)
-        except (TaskError, CandidateError, PlanError, ExprError, ValidationError, BadInput) as exc:
+        except (TaskError, CandidateError, PlanError, ExprError, ValidationError, ConfigError, TraceError, RunBusy,
+                BadInput) as exc:
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(ExitCode.BAD_INPUT) from None
 

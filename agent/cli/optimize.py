@@ -253,6 +253,7 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
           config: ConfigFile = None,
           traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
     """Optimize several tasks one after another (each its own run, budgets per task); resumable; a summary table."""
+    from ..config import merge, run_name
     from ..loop.batch import Batch
 
     opts = RunOptions.of(locals())
@@ -262,9 +263,30 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
     over = opts.overrides((base.get("model") or {}).get("name"))
     if resume:
         b = Batch.open(resume, traces)
+        b.info["overrides"] = merge(b.overrides, over)  # flags given now apply (credentials are not recorded)
     else:
-        b = Batch.create(traces / (batch_id or f"{dt.datetime.now():%Y%m%d-%H%M%S}-batch-{pysecrets.token_hex(2)}"),
-                         tasks, base, over)
+        name = run_name(batch_id, "--batch-id") if batch_id else f"{dt.datetime.now():%Y%m%d-%H%M%S}-batch-{pysecrets.token_hex(2)}"
+        b = Batch.create(traces / name, tasks, base, over)
+    with b:
+        rows = _batch_runs(b, quiet, as_json)
+    if as_json:
+        print(json.dumps(rows, indent=2, default=str))
+    else:
+        table = Table(title=f"batch {b.path.name}: {len(rows)} tasks")
+        for col in ("task", "state", "best", "speedup vs baseline", "candidates", "tokens", "USD", "GPU-s", "stop"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            table.add_row(r["task"], r["state"], r.get("best") or "-", _speed(r.get("speedup")), str(r.get("candidates", "-")),
+                          f"{r.get('tokens', 0):,}", f"{r.get('usd', 0.0):.4f}",
+                          f"{r.get('gpu_s', 0.0):.2f}" + (" (sim)" if r.get("simulated") else ""),
+                          escape(str(r.get("stop") or "-")))
+        console.print(table)
+        console.print(f"batch folder: {b.path}", highlight=False)
+    raise typer.Exit(ExitCode.FAILED if any(r["state"] == "error" for r in rows) else ExitCode.OK)
+
+
+def _batch_runs(b, quiet: bool, as_json: bool) -> list[dict]:
+    """Run (or resume) each unfinished task of the batch in turn; the summary rows."""
     for name in b.tasks:
         if b.done(name):
             continue
@@ -286,18 +308,4 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
         b.record(name, run.summary)
         if run.stop_reason == "interrupted":
             break
-    rows = b.write_summary()
-    if as_json:
-        print(json.dumps(rows, indent=2, default=str))
-    else:
-        table = Table(title=f"batch {b.path.name}: {len(rows)} tasks")
-        for col in ("task", "state", "best", "speedup vs baseline", "candidates", "tokens", "USD", "GPU-s", "stop"):
-            table.add_column(col, overflow="fold")
-        for r in rows:
-            table.add_row(r["task"], r["state"], r.get("best") or "-", _speed(r.get("speedup")), str(r.get("candidates", "-")),
-                          f"{r.get('tokens', 0):,}", f"{r.get('usd', 0.0):.4f}",
-                          f"{r.get('gpu_s', 0.0):.2f}" + (" (sim)" if r.get("simulated") else ""),
-                          escape(str(r.get("stop") or "-")))
-        console.print(table)
-        console.print(f"batch folder: {b.path}", highlight=False)
-    raise typer.Exit(ExitCode.FAILED if any(r["state"] == "error" for r in rows) else ExitCode.OK)
+    return b.write_summary()

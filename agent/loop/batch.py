@@ -12,8 +12,11 @@ import json
 from pathlib import Path
 
 from sandbox.compiler import atomic_write
+from sandbox.task import load_task
 
-from ..config import ConfigError
+from ..config import ConfigError, api_key, build, run_name
+from ..redact import redact_url
+from ..trace.lock import FolderLock
 from ..trace.writer import read_events
 
 BATCH_SCHEMA = "kernelwright-batch-1"
@@ -23,25 +26,50 @@ class Batch:
     def __init__(self, path: Path, info: dict):
         self.path = Path(path)
         self.info = info
+        self.lock = FolderLock(self.path)
+
+    def __enter__(self) -> "Batch":
+        """Hold the batch folder for this process (a second batch on it gets ``RunBusy``)."""
+        self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.lock.release()
 
     @classmethod
     def create(cls, path: Path, tasks: list[str], base: dict, overrides: dict) -> "Batch":
+        """Check every task and the config first: a batch that cannot start leaves no folder behind."""
         if (path / "batch.json").exists():
             raise ConfigError(f"{path}: a batch already exists there (use --resume to continue it)")
-        names = [Path(t).name for t in tasks]
+        names = [run_name(Path(t).name, f"batch task {t!r}") for t in tasks]
         if len(set(names)) != len(names):
             raise ConfigError(f"batch: tasks repeat: {', '.join(names)}")
+        for task in tasks:
+            load_task(task)
+        cfg = build(base, overrides, "batch")
+        if cfg.model:
+            api_key(cfg.model)
         info = {"schema": BATCH_SCHEMA, "created": dt.datetime.now().isoformat(timespec="seconds"),
                 "tasks": list(tasks), "base": base, "overrides": overrides, "results": {}}
         batch = cls(path, info)
-        batch._save()
+        with batch.lock:
+            if (path / "batch.json").exists():
+                raise ConfigError(f"{path}: a batch already exists there (use --resume to continue it)")
+            batch._save()
         return batch
 
     @classmethod
     def open(cls, ref: str, traces: Path) -> "Batch":
         for path in (Path(ref), Path(traces) / ref):
             if (path / "batch.json").is_file():
-                return cls(path, json.loads((path / "batch.json").read_text()))
+                try:
+                    info = json.loads((path / "batch.json").read_text(encoding="utf-8"))
+                except (ValueError, UnicodeDecodeError) as exc:
+                    raise ConfigError(f"{path / 'batch.json'}: not JSON ({exc})") from None
+                if not isinstance(info, dict) or info.get("schema") != BATCH_SCHEMA:
+                    found = info.get("schema") if isinstance(info, dict) else type(info).__name__
+                    raise ConfigError(f"{path / 'batch.json'}: schema {found!r}, expected {BATCH_SCHEMA!r}")
+                return cls(path, info)
         raise ConfigError(f"{ref}: no such batch (neither a batch folder nor a batch id under {traces})")
 
     tasks = property(lambda self: self.info["tasks"])
@@ -86,4 +114,9 @@ class Batch:
         return rows
 
     def _save(self) -> None:
-        atomic_write(self.path / "batch.json", json.dumps(self.info, indent=2, default=str) + "\n")
+        """batch.json without credentials: an endpoint URL's are given again on --resume."""
+        public = dict(self.info)
+        model = (public.get("overrides") or {}).get("model") or {}
+        if model.get("base_url"):
+            public["overrides"] = {**public["overrides"], "model": {**model, "base_url": redact_url(model["base_url"])}}
+        atomic_write(self.path / "batch.json", json.dumps(public, indent=2, default=str) + "\n")

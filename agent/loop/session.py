@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import secrets as pysecrets
 import time
 from dataclasses import dataclass, field
@@ -24,10 +23,12 @@ from sandbox.task import Task, TaskError, load_task
 
 from ..report import summary as summary_mod
 from .budget import Budget, Totals
-from ..config import ConfigError, RunConfig, api_key
+from ..config import ConfigError, RunConfig, api_key, run_name
 from .lineage import MemoryLineage
 from .loop import NOTHING_LEFT, Loop
 from ..protocols import Entry, Proposal, Proposer
+from ..redact import Redactor
+from ..trace.lock import FolderLock
 from .resume import pending_proposals, restore
 from ..trace.writer import Trace, candidate_record, read_events
 
@@ -76,13 +77,16 @@ def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, 
     if cfg.model is not None:
         from ..proposers.llm import LLMProposer
 
-        return LLMProposer(cfg.model, api_key(cfg.model, key), cfg.price()), "model", {"kind": "llm"}
+        return LLMProposer(cfg.model, api_key(cfg.model, key), cfg.price(), redactor=redactor(cfg, key)), "model", \
+            {"kind": "llm"}
     return tuner(cfg, sandbox), "search", {"kind": "tuner"}
 
 
 def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None = None, key: str | None = None,
           proposer: Proposer | None = None, replay: str | None = None,
           on_progress: Callable | None = None) -> Session:
+    if run_id is not None:
+        run_name(run_id)
     task = load_task(task_ref)
     if cfg.model and proposer is None and not replay:
         api_key(cfg.model, key)
@@ -101,7 +105,7 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
             "config": cfg.public(), "proposer": about, "sandbox": {"kind": sandbox.kind, "device": sandbox.device},
             "environment": software(), "sessions": [{"started": time.time(), "resumed": False}]}
     try:
-        trace = Trace.create(Path(traces) / run_id, info, secrets=_secrets(cfg, key))
+        trace = Trace.create(Path(traces) / run_id, info, redactor(cfg, key))
     except BaseException:
         sandbox.close()
         raise
@@ -114,6 +118,15 @@ def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | No
     path = Path(path)
     if not (path / "run.json").is_file():
         raise ConfigError(f"{path}: not a run folder (no run.json)")
+    lock = FolderLock(path).acquire()  # before reading: a live run may be appending
+    try:
+        return _resume(path, lock, overrides_cfg, key, proposer, on_progress)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progress) -> tuple[Session, list[dict]]:
     info = json.loads((path / "run.json").read_text())
     task = load_task(info["task"]["folder"])
     if task.fingerprint != info["task"]["fingerprint"]:
@@ -130,7 +143,7 @@ def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | No
     except BaseException:
         sandbox.close()
         raise
-    trace = Trace.resume(path, secrets=_secrets(cfg, key))
+    trace = Trace.resume(path, redactor(cfg, key), lock)
     trace.update_run_info(config=cfg.public(), sessions=info.get("sessions", []) + [{"started": time.time(), "resumed": True}])
     session = _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
     restore(session.loop, events)
@@ -150,10 +163,10 @@ def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session
     return session
 
 
-def _secrets(cfg: RunConfig, key: str | None) -> list[str]:
-    """Values scrubbed from every trace write: the explicit key and the key variables' values."""
-    names = {"OPENAI_API_KEY"} | ({cfg.model.api_key_env} if cfg.model else set())
-    return [v for v in [key, *(os.environ.get(n) for n in sorted(names))] if v]
+def redactor(cfg: RunConfig, key: str | None) -> Redactor:
+    """What the run keeps off the screen, the trace and the prompts: keys, the endpoint URL's credentials."""
+    model = cfg.model
+    return Redactor.for_run(model.base_url if model else None, model.api_key_env if model else None, key)
 
 
 # ---- driving a session ---------------------------------------------------------------------------
@@ -233,7 +246,7 @@ def finish(s: Session) -> dict:
         s.tuners.append(s.proposer)
     extra = _extras(s)
     summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops, s.notes)
-    summary.update(extra)
+    summary = s.trace.redactor.data({**summary, **extra})
     best = loop.lineage.best()
     if best is not None:
         s.trace.write_text("best.cu", best.candidate.render())

@@ -4,8 +4,15 @@ Transport failures (connection errors, 408/409/429/5xx) are retried by the opena
 (``max_retries``). ``tenacity`` handles only semantic retries: an empty answer, an answer with no
 usable code block, or one cut off at the token limit (``finish_reason == "length"``) is answered with
 a precise format-error message in the same conversation, up to ``semantic_retries`` times (after a
-truncation, with a larger ``max_tokens``). Every attempt's messages, answer, reasoning text and usage go
-into the proposal's ``exchange`` for the trace. The ``openai`` package is imported on first use.
+truncation, with a larger ``max_tokens``); so is an answer longer than ``max_answer_chars``. Every
+attempt's messages, answer, reasoning text, usage and HTTP attempts (the SDK's retries included) go into
+the proposal's ``exchange`` for the trace.
+
+Each request runs under a deadline (``timeout_s``, ``agent.proposers.endpoint``). A request that fails for good (a
+refusal, a server down, a body that is not a chat completion, the deadline) raises ``ModelEndpointError``
+with a one-line message naming the endpoint. Everything the endpoint sends back passes the run's
+``Redactor`` first, so an echoed key reaches neither the screen nor the lineage nor a later prompt. The
+``openai`` package is imported on first use.
 """
 
 from __future__ import annotations
@@ -20,18 +27,31 @@ from . import prompts
 from .answer import FormatError, parse_answer, split_reasoning
 from ..config import ModelConfig, Price
 from ..protocols import Proposal, ProposalRequest, Usage
+from ..redact import Redactor, redact_url
+
+KEPT_OF_LONG_ANSWER = 2000
 
 
 class ModelEndpointError(RuntimeError):
-    """The endpoint refused or failed after the SDK's own retries (bad key, unknown model, server down)."""
+    """The endpoint failed after the SDK's own retries: a refusal (bad key, unknown model), a server down, an
+    answer that is not a chat completion, the request deadline passed. ``attempts`` and ``usage`` are the
+    model calls the failed proposal made, for the trace and the totals."""
+
+    def __init__(self, message: str, attempts: list[dict] | None = None, usage: Usage | None = None):
+        super().__init__(message)
+        self.attempts = list(attempts or [])
+        self.usage = usage or Usage()
 
 
 class LLMProposer:
     name = "llm"
 
-    def __init__(self, config: ModelConfig, api_key: str, price: Price | None = None, client: Any = None):
+    def __init__(self, config: ModelConfig, api_key: str, price: Price | None = None, client: Any = None,
+                 redactor: Redactor | None = None):
         self.config = config
         self.price = price
+        self.redactor = redactor or Redactor.for_run(config.base_url, config.api_key_env, api_key)
+        self.where = redact_url(config.base_url) if config.base_url else "OpenAI"
         self._api_key = api_key
         self._client = client
         self._lock = threading.Lock()
@@ -40,12 +60,8 @@ class LLMProposer:
     def client(self):
         with self._lock:
             if self._client is None:
-                try:
-                    import openai
-                except ImportError as exc:
-                    raise ModelEndpointError("the openai package is missing: pip install openai") from exc
-                self._client = openai.OpenAI(api_key=self._api_key, base_url=self.config.base_url,
-                                             max_retries=self.config.max_retries, timeout=self.config.timeout_s)
+                cfg = self.config
+                self._client = _endpoint().client(cfg.base_url, self._api_key, cfg.max_retries, cfg.timeout_s)
             return self._client
 
     def propose(self, request: ProposalRequest) -> list[Proposal]:
@@ -66,6 +82,8 @@ class LLMProposer:
         except FormatError as exc:
             return [Proposal(None, parent_ids, self.name, error=f"unusable answer: {exc.problem}", usage=usage,
                              exchange=self._exchange(attempts))]
+        except ModelEndpointError as exc:
+            raise ModelEndpointError(str(exc), attempts + exc.attempts, usage) from None
         return [Proposal(candidate, parent_ids, self.name, note=note, usage=usage, exchange=self._exchange(attempts))]
 
     def observe(self, entry) -> None:
@@ -84,48 +102,117 @@ class LLMProposer:
             kwargs["reasoning_effort"] = cfg.reasoning_effort
         if cfg.extra_body:
             kwargs["extra_body"] = dict(cfg.extra_body)
+        record: dict[str, Any] = {"messages": conversation[state["sent"]:], "max_tokens": state["max_tokens"]}
+        state["sent"] = len(conversation)
+        endpoint = _endpoint()
+        t0 = time.perf_counter()
+        with endpoint.request(cfg.timeout_s) as call:
+            record["http"] = call.http
+            try:
+                raw = self.client.chat.completions.with_raw_response.create(**kwargs)
+                parsed = _parse(raw)
+                content, reasoning, finish, model, raw_usage = self._unpack(parsed, raw)
+            except Exception as exc:
+                message = self._failure(exc)
+                record.update(error=message, seconds=round(time.perf_counter() - t0, 3))
+                raise ModelEndpointError(message, [record]) from None
+        seconds = time.perf_counter() - t0
+        content, inline_reasoning = split_reasoning(self.redactor.text(content))
+        reasoning = self.redactor.text(reasoning or inline_reasoning or "") or None
+        usage = _usage(raw_usage, self.price, seconds)
+        record.update(response=content, reasoning=_cut(reasoning, cfg.max_answer_chars), finish_reason=finish,
+                      model=model, usage=usage.as_dict(), seconds=round(seconds, 3))
+        return {"content": content, "finish_reason": finish, "usage_obj": usage, "record": record}
+
+    def _unpack(self, parsed: Any, raw: Any) -> tuple[str, str | None, str | None, str | None, Any]:
+        """(content, reasoning, finish reason, model, usage) of a chat completion; anything else is a failure."""
+        choices = getattr(parsed, "choices", None)
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = getattr(choice, "message", None)
+        content = getattr(message, "content", None) if message is not None else None
+        if message is None or not isinstance(content, (str, type(None))):
+            kind = raw.headers.get("content-type", "no content type") if raw is not None else "?"
+            raise _NotACompletion(f"{self.where} answered HTTP {raw.status_code} with a body that is not a chat "
+                                  f"completion ({kind}): {_preview(raw)}")
+        model = getattr(parsed, "model", None)
+        return content or "", _reasoning(message), getattr(choice, "finish_reason", None), \
+            model if isinstance(model, str) else None, getattr(parsed, "usage", None)
+
+    def _failure(self, exc: Exception) -> str:
+        """One line saying what went wrong, with the endpoint's URL (credentials redacted) and no secret."""
         import openai
 
-        t0 = time.perf_counter()
-        try:
-            response = self.client.chat.completions.create(**kwargs)
-        except openai.APIStatusError as exc:
-            raise ModelEndpointError(f"{cfg.base_url or 'OpenAI'} answered HTTP {exc.status_code}: {_brief(exc)}") from None
-        except openai.APIError as exc:
-            raise ModelEndpointError(f"{cfg.base_url or 'OpenAI'}: {type(exc).__name__}: {_brief(exc)}") from None
-        seconds = time.perf_counter() - t0
-        choice = response.choices[0] if response.choices else None
-        message = choice.message if choice else None
-        content = (message.content or "") if message else ""
-        content, inline_reasoning = split_reasoning(content)
-        reasoning = _reasoning(message) or inline_reasoning or None
-        usage = _usage(response.usage, self.price, seconds)
-        new_messages = conversation[state["sent"]:]
-        state["sent"] = len(conversation)
-        record = {"messages": new_messages, "response": content, "reasoning": reasoning,
-                  "finish_reason": choice.finish_reason if choice else None, "model": response.model,
-                  "usage": usage.as_dict(), "max_tokens": state["max_tokens"], "seconds": round(seconds, 3)}
-        return {"content": content, "finish_reason": record["finish_reason"], "usage_obj": usage, "record": record}
+        if isinstance(exc, _NotACompletion):
+            text = str(exc)
+        elif isinstance(exc, _endpoint().RequestFailed):
+            text = f"{self.where}: {exc}"
+        elif isinstance(exc, openai.APIStatusError):
+            text = f"{self.where} answered HTTP {exc.status_code}: {_brief(exc)}"
+        elif isinstance(exc, openai.APIError):
+            text = f"{self.where}: {type(exc).__name__}: {_brief(exc)}"
+        else:
+            text = f"{self.where}: the answer could not be read: {type(exc).__name__}: {_brief(exc)}"
+        return self.redactor.text(text)
 
     def _accept(self, reply: dict, request: ProposalRequest, conversation: list[dict], state: dict):
         """Parse the answer; on failure, append the answer and the format-error message, then raise."""
         content = reply["content"]
+        limit = self.config.max_answer_chars
         try:
+            if len(content) > limit:
+                raise FormatError(f"the answer is {len(content):,} characters long; at most {limit:,} are accepted.",
+                                  "too_long")
             return parse_answer(content, request.task)
         except FormatError as exc:
             error = exc
-            if reply["finish_reason"] == "length":
+            if reply["finish_reason"] == "length" and exc.reason != "too_long":
                 error = FormatError(f"the answer was cut off at the token limit ({state['max_tokens']} tokens) "
                                     f"before the code was complete ({exc.problem})", "truncated")
                 if state["max_tokens"] is not None:
                     state["max_tokens"] = int(state["max_tokens"] * self.config.truncation_growth)
             reply["record"]["error"] = error.problem
+            if exc.reason == "too_long":
+                reply["record"]["response"] = content = _cut(content, KEPT_OF_LONG_ANSWER)
             conversation.append({"role": "assistant", "content": content})
             conversation.append({"role": "user", "content": prompts.format_error(error.problem, error.reason)})
             raise error from None
 
     def _exchange(self, attempts: list[dict]) -> dict:
-        return {"model": self.config.name, "base_url": self.config.base_url, "attempts": attempts}
+        return {"model": self.config.name, "base_url": self.where, "attempts": attempts}
+
+
+class _NotACompletion(ValueError):
+    pass
+
+
+def _endpoint():
+    try:
+        from . import endpoint  # the openai SDK and its HTTP stack, imported on first use
+    except ImportError as exc:
+        raise ModelEndpointError(f"the openai package is missing or broken ({exc}): pip install openai") from None
+    return endpoint
+
+
+def _parse(raw) -> Any:
+    try:
+        return raw.parse()
+    except Exception:  # a body that is not JSON: _unpack describes it
+        return None
+
+
+def _preview(raw) -> str:
+    try:
+        text = raw.http_response.text
+    except Exception:
+        return "(unreadable)"
+    text = " ".join(text.split())
+    return repr(text[:200]) + (f" ... ({len(text):,} characters)" if len(text) > 200 else "") if text else "(empty)"
+
+
+def _cut(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit:,} more characters not kept]"
 
 
 def _reasoning(message) -> str | None:

@@ -1,5 +1,7 @@
 """A run's trace folder: the writer (``run.json``, the append-only ``events.jsonl``, candidates, summary) and
 the reader of stored runs.
 
-May import sandbox, ``agent.protocols`` and the ranking in ``agent.loop.lineage``.
+A folder lock keeps each run folder to one process at a time (``lock``).
+
+May import sandbox, ``agent.protocols``, ``agent.redact`` and the ranking in ``agent.loop.lineage``.
 """

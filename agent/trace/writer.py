@@ -12,8 +12,8 @@
   ``result.json``.
 - ``best.cu`` and ``summary.json`` at the end of each session.
 
-Every text written passes through a scrubber that replaces the run's secrets (the API key) with
-``[redacted]``, so a key echoed back by a server or pasted into a prompt never lands on disk.
+Every text written passes through the run's ``Redactor`` (``agent.redact``), which replaces its secrets
+(API keys, the endpoint URL's credentials) with ``[redacted]``: no key lands on disk, whatever echoed it.
 """
 
 from __future__ import annotations
@@ -21,22 +21,27 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from sandbox.candidate import Candidate, parse_candidate
 from sandbox.compiler import atomic_write
 
+from ..redact import Redactor
+from .lock import FolderLock
+
 EVENTS_SCHEMA = "kernelwright-events-1"
 RUN_SCHEMA = "kernelwright-run-1"
-REDACTED = "[redacted]"
 
 
 class Trace:
-    def __init__(self, path: Path, secrets: Iterable[str] = (), wall_offset: float = 0.0):
+    def __init__(self, path: Path, redactor: Redactor | None = None, wall_offset: float = 0.0,
+                 lock: FolderLock | None = None):
         self.path = Path(path)
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        self.redactor = redactor or Redactor()
+        self.lock = lock
         self._seq = 0
         self._wall0 = time.monotonic() - wall_offset
         self._file = None
@@ -44,27 +49,40 @@ class Trace:
     # ---- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: Path, run_info: dict, secrets: Iterable[str] = ()) -> "Trace":
+    def create(cls, path: Path, run_info: dict, redactor: Redactor | None = None) -> "Trace":
+        """A new run folder, locked for this process; events.jsonl exists before run.json does."""
         path = Path(path)
-        if (path / "events.jsonl").exists():
-            raise FileExistsError(f"{path}: a run already exists there (use --resume to continue it)")
-        path.mkdir(parents=True, exist_ok=True)
-        trace = cls(path, secrets)
-        trace.write_json("run.json", {"schema": RUN_SCHEMA, **run_info})
-        trace._open()
+        existed = path.exists()
+        lock = FolderLock(path).acquire()
+        try:
+            if (path / "events.jsonl").exists() or (path / "run.json").exists():
+                raise FileExistsError(f"{path}: a run already exists there (use --resume to continue it)")
+            trace = cls(path, redactor, lock=lock)
+            trace._open()
+            trace.write_json("run.json", {"schema": RUN_SCHEMA, **run_info})
+        except BaseException:
+            lock.release()
+            if not existed:
+                shutil.rmtree(path, ignore_errors=True)
+            raise
         return trace
 
     @classmethod
-    def resume(cls, path: Path, secrets: Iterable[str] = ()) -> "Trace":
+    def resume(cls, path: Path, redactor: Redactor | None = None, lock: FolderLock | None = None) -> "Trace":
         """Reopen a trace for appending: a line torn by a kill is cut off, everything complete is kept."""
         path = Path(path)
-        events_file = path / "events.jsonl"
-        if not events_file.is_file():
-            raise FileNotFoundError(f"{path}: not a run folder (no events.jsonl)")
-        events = read_events(path, repair=True)
-        trace = cls(path, secrets, wall_offset=events[-1].get("wall_s", 0.0) if events else 0.0)
-        trace._seq = events[-1]["seq"] + 1 if events else 0
-        trace._open()
+        lock = lock or FolderLock(path).acquire()
+        try:
+            events_file = path / "events.jsonl"
+            if not events_file.is_file():
+                raise FileNotFoundError(f"{path}: not a run folder (no events.jsonl)")
+            events = read_events(path, repair=True)
+            trace = cls(path, redactor, wall_offset=events[-1].get("wall_s", 0.0) if events else 0.0, lock=lock)
+            trace._seq = events[-1]["seq"] + 1 if events else 0
+            trace._open()
+        except BaseException:
+            lock.release()
+            raise
         return trace
 
     def _open(self) -> None:
@@ -77,9 +95,7 @@ class Trace:
         return time.monotonic() - self._wall0
 
     def scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return self.redactor.text(text)
 
     def event(self, kind: str, **data: Any) -> dict:
         record = {"schema": EVENTS_SCHEMA, "seq": self._seq, "t": round(time.time(), 3),
@@ -116,6 +132,8 @@ class Trace:
         if self._file is not None:
             self._file.close()
             self._file = None
+        if self.lock is not None:
+            self.lock.release()
 
 
 def read_events(path: Path, repair: bool = False) -> list[dict]:

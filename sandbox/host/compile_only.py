@@ -16,6 +16,7 @@ from ..result import CompileInfo, Cost, Result, Status
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..task import Task
 from .config import SandboxConfig
+from . import tempdirs
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
 
 
@@ -90,6 +91,7 @@ class CompileOnlySandbox:
 
     def __init__(self, config: SandboxConfig | None = None, arch: str | None = None,
                  harness_cubin: bytes | None = None):
+        tempdirs.sweep()  # what killed runs left behind
         self.config = config or SandboxConfig()
         self.arch = self.config.arch or arch or compiler.DEFAULT_ARCH
         self.device: dict = {"gpu": None, "arch": self.arch}

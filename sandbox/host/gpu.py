@@ -13,10 +13,8 @@ compared in full with the reference).
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +29,7 @@ from .ceilings import FLOOR_NOTE, cached_ceilings, roofline_ms
 from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
 from .config import SandboxConfig
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
+from . import tempdirs
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
 from .sanitizer import Sanitizer
 from .screener import Screened, Screener
@@ -45,9 +44,8 @@ class GPUSandbox(CompileOnlySandbox):
 
     def __init__(self, config: SandboxConfig | None = None):
         config = config or SandboxConfig()
-        root = Path("/dev/shm") if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-        self.data_dir = Path(tempfile.mkdtemp(prefix="kw-data-", dir=root))
-        os.chmod(self.data_dir, 0o700)
+        tempdirs.sweep()
+        self.data_dir = tempdirs.make("data", tempdirs.shm_root())
         self._gpu = WorkerProcess("gpu", root=self.data_dir.parent)
         self._ref = WorkerProcess("reference", root=self.data_dir.parent)
         hello = self._gpu.call({"op": "hello"}, timeout=120)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..compiler import cache_dir
 from ..hostpaths import redact
+from . import tempdirs
 
 # Variables a worker may inherit; everything else (API keys, seeds, tokens) is dropped.
 PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
@@ -64,8 +65,7 @@ class WorkerProcess:
     # ---- lifecycle ------------------------------------------------------------------------
 
     def _start(self) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix=f"kw-{self.role}-", dir=self.root))
-        os.chmod(self.home, 0o700)
+        self.home = tempdirs.make(self.role, self.root)
         for sub in ("tmp", "cache"):
             (self.home / sub).mkdir()
         env = scrubbed_env(self.home, self.home / "cache")

@@ -16,7 +16,6 @@ memory). A clean verdict covers the sizes that ran, nothing more.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import sys
@@ -31,6 +30,7 @@ from ..inputs import input_specs, output_specs
 from ..plan import PlanError, resolve
 from ..result import Status
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport, overall, verdict
+from . import tempdirs
 from .pool import scrubbed_env
 from .tools import find_tool, read_json, run_tool
 
@@ -103,8 +103,7 @@ class Sanitizer:
 
     def home(self) -> Path:
         if self._home is None:
-            self._home = Path(tempfile.mkdtemp(prefix="kw-sanitize-"))
-            os.chmod(self._home, 0o700)
+            self._home = tempdirs.make("sanitize")
             (self._home / "tmp").mkdir()
             weakref.finalize(self, shutil.rmtree, str(self._home), True)
         return self._home

@@ -37,6 +37,7 @@ from typing import Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..compiler import cache_dir
+from ..host import tempdirs
 from ..host.pool import scrubbed_env
 from ..host.tools import read_json, run_tool
 from ..inputs import input_specs, output_specs
@@ -146,8 +147,7 @@ class Profiler:
 
     def _profile_home(self) -> Path:
         if self._home is None:
-            home = Path(tempfile.mkdtemp(prefix="kw-profile-"))
-            os.chmod(home, 0o700)
+            home = tempdirs.make("profile")
             (home / "tmp").mkdir()
             self._home = home
             self._cleanup = weakref.finalize(self, shutil.rmtree, str(home), True)
