@@ -1,5 +1,8 @@
 """Random inputs from a seed. Both GPU processes regenerate the same bits from the same seed, so
-inputs never travel between them, and the reference never shares a process with a candidate."""
+inputs never travel between them, and the reference never shares a process with a candidate.
+
+Inputs of the ``module`` distribution (tasks with a ``[torch]`` table) are generated together by the
+task's PyTorch problem: its ``get_inputs()`` and its module's initialisation, seeded on the device."""
 
 from __future__ import annotations
 
@@ -28,8 +31,29 @@ def input_specs(task: Task, sizes: dict[str, int], trial: int) -> list[dict]:
         if not isinstance(d, str):
             params = dict(dist=d.name, kind=d.kind, offset=d.offset, scale=t.scale if d.scale is None else d.scale,
                           low=low if d.low is None else d.low, high=high if d.high is None else d.high)
+        if d == "module":
+            params.update(task_folder=str(task.folder.resolve()), sizes=dict(sizes))
         specs.append(dict(name=t.name, dtype=t.dtype, shape=list(task.shape(t, sizes)), **params))
     return specs
+
+
+def sub_seed(seed: int, i: int) -> int:
+    return (seed * 1_000_003 + i * 7919) % (2**32 - 1)
+
+
+def generate_all(xp, specs: list[dict], seed: int) -> dict:
+    """Every input of one trial, deterministic in ``seed`` for a given backend (and device)."""
+    out = {}
+    module = [s for s in specs if s["dist"] == "module"]
+    if module:
+        from .pytorch.runtime import runtime_for
+
+        runtime = runtime_for(module[0]["task_folder"])
+        out.update(runtime.generate(xp, module[0]["sizes"], [s["name"] for s in module], seed))
+    for i, spec in enumerate(specs):
+        if spec["dist"] != "module":
+            out[spec["name"]] = generate(xp, spec, sub_seed(seed, i))
+    return out
 
 
 def output_specs(task: Task, sizes: dict[str, int]) -> list[dict]:

@@ -2,7 +2,9 @@
 
 A task is a folder with ``task.toml`` (this schema), ``reference.py`` (the trusted reference and
 an optional vendor implementation) and ``baseline.cu`` (a candidate in the format of
-``sandbox.candidate``). Every problem in a task gets one ``TaskError`` naming the file, the key and
+``sandbox.candidate``). A task with a ``[torch]`` table (``sandbox.pytorch``) is a PyTorch module kept
+beside it as ``problem.py``: its baselines are PyTorch eager and ``torch.compile``, and ``baseline.cu``
+is optional. Every problem in a task gets one ``TaskError`` naming the file, the key and
 what was expected, at load time: every size (derived sizes and constraints included), every shape,
 integer range and roofline expression is evaluated then, so nothing malformed reaches a sandbox.
 """
@@ -59,6 +61,17 @@ class Task:
         return self.folder / "baseline.cu"
 
     @property
+    def has_baseline(self) -> bool:
+        """Whether the task has a CUDA starting kernel (a [torch] task may not: it starts from the module)."""
+        return self.baseline_path.is_file()
+
+    @property
+    def baselines(self) -> list[str]:
+        """The named implementations a candidate is timed against, the first being the one scores use."""
+        names = ["baseline"] if self.has_baseline else []
+        return names + (list(self.spec.torch.baselines) if self.spec.torch is not None else [])
+
+    @property
     def reference_path(self) -> Path:
         return self.folder / "reference.py"
 
@@ -66,7 +79,10 @@ class Task:
     def fingerprint(self) -> str:
         """Content hash of the task's files: results are only comparable within one fingerprint."""
         h = hashlib.sha256()
-        for name in ("task.toml", "reference.py", "baseline.cu"):
+        names = ["task.toml", "reference.py", "baseline.cu"]
+        if self.spec.torch is not None:
+            names = [n for n in names if (self.folder / n).is_file()] + [self.spec.torch.problem]
+        for name in names:
             h.update(name.encode() + b"\0" + (self.folder / name).read_bytes() + b"\0")
         return h.hexdigest()[:16]
 
@@ -231,8 +247,10 @@ def load_task(name_or_path: str | Path) -> Task:
         raise TaskError(_format_validation(toml_path, exc)) from None
     if spec.name != folder.name:
         raise TaskError(f"{toml_path}: name: expected the folder name {folder.name!r}, got {spec.name!r}")
-    for required in ("reference.py", "baseline.cu"):
-        if not (folder / required).is_file():
-            raise TaskError(f"{folder / required}: file is missing (every task needs task.toml, reference.py, baseline.cu)")
+    required = ("reference.py", "baseline.cu") if spec.torch is None else ("reference.py", spec.torch.problem)
+    for name in required:
+        if not (folder / name).is_file():
+            raise TaskError(f"{folder / name}: file is missing (a task needs task.toml, reference.py and "
+                            + ("baseline.cu)" if spec.torch is None else "its PyTorch problem)"))
     _vet_reference(folder / "reference.py", spec.vendor)
     return Task(spec, folder)

@@ -14,6 +14,7 @@ from . import profile  # noqa: E402,F401  (profile)
 from . import optimize  # noqa: E402,F401  (optimize, batch)
 from . import report  # noqa: E402,F401  (report, show, verify)
 from . import best  # noqa: E402,F401  (best)
+from . import pytorch  # noqa: E402,F401  (import, export)
 
 
 def main() -> None:

@@ -224,17 +224,13 @@ class Loaded:
 
 
 def generate_into(h: Harness, buffers: dict[str, Guarded], specs: list[dict], seed: int) -> None:
-    for i, spec in enumerate(specs):
-        buffers[spec["name"]].view[...] = gen.generate(h.cp, spec, _sub_seed(seed, i))
-
-
-def _sub_seed(seed: int, i: int) -> int:
-    return (seed * 1_000_003 + i * 7919) % (2**32 - 1)
+    for name, value in gen.generate_all(h.cp, specs, seed).items():
+        buffers[name].view[...] = value
 
 
 def reference_inputs(xp, specs: list[dict], seed: int) -> dict:
     """The same inputs a worker generated for ``seed`` (same backend, same bits)."""
-    return {spec["name"]: gen.generate(xp, spec, _sub_seed(seed, i)) for i, spec in enumerate(specs)}
+    return gen.generate_all(xp, specs, seed)
 
 
 def poison_outputs(buffers: dict[str, Guarded], specs: list[dict], second: bool) -> None:

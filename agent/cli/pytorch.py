@@ -1,0 +1,126 @@
+"""``kernelwright import`` (KernelBench-format PyTorch problems -> task folders) and ``kernelwright export``
+(a run's winner as a .cu file, or with ``--torch`` as a module callable from PyTorch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from .app import EXIT_BAD_INPUT, BadInput, app, console, err_console, input_errors
+
+RUN = typer.Argument(..., help="Run id under --traces, or the path to a run folder.")
+TRACES = typer.Option(Path("traces"), "--traces", help="Folder holding run folders.")
+
+
+def _problem_files(paths: list[Path]) -> list[Path]:
+    files = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(f for f in p.glob("*.py") if not f.name.startswith("_"))
+            if not found:
+                raise BadInput(f"{p}: a folder with no .py problem files")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise BadInput(f"{p}: no such file or folder")
+    return files
+
+
+@app.command("import")
+def import_cmd(paths: list[Path] = typer.Argument(..., help="KernelBench-format problem files (Model, get_inputs, "
+                                                            "get_init_inputs), or folders of them."),
+               out: Path = typer.Option(Path("imported"), "-o", "--out", help="Folder to write the task folders into."),
+               name: Optional[str] = typer.Option(None, "--name", help="Task name (one problem only; default: from the file name)."),
+               category: Optional[str] = typer.Option(None, "--category", help="Task category (default: guessed from forward)."),
+               replace: bool = typer.Option(False, "--replace", help="Overwrite task folders that already exist.")):
+    """Turn PyTorch problems into task folders: sizes, tolerance and roofline found by running them, PyTorch eager and
+    torch.compile as the baselines, the module in float64 as the reference."""
+    from sandbox.pytorch import TorchMissing
+    from sandbox.pytorch.importer import import_problem
+    from sandbox.task import CATEGORIES, TaskError, describe_sizes
+
+    try:
+        files = _problem_files(paths)
+        if name and len(files) > 1:
+            raise BadInput("--name names one task: give one problem file")
+        if category and category not in CATEGORIES:
+            raise BadInput(f"--category: expected one of {', '.join(CATEGORIES)}, got {category!r}")
+    except BadInput as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    failed = 0
+    for f in files:
+        try:
+            done = import_problem(f, out, name=name, category_=category, replace=replace)
+        except (TaskError, TorchMissing) as exc:
+            failed += 1
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            if isinstance(exc, TorchMissing):
+                break
+            continue
+        a, plan = done.analysis, done.sizes
+        tol = "; ".join(f"{dt} atol {t[0]:g} rtol {t[1]:g}" for dt, t in done.numerics.tolerance.items())
+        lines = [f"imported {f.name} -> {done.folder}",
+                 f"  sizes: {', '.join(a.symbols) or 'none can vary'}; benchmark {describe_sizes(plan.benchmark)}",
+                 f"  check: {'; '.join(describe_sizes(s) for s in plan.check) or '-'}",
+                 f"  held-out: {'; '.join(describe_sizes(s) for s in plan.heldout) or '-'}",
+                 f"  reference: {done.numerics.reference_dtype}; tolerance: {tol}; FLOPs {a.flops}"]
+        lines += [f"  fixed: {c} = {a.origin[c]} ({why})" for c, why in a.fixed.items()]
+        console.print(escape("\n".join(lines)), highlight=False, soft_wrap=True)
+    if failed:
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _claim(entry, simulated: bool) -> str:
+    timing = entry.result.timing
+    if timing is None:
+        return f"{entry.id}: not timed ({entry.result.status.value})"
+    parts = [f"{name} {s.value:.3f}x [{s.low:.3f}, {s.high:.3f}]" for name, s in timing.speedup.items()]
+    where = "SIMULATED, not measured" if simulated else str(entry.result.env.get("gpu") or "?")
+    return f"{entry.id}: {timing.impls['candidate'].median_ms:.4g} ms; speedup vs {', '.join(parts)} ({where})"
+
+
+@app.command("export")
+@input_errors
+def export_cmd(run: str = RUN, out: Path = typer.Option(..., "-o", "--out", help="File to write."),
+               torch_module: bool = typer.Option(False, "--torch", help="Write a Python module callable with torch "
+                                                 "tensors (else the candidate's .cu file)."),
+               candidate: Optional[str] = typer.Option(None, "--candidate", help="Candidate id (default: the run's winner)."),
+               traces: Path = TRACES):
+    """Export a run's winner: its .cu file, or with --torch a module with one function taking torch tensors."""
+    from sandbox.candidate import parse_candidate
+    from sandbox.compiler import atomic_write
+
+    from ..report.export_torch import module_name, render
+    from ..report.views import load_task
+    from ..trace.reader import TraceError, read
+
+    try:
+        stored = read(run, traces)
+    except TraceError as exc:
+        raise BadInput(str(exc)) from None
+    entry = stored.by_id.get(candidate) if candidate else stored.best
+    if entry is None:
+        raise BadInput(f"run {stored.id}: " + (f"no candidate {candidate!r}" if candidate else
+                                               "no winner (nothing beat the starting point); name one with --candidate"))
+    source = stored.source(entry.id)
+    if source is None:
+        raise BadInput(f"run {stored.id}: {entry.id} has no candidate.cu in the trace")
+    cand = parse_candidate(source, label=entry.id)
+    if not torch_module:
+        atomic_write(out, cand.render())
+        console.print(f"wrote {escape(str(out))}: {escape(_claim(entry, stored.simulated))}", highlight=False, soft_wrap=True)
+        return
+    task = load_task(stored)
+    if task is None:
+        recorded = stored.info.get("task") or {}
+        raise BadInput(f"task {recorded.get('name')!r} (fingerprint {recorded.get('fingerprint')}) was not found unchanged")
+    if out.suffix != ".py":
+        raise BadInput(f"-o {out}: a Python module's file name ends in .py")
+    text = render(task, cand, f"run {stored.id}, candidate {entry.id}", _claim(entry, stored.simulated), module_name(out))
+    atomic_write(out, text)
+    console.print(f"wrote {escape(str(out))}: {escape(_claim(entry, stored.simulated))}", highlight=False, soft_wrap=True)

@@ -1,0 +1,22 @@
+"""PyTorch problems as tasks: KernelBench-format modules (``Model``, ``get_inputs()``, ``get_init_inputs()``)
+loaded with their size constants overridden, imported into task folders, and run as references and baselines.
+
+Importing this package does not import torch; ``require_torch()`` does, or names the extra to install.
+"""
+
+from __future__ import annotations
+
+EXTRA_HINT = 'install the torch extra: pip install "kernelwright[torch]"'
+
+
+class TorchMissing(RuntimeError):
+    """PyTorch is needed for this and is not installed."""
+
+
+def require_torch():
+    """The ``torch`` module, or one clear error naming the extra to install."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise TorchMissing(f"PyTorch is not installed ({exc}); {EXTRA_HINT}") from None
+    return torch

@@ -1,0 +1,217 @@
+"""A KernelBench-format problem file, loaded with its size constants set to other values.
+
+The format: a ``Model(nn.Module)`` class, ``get_inputs()`` (the arguments of ``forward``) and
+``get_init_inputs()`` (the arguments of ``Model(...)``), built from module-level constants such as
+``batch_size = 128``. Every module-level integer literal (also inside a tuple literal) is a
+``Constant``; ``Problem.namespace(values)`` executes the source with some of them set to other values,
+each by an assignment placed right after the statement that defines it, so that constants derived from
+them (``bias_shape = (out_channels, 1, 1)``) follow. The source is the task's own trusted code.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..task import TaskError
+from . import require_torch
+
+REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+TORCH_DTYPES = {"float64": "float64", "float32": "float32", "float16": "float16", "int64": "int64",
+                "int32": "int32", "int8": "int8", "uint8": "uint8", "uint32": "uint32"}
+
+
+class ProblemError(TaskError):
+    """A problem file that cannot be imported: the message names the file and the construct."""
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A module-level integer literal: ``name = 4096``, or element ``index`` of ``name = (64, 1, 1)``."""
+
+    symbol: str          # its name as a size symbol: the target, or target_index for a tuple element
+    target: str
+    index: int | None
+    value: int
+    statement: int       # position in the module body
+
+    @property
+    def where(self) -> str:
+        return self.target if self.index is None else f"{self.target}[{self.index}]"
+
+
+def _int_literal(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _constants(tree: ast.Module) -> dict[str, Constant]:
+    found: dict[str, Constant] = {}
+    for pos, stmt in enumerate(tree.body):
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets, value = [stmt.target], stmt.value
+        else:
+            continue
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        if len(names) != len(targets):
+            continue
+        if (v := _int_literal(value)) is not None:
+            for name in names:
+                found[name] = Constant(name, name, None, v, pos)
+        elif isinstance(value, (ast.Tuple, ast.List)) and value.elts:
+            items = [_int_literal(e) for e in value.elts]
+            if all(i is not None for i in items):
+                for name in names:
+                    for k, v in enumerate(items):
+                        found[f"{name}_{k}"] = Constant(f"{name}_{k}", name, k, v, pos)
+    return found
+
+
+class Problem:
+    """One problem file: its constants, and its namespace with some of them set to other values."""
+
+    def __init__(self, path: str | Path, source: str | None = None):
+        self.path = Path(path)
+        try:
+            self.source = self.path.read_text() if source is None else source
+        except OSError as exc:
+            raise ProblemError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+        try:
+            self.tree = ast.parse(self.source, filename=str(self.path))
+        except SyntaxError as exc:
+            raise ProblemError(f"{self.path}: line {exc.lineno}: cannot parse: {exc.msg}") from None
+        defined = {n.name for n in self.tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+        missing = [name for name in REQUIRED if name not in defined]
+        if missing:
+            raise ProblemError(f"{self.path}: no {', '.join(missing)} defined at module level (a KernelBench problem "
+                               "defines class Model(nn.Module), get_inputs() and get_init_inputs())")
+        self.constants = _constants(self.tree)
+        self._cache: dict[tuple, dict] = {}
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    def values(self) -> dict[str, int]:
+        return {c.symbol: c.value for c in self.constants.values()}
+
+    def namespace(self, values: dict[str, int] | None = None) -> dict:
+        """The executed module with ``values`` (symbol -> int) in place of the literals; cached."""
+        unknown = set(values or {}) - set(self.constants)
+        if unknown:
+            raise ProblemError(f"{self.path}: no integer constants named {sorted(unknown)}")
+        values = {k: int(v) for k, v in (values or {}).items() if self.constants[k].value != v}
+        key = tuple(sorted(values.items()))
+        if key not in self._cache:
+            self._cache[key] = self._execute(values)
+            if len(self._cache) > 64:
+                self._cache.pop(next(iter(self._cache)))
+        return self._cache[key]
+
+    def _execute(self, values: dict[str, int]) -> dict:
+        tree = ast.parse(self.source, filename=str(self.path))
+        by_statement: dict[int, list[Constant]] = {}
+        for sym in values:
+            c = self.constants[sym]
+            by_statement.setdefault(c.statement, []).append(c)
+        body = []
+        for pos, stmt in enumerate(tree.body):
+            body.append(stmt)
+            for target in sorted({c.target for c in by_statement.get(pos, [])}):
+                body.append(ast.copy_location(self._assignment(target, values), stmt))
+        tree.body = body
+        ast.fix_missing_locations(tree)
+        ns: dict = {"__name__": f"kernelwright_problem_{self.digest}", "__file__": str(self.path),
+                    "__builtins__": builtins}
+        try:
+            exec(compile(tree, str(self.path), "exec"), ns)  # the task's own problem file (trusted)
+        except Exception as exc:
+            raise ProblemError(f"{self.path}: executing it failed: {type(exc).__name__}: {exc}") from None
+        torch = require_torch()
+        if not (isinstance(ns.get("Model"), type) and issubclass(ns["Model"], torch.nn.Module)):
+            raise ProblemError(f"{self.path}: Model is not a subclass of torch.nn.Module")
+        return ns
+
+    def _assignment(self, target: str, values: dict[str, int]) -> ast.stmt:
+        parts = [c for c in self.constants.values() if c.target == target]
+        if parts[0].index is None:
+            value: ast.expr = ast.Constant(values.get(target, parts[0].value))
+        else:
+            ordered = sorted(parts, key=lambda c: c.index)
+            value = ast.Tuple([ast.Constant(values.get(c.symbol, c.value)) for c in ordered], ast.Load())
+        return ast.Assign([ast.Name(target, ast.Store())], value)
+
+    # ---- building the module and its inputs ------------------------------------------------------
+
+    def build(self, values: dict[str, int] | None, device: str = "cpu", seed: int | None = None):
+        """``(model, arguments)`` created on ``device``; with ``seed``, reproducible on that device."""
+        torch = require_torch()
+        ns = self.namespace(values)
+        with torch.device(device):
+            if seed is not None:
+                torch.manual_seed(seed)
+            init = list(_call(self.path, ns, "get_init_inputs"))
+            for i, item in enumerate(init):
+                if isinstance(item, torch.Tensor):
+                    raise ProblemError(f"{self.path}: get_init_inputs() item {i} is a tensor; only numbers and tuples "
+                                       "of numbers can be imported (make it a parameter of the module)")
+            try:
+                model = ns["Model"](*init)
+            except Exception as exc:
+                raise ProblemError(f"{self.path}: Model(*get_init_inputs()) failed: {type(exc).__name__}: {exc}") from None
+            if seed is not None:
+                torch.manual_seed(seed + 1)
+            args = list(_call(self.path, ns, "get_inputs"))
+        for i, a in enumerate(args):
+            if not isinstance(a, (torch.Tensor, int, float)) or isinstance(a, bool):
+                raise ProblemError(f"{self.path}: get_inputs() item {i} is a {type(a).__name__}; only tensors, ints "
+                                   "and floats can be imported")
+        return model, args
+
+
+def _call(path: Path, ns: dict, name: str):
+    try:
+        out = ns[name]()
+    except Exception as exc:
+        raise ProblemError(f"{path}: {name}() failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(out, (list, tuple)):
+        raise ProblemError(f"{path}: {name}() returned a {type(out).__name__}, expected a list")
+    return out
+
+
+def run_forward(model, args: list, params: dict | None = None) -> list:
+    """``model(*args)`` (with ``params`` in place of its parameters and buffers), as a list of tensors."""
+    torch = require_torch()
+    with torch.no_grad():
+        out = torch.func.functional_call(model, params, tuple(args)) if params else model(*args)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    for i, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor):
+            raise ProblemError(f"forward() output {i} is a {type(o).__name__}; only tensors can be compared")
+    return outs
+
+
+def dtype_name(t) -> str:
+    """The task dtype of a tensor, or a ProblemError naming the one that cannot be imported."""
+    name = str(t.dtype).removeprefix("torch.")
+    if name not in TORCH_DTYPES:
+        raise ProblemError(f"dtype {name} is not supported (supported: {', '.join(TORCH_DTYPES)})")
+    return TORCH_DTYPES[name]
+
+
+@lru_cache(maxsize=16)
+def load(path: str, mtime_ns: int) -> Problem:
+    return Problem(path)
+
+
+def problem_at(path: str | Path) -> Problem:
+    """The problem of a file, cached while the file is unchanged."""
+    p = Path(path)
+    return load(str(p.resolve()), p.stat().st_mtime_ns)
