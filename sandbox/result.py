@@ -109,6 +109,8 @@ class Timing(_Record):
     faster_than: dict[str, bool] = Field(default_factory=dict)   # the interval clears 1.0
     roofline_ms: float | None = None
     bound: str | None = None                              # "memory" or "compute" by the task's counts
+    primary: str = "baseline"                             # what scores rank against: the task's starting kernel,
+                                                          # or PyTorch "eager" for a task that has none
 
 
 class Cost(_Record):
@@ -148,7 +150,11 @@ class Result(_Record):
         return self.status is Status.ok
 
     def speedup(self, over: str = "baseline") -> Interval | None:
-        return self.timing.speedup.get(over) if self.timing else None
+        """The speedup over a named implementation; ``baseline`` is the task's primary one: its starting kernel,
+        or PyTorch eager for a task imported from PyTorch without one."""
+        if self.timing is None:
+            return None
+        return self.timing.speedup.get(self.timing.primary if over == "baseline" else over)
 
     def record_sanitize(self, report: SanitizeReport) -> None:
         """Keep compute-sanitizer's report; errors make the result ``rejected``: a kernel with a race or an

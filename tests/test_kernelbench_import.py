@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from sandbox.compare import compare  # noqa: E402
-from sandbox.device import reference_inputs  # noqa: E402
+from sandbox.inputs import generate_all as reference_inputs  # noqa: E402
 from sandbox.inputs import input_specs  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.pytorch.problem import ProblemError, run_forward  # noqa: E402

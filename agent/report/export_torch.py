@@ -9,6 +9,7 @@ The launch plan's expressions are vetted by ``sandbox.expr`` here, their knobs w
 from __future__ import annotations
 
 import ast
+import copy
 import keyword
 import re
 from pathlib import Path
@@ -38,7 +39,8 @@ class _Python(ast.NodeTransformer):
 
 
 def python_expr(text: str, knobs: dict[str, int]) -> str | int:
-    tree = _Python(knobs).visit(ast.fix_missing_locations(ast.Expression(expr.parse(text))))
+    parsed = copy.deepcopy(expr.parse(text))  # parse() caches its trees: never change them in place
+    tree = _Python(knobs).visit(ast.fix_missing_locations(ast.Expression(parsed)))
     out = ast.unparse(tree)
     return int(out) if re.fullmatch(r"-?\d+", out) else out
 

@@ -2,6 +2,9 @@
 loaded with their size constants overridden, imported into task folders, and run as references and baselines.
 
 Importing this package does not import torch; ``require_torch()`` does, or names the extra to install.
+May import the shared vocabulary (``sandbox.*`` modules); never ``sandbox.host``, ``sandbox.worker`` or
+``sandbox.profile``. ``runtime`` runs inside the worker processes (NumPy or CuPy arrays handed in), the
+rest on the host.
 """
 
 from __future__ import annotations

@@ -1,0 +1,79 @@
+"""bench/kernelbench.py's arithmetic: fast_p counts a problem only where it is correct and the low end of its
+speedup interval clears p; the geometric mean carries a bootstrap interval; the table says what was run."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import kernelbench as kb  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _p(name, eager=None, compile_=None, correct=True, **kw):
+    speedups = {k: v for k, v in (("eager", eager), ("compile", compile_)) if v}
+    return kb.Problem(name, "done", correct=correct, compiled=True, speedups=speedups or None, **kw)
+
+
+def test_fast_p_counts_only_correct_problems_whose_interval_low_end_clears_p():
+    problems = [_p("a", eager=(1.5, 1.3, 1.7), compile_=(1.1, 0.9, 1.3)),
+                _p("b", eager=(1.25, 1.19, 1.3), compile_=(1.21, 1.201, 1.22)),
+                _p("c", eager=(3.0, 2.5, 3.5), correct=False),
+                kb.Problem("d", "error")]
+    assert kb.fast_p(problems, "eager", 1.0) == 0.5          # a and b of four; c is not correct
+    assert kb.fast_p(problems, "eager", 1.2) == 0.25         # b's point estimate 1.25 clears 1.2, its low end 1.19 does not
+    assert kb.fast_p(problems, "compile", 1.0) == 0.25       # a's compile interval reaches below 1.0
+    assert kb.fast_p(problems, "compile", 1.2) == 0.25
+    assert kb.fast_p(problems, "eager", 2.0) == 0.0
+    assert kb.fast_p([], "eager", 1.0) == 0.0
+
+
+def test_geometric_mean_and_its_bootstrap_interval():
+    g, lo, hi = kb.geomean_ci([2.0, 0.5, 1.0, 4.0])
+    assert g == pytest.approx(math.exp((math.log(2) + math.log(0.5) + math.log(4)) / 4))
+    assert lo <= g <= hi and lo >= 0.5 and hi <= 4.0
+    assert kb.geomean_ci([1.5, 1.5, 1.5]) == pytest.approx((1.5, 1.5, 1.5))
+    assert kb.geomean_ci([]) is None
+
+
+def test_summary_and_table_name_eager_and_compile_and_cost_per_problem():
+    problems = [_p("a", eager=(2.0, 1.8, 2.2), compile_=(1.0, 0.9, 1.1), tokens=1000, usd=0.01, gpu_s=10.0),
+                _p("b", eager=(0.5, 0.45, 0.55), compile_=(0.25, 0.2, 0.3), tokens=3000, usd=0.03, gpu_s=30.0),
+                kb.Problem("c", "error", note="exit code 2")]
+    s = kb.summarize(problems)
+    assert (s["problems"], s["correct"], s["tokens"], s["gpu_s"]) == (3, 2, 4000, 40.0)
+    assert s["fast_p"]["eager"][1.0] == pytest.approx(1 / 3) and s["fast_p"]["compile"][1.0] == 0
+    (g, _, _), count = s["geomean"]["eager"]
+    assert count == 2 and g == pytest.approx(1.0)
+    text = kb.render(problems, "level")
+    assert "problems correct: 2 of 3 (67%)" in text
+    assert "| vs PyTorch eager | 33% | 33% | 33% | 0% |" in text and "| vs PyTorch compile | 0% | 0% | 0% | 0% |" in text
+    assert "per problem: 1,333 tokens, $0.0133, 13.33 GPU-s" in text
+    assert "| c | error | - | - | - | 0 | 0.0000 | 0.00 | exit code 2 |" in text
+
+
+def test_a_compile_only_batch_says_nothing_ran():
+    problems = [kb.Problem("a", "done", compiled=True), kb.Problem("b", "done", compiled=False)]
+    text = kb.render(problems, "ci")
+    assert "problems compiled: 1 of 2 (nothing ran: correctness and speed unknown)" in text
+
+
+def test_a_problem_is_read_from_its_run_folder(tmp_path):
+    run = tmp_path / "3_matmul"
+    (run / "candidates" / "c0002").mkdir(parents=True)
+    totals = {"tokens": 900, "usd": 0.002, "gpu_s": 12.5}
+    (run / "summary.json").write_text(json.dumps({"totals": totals, "counts": {"ok": 2}, "simulated": True,
+                                                  "best": {"id": "c0002"}, "stop_reason": "iterations"}))
+    timing = {"speedup": {"eager": {"value": 1.4, "low": 1.3, "high": 1.5},
+                          "compile": {"value": 0.9, "low": 0.8, "high": 1.0}}}
+    (run / "candidates" / "c0002" / "result.json").write_text(json.dumps({"status": "ok", "timing": timing}))
+    x = kb.read_problem("3_matmul", run, None)
+    assert x.correct and x.simulated and x.winner == "c0002" and x.speedups["eager"] == (1.4, 1.3, 1.5)
+    assert kb.read_problem("4_conv2d", tmp_path / "4_conv2d", {"state": "error", "stop": "boom"}).note == "boom"
