@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -119,84 +118,26 @@ def test_inputs_and_parameters_come_from_the_problem_and_follow_the_seed(importe
 
 def _write(tmp_path, name, body):
     path = tmp_path / name
-    path.write_text(textwrap.dedent(body))
+    path.write_text(body)
     return path
 
 
-GOOD_HEAD = """
-    import torch
-    import torch.nn as nn
-"""
+def _problem(init: str, forward: str, init_inputs: str = "[]", base: str = "nn.Module") -> str:
+    """A problem file: ``Model`` with the given __init__ body and forward expression, over ``x`` of n elements."""
+    return (f"import torch\nimport torch.nn as nn\n\nclass Model({base}):\n    def __init__(self, *args):\n"
+            f"        super().__init__()\n{init}\n    def forward(self, x):\n        return {forward}\n\nn = 64\n\n"
+            f"def get_inputs():\n    return [torch.randn(n)]\n\ndef get_init_inputs():\n    return {init_inputs}\n")
 
 
 @pytest.mark.parametrize("body, needle", [
     ("def get_inputs(:\n", "cannot parse"),
-    (GOOD_HEAD + "    class Model(nn.Module):\n        pass\n", "no get_inputs, get_init_inputs defined"),
-    (GOOD_HEAD + """
-    class Model(nn.Module):
-        def forward(self, x):
-            return x.bool()
-    n = 8
-    def get_inputs():
-        return [torch.randn(n)]
-    def get_init_inputs():
-        return []
-    """, "dtype bool is not supported"),
-    (GOOD_HEAD + """
-    class Model(nn.Module):
-        def __init__(self, w):
-            super().__init__()
-            self.w = w
-        def forward(self, x):
-            return x * self.w
-    n = 8
-    def get_inputs():
-        return [torch.randn(n)]
-    def get_init_inputs():
-        return [torch.ones(n)]
-    """, "get_init_inputs() item 0 is a tensor"),
-    (GOOD_HEAD + """
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.drop = nn.Dropout(0.5)
-        def forward(self, x):
-            return self.drop(x)
-    n = 64
-    def get_inputs():
-        return [torch.randn(n)]
-    def get_init_inputs():
-        return []
-    """, "forward is not deterministic"),
-    (GOOD_HEAD + """
-    class Model(nn.Module):
-        def forward(self, x):
-            return x.to(torch.bfloat16)
-    n = 8
-    def get_inputs():
-        return [torch.randn(n)]
-    def get_init_inputs():
-        return []
-    """, "dtype bfloat16 is not supported"),
-    (GOOD_HEAD + """
-    class Model(nn.Module):
-        def forward(self, x):
-            return x[x > 0]
-    n = 8
-    def get_inputs():
-        return [torch.randn(n)]
-    def get_init_inputs():
-        return []
-    """, "cannot run it on PyTorch's meta device"),
-    (GOOD_HEAD + """
-    class Model:
-        def forward(self, x):
-            return x
-    def get_inputs():
-        return [torch.randn(4)]
-    def get_init_inputs():
-        return []
-    """, "Model is not a subclass of torch.nn.Module"),
+    ("import torch\nclass Model(torch.nn.Module):\n    pass\n", "no get_inputs, get_init_inputs defined"),
+    (_problem("        pass", "x.bool()"), "dtype bool is not supported"),
+    (_problem("        self.w = args[0]", "x * self.w", "[torch.ones(n)]"), "get_init_inputs() item 0 is a tensor"),
+    (_problem("        self.drop = nn.Dropout(0.5)", "self.drop(x)"), "forward is not deterministic"),
+    (_problem("        pass", "x.to(torch.bfloat16)"), "dtype bfloat16 is not supported"),
+    (_problem("        pass", "x[x > 0]"), "cannot run it on PyTorch's meta device"),
+    (_problem("        pass", "x", base="object"), "Model is not a subclass of torch.nn.Module"),
 ])
 def test_what_cannot_be_imported_is_one_error_naming_the_construct_and_leaves_nothing(tmp_path, body, needle):
     out = tmp_path / "out"
