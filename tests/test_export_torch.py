@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agent.export_torch import python_expr, render  # noqa: E402
+from agent.report.export_torch import python_expr, render  # noqa: E402
 from sandbox.candidate import load_candidate  # noqa: E402
 from sandbox.compiler import DEFAULT_ARCH, _nvrtc, compile_source, include_dirs  # noqa: E402
 from sandbox.plan import resolve  # noqa: E402
