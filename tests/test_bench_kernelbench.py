@@ -77,3 +77,40 @@ def test_a_problem_is_read_from_its_run_folder(tmp_path):
     x = kb.read_problem("3_matmul", run, None)
     assert x.correct and x.simulated and x.winner == "c0002" and x.speedups["eager"] == (1.4, 1.3, 1.5)
     assert kb.read_problem("4_conv2d", tmp_path / "4_conv2d", {"state": "error", "stop": "boom"}).note == "boom"
+
+
+def _answer(stem: str) -> str:
+    source = (ROOT / "tests" / "fixtures" / "kernelbench" / "answers" / f"{stem}.cu").read_text()
+    return f"Written from the module.\n\n```cuda\n{source}```\n"
+
+
+@pytest.mark.timeout(600)
+def test_the_bench_runs_imported_problems_against_the_scripted_server_and_resumes(httpserver, tmp_path):
+    pytest.importorskip("torch")
+    import subprocess
+
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "agent"))
+    from scripted_server import Script
+
+    level = tmp_path / "level1"
+    level.mkdir()
+    for stem in ("1_swish_clamp", "2_mean_over_dim"):
+        (level / f"{stem}.py").write_text((ROOT / "tests" / "fixtures" / "kernelbench" / f"{stem}.py").read_text())
+    script = Script([_answer("1_swish_clamp"), _answer("2_mean_over_dim")])
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.werkzeug)
+    env = {**{k: v for k, v in __import__("os").environ.items() if not k.startswith("OPENAI_")},
+           "KERNELWRIGHT_CACHE_DIR": str(tmp_path / "cache")}
+    args = [sys.executable, "bench/kernelbench.py", str(level), "--model", "scripted", "--base-url",
+            httpserver.url_for("/v1"), "--iterations", "1", "--sandbox", "compile-only", "--traces", str(tmp_path / "t")]
+    first = subprocess.run(args, capture_output=True, text=True, timeout=500, cwd=ROOT, env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "problems compiled: 2 of 2 (nothing ran: correctness and speed unknown)" in first.stdout
+    assert "| vs PyTorch eager | 0% | 0% | 0% | 0% |" in first.stdout and "| 2_mean_over_dim | done |" in first.stdout
+    assert len(script.requests) == 2 and "class Model" in script.user_messages[0]
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert again.returncode == 0 and len(script.requests) == 2, again.stderr   # finished problems are not run again
+    assert "problems compiled: 2 of 2" in again.stdout
+    table = subprocess.run([sys.executable, "bench/kernelbench.py", str(level), "--table-only", "--traces",
+                            str(tmp_path / "t"), "--out", str(tmp_path / "table.md")], capture_output=True, text=True,
+                           timeout=120, cwd=ROOT, env=env)
+    assert table.returncode == 0 and (tmp_path / "table.md").read_text() in table.stdout

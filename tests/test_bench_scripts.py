@@ -24,7 +24,7 @@ def run(*args, timeout=120):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", ["bench/suite.py", "bench/tuner.py", "bench/sandbox_bench.py", "bench/check_power.py",
-                                    "bench/l2_flush.py"])
+                                    "bench/l2_flush.py", "bench/kernelbench.py"])
 def test_bench_script_imports_and_explains_itself(script):
     out = run(script, "--help")
     assert out.returncode == 0, out.stderr

@@ -62,8 +62,9 @@ class BestRecord(BaseModel):
     knobs: dict[str, int]
     flags: list[str]
     median_ms: float
-    speedup: Interval                    # over the task's baseline
-    vendor_speedup: Interval | None = None
+    speedup: Interval                    # over the task's baseline (PyTorch eager for a task imported from PyTorch)
+    vendor_speedup: Interval | None = None  # over the vendor library (torch.compile for such a task)
+    against: str = "baseline"
     pct_of_roofline: float | None = None
     run: str | None = None
     recorded_at: str
@@ -71,10 +72,10 @@ class BestRecord(BaseModel):
     def describe(self) -> str:
         s = self.speedup
         text = (f"{self.task} at {describe_sizes(self.sizes)} on {self.envelope.describe()}: {self.label}, "
-                f"{self.median_ms:.4g} ms, {s.value:.3f}x [{s.low:.3f}, {s.high:.3f}] vs baseline")
+                f"{self.median_ms:.4g} ms, {s.value:.3f}x [{s.low:.3f}, {s.high:.3f}] vs {self.against}")
         if self.vendor_speedup:
             v = self.vendor_speedup
-            text += f", {v.value:.3f}x [{v.low:.3f}, {v.high:.3f}] vs vendor"
+            text += f", {v.value:.3f}x [{v.low:.3f}, {v.high:.3f}] vs {'compile' if self.against == 'eager' else 'vendor'}"
         if self.pct_of_roofline is not None:
             text += f", {self.pct_of_roofline:.1f}% of roofline"
         return text + (f" (run {self.run})" if self.run else "")
@@ -114,7 +115,8 @@ class BestStore:
             task=task.name, task_version=task.spec.version, task_fingerprint=task.fingerprint, envelope=envelope,
             sizes=dict(t.sizes), kernel=candidate.render(), label=candidate.label, knobs=candidate.defines(),
             flags=list(candidate.flags), median_ms=t.impls["candidate"].median_ms, speedup=speedup,
-            vendor_speedup=result.speedup("vendor"), pct_of_roofline=t.impls["candidate"].pct_of_roofline,
+            vendor_speedup=result.speedup("vendor") or result.speedup("compile"), against=t.primary,
+            pct_of_roofline=t.impls["candidate"].pct_of_roofline,
             run=run, recorded_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         path = self.path(task, envelope, record.sizes)
         with self._lock(path.parent):

@@ -26,7 +26,8 @@ class HeldoutRow:
     error: str = ""
     speedup: Interval | None = None            # winner vs the task's baseline
     start_speedup: Interval | None = None      # baseline_candidate vs the task's baseline (when distinct)
-    vendor_speedup: Interval | None = None     # winner vs the vendor library, where timed
+    vendor_speedup: Interval | None = None     # winner vs the vendor library (torch.compile for a PyTorch task)
+    against: str = "baseline"                  # what speedup is over: "baseline", or "eager" for a PyTorch task
     winner_ms: float | None = None
     baseline_ms: float | None = None
     flagged: bool = False
@@ -42,8 +43,9 @@ class HeldoutRow:
         return out
 
 
-def heldout_table(sandbox, task: Task, baseline_candidate: Candidate, best_candidate: Candidate) -> list[HeldoutRow]:
-    distinct = baseline_candidate.key != load_candidate(task.baseline_path).key
+def heldout_table(sandbox, task: Task, baseline_candidate: Candidate | None, best_candidate: Candidate) -> list[HeldoutRow]:
+    """``baseline_candidate`` is None for a task without a CUDA baseline (the winner is timed against PyTorch)."""
+    distinct = baseline_candidate is not None and baseline_candidate.key != load_candidate(task.baseline_path).key
     rows = []
     for sizes in task.spec.sizes.heldout:
         result = sandbox.evaluate(task, best_candidate, sizes=sizes)
@@ -61,8 +63,9 @@ def _row(sizes: dict[str, int], result: Result, start: Result | None) -> Heldout
         row.flagged, row.reason = True, f"the winner is {result.status.value} at this size"
         return row
     t = result.timing
-    row.speedup, row.vendor_speedup = result.speedup("baseline"), result.speedup("vendor")
+    row.speedup, row.vendor_speedup = result.speedup("baseline"), result.speedup("vendor") or result.speedup("compile")
     if t is not None:
+        row.against = t.primary
         row.winner_ms = t.impls["candidate"].median_ms if "candidate" in t.impls else None
         row.baseline_ms = t.impls["baseline"].median_ms if "baseline" in t.impls else None
     if start is not None:
@@ -85,15 +88,16 @@ def format_heldout(rows: list[HeldoutRow]) -> str:
     """A plain-text table: one line per held-out size."""
     if not rows:
         return "held-out sizes: none declared by the task"
-    lines = ["held-out sizes (winner re-checked and timed A/B against the baseline):"]
+    against = next((r.against for r in rows if r.measured), "baseline")
+    lines = [f"held-out sizes (winner re-checked and timed A/B against {'PyTorch eager' if against == 'eager' else 'the baseline'}):"]
     for r in rows:
         where = describe_sizes(r.sizes)
         if r.speedup is not None:
             s = r.speedup
-            text = f"{s.value:.3f}x [{s.low:.3f}, {s.high:.3f}] vs baseline"
+            text = f"{s.value:.3f}x [{s.low:.3f}, {s.high:.3f}] vs {r.against}"
             if r.vendor_speedup is not None:
                 v = r.vendor_speedup
-                text += f", {v.value:.3f}x [{v.low:.3f}, {v.high:.3f}] vs vendor"
+                text += f", {v.value:.3f}x [{v.low:.3f}, {v.high:.3f}] vs {'compile' if r.against == 'eager' else 'vendor'}"
             if r.start_speedup is not None:
                 s0 = r.start_speedup
                 text += f" (start: {s0.value:.3f}x [{s0.low:.3f}, {s0.high:.3f}])"

@@ -89,6 +89,8 @@ class Ledger:
         """Take the saving per call from the winner's A/B timing against ``over``; None if untimed."""
         t = result.timing
         s = result.speedup(over)
+        if t is not None and over == "baseline":
+            over = t.primary  # the task's starting kernel, or PyTorch eager
         if t is None or s is None or over not in t.impls or "candidate" not in t.impls:
             self.saving = None
             return None

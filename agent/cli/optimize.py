@@ -151,10 +151,12 @@ def _speed(s: dict | None) -> str:
 def print_summary(run) -> None:
     summary = run.summary
     table = Table(title=f"run {run.id}: {summary['candidates']} candidates" + (" (SIMULATED)" if run.simulated else ""))
-    for col in ("id", "origin", "from", "status", "median ms [95%]", "speedup vs baseline", "vs vendor", "% roofline",
-                "regs", "note"):
+    rows = run.rows()
+    against = next((r["against"] for r in rows if r.get("against")), "baseline")  # "eager" for a PyTorch task
+    for col in ("id", "origin", "from", "status", "median ms [95%]", f"speedup vs {against}",
+                "vs compile" if against == "eager" else "vs vendor", "% roofline", "regs", "note"):
         table.add_column(col, overflow="fold")
-    for r in run.rows()[:20]:
+    for r in rows[:20]:
         ms = f"{r['median_ms']:.4g} [{r['ci_ms'][0]:.4g}, {r['ci_ms'][1]:.4g}]" if r["median_ms"] is not None else "-"
         pct = f"{r['pct_of_roofline']:.1f}" if r["pct_of_roofline"] is not None else "-"
         style = "green" if r["status"] in ("ok", "compiled") else "red"
@@ -167,11 +169,12 @@ def print_summary(run) -> None:
     best = summary.get("best")
     if best and best.get("speedup"):
         s = best["speedup"]
-        verdict = "faster than the baseline (interval clears 1.0)" if s["faster"] else "not clearly faster than the baseline"
+        what = "PyTorch eager" if against == "eager" else "the baseline"
+        verdict = f"faster than {what} (interval clears 1.0)" if s["faster"] else f"not clearly faster than {what}"
         console.print(f"best: {best['id']} ({best['origin']}) {_speed(s)}: {verdict}"
                       + (" [SIMULATED]" if run.simulated else ""), highlight=False)
     elif summary.get("sandbox") != "compile-only":
-        console.print("best: no candidate beat the baseline", highlight=False)
+        console.print(f"best: no candidate beat {'PyTorch eager' if against == 'eager' else 'the baseline'}", highlight=False)
     t = summary["totals"]
     console.print(f"totals: {t['iterations']} iterations, {t['evaluations']} evaluations, {t['duplicates']} duplicates "
                   f"skipped, {t['tokens']:,} tokens ({t['prompt_tokens']:,} prompt, {t['completion_tokens']:,} completion, "

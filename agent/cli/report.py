@@ -62,7 +62,7 @@ def show_cmd(run: RunArg, traces: Traces = Path("traces")):
         console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
     best = s["best"]
     if best:
-        console.print(f"winner [bold]{best['id']}[/] ({escape(best['origin'])}): [bold]{best['speedup']}[/] vs baseline: "
+        console.print(f"winner [bold]{best['id']}[/] ({escape(best['origin'])}): [bold]{best['speedup']}[/] vs {escape(best['against'])}: "
                       f"{best['verdict']}" + (f"; vs vendor {best['vendor']}" if best["vendor"] else "")
                       + f"; {best['median_ms']} ms, {best['pct']}% of roofline", highlight=False, soft_wrap=True)
     else:

@@ -240,6 +240,13 @@ def doctor():
         kt = None
     rows.append(("Kernel Tuner", kt or 'missing (optional: pip install -e ".[kerneltuner]")',
                  "its search strategies beside ours in bench/tuner.py --kernel-tuner"))
+    try:
+        pt = dist_version("torch")
+    except PackageNotFoundError:
+        pt = None
+    rows.append(("PyTorch", pt or 'missing (optional: pip install -e ".[torch]")',
+                 "kernelwright import of PyTorch problems, their float64 references, eager and torch.compile "
+                 "baselines, export --torch"))
     table = Table(title="kernelwright doctor")
     for col in ("component", "status", "what it enables"):
         table.add_column(col, overflow="fold")

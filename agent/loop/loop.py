@@ -80,14 +80,16 @@ class Loop:
     # ---- select + propose ---------------------------------------------------------------------
 
     def request(self, phase: str, target: Entry | None) -> ProposalRequest:
-        parent = target or self.lineage.select(1)[0]
+        """The next request; with no parent (a task without a CUDA baseline, nothing evaluated yet) it asks for a
+        first kernel written from the task's PyTorch module."""
+        parents = [target] if target else self.lineage.select(1)
         rid = f"r{self.next_request:04d}"
         self.next_request += 1
-        failures = self.lineage.recent_failures(self.selection.recent_failures, exclude={parent.id})
+        failures = self.lineage.recent_failures(self.selection.recent_failures, exclude={p.id for p in parents})
         extra = {"sandbox": self.sandbox.kind, "request_id": rid, "phase": phase}
-        request = ProposalRequest(self.task, [parent], self.lineage.best(), self.lineage.baseline(), failures,
+        request = ProposalRequest(self.task, parents, self.lineage.best(), self.lineage.baseline(), failures,
                                   self.sandbox.device, self.next_request, extra)
-        self.trace.event("request", request=rid, iteration=request.iteration, phase=phase, parents=[parent.id])
+        self.trace.event("request", request=rid, iteration=request.iteration, phase=phase, parents=[p.id for p in parents])
         return request
 
     def send(self, proposer: Proposer, request: ProposalRequest, inbox: queue.Queue) -> None:

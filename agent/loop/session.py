@@ -1,5 +1,10 @@
 """One run from start (or resume) to summary: open the sandbox and the trace, evaluate the baseline,
-run the phases (``model`` then ``tune``, or ``search`` alone without a model), write the summary.
+run the phases (``model`` then ``tune``, or ``search`` alone without a model), write the summary, and
+offer a GPU run's winner that passed its held-out check to the best-known store.
+
+A task imported from PyTorch may have no CUDA baseline: then nothing is evaluated before the model phase,
+whose first request shows the module's source, and a run without a model is refused (the search needs a
+kernel to start from).
 
 A resumed run rebuilds its lineage and totals from ``events.jsonl``, evaluates the proposals that
 were recorded but never evaluated, and re-enters every phase that did not finish for good.
@@ -90,6 +95,9 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
     task = load_task(task_ref)
     if cfg.model and proposer is None and not replay:
         api_key(cfg.model, key)
+    if not task.has_baseline and cfg.model is None and proposer is None and not replay:
+        raise ConfigError(f"task {task.name} has no CUDA starting kernel (baseline.cu) for the built-in search to tune; "
+                          "give a model (--model), whose first kernel is written from the PyTorch module's source")
     run_id = run_id or new_run_id(task)
     sandbox = open_sandbox(cfg.sandbox, cfg.sandbox_options)
     try:
@@ -176,14 +184,15 @@ def drive(session: Session, pending: list[dict] = ()) -> dict:
     """Evaluate what is pending, run the phases that are not finished, write the summary; returns it."""
     s, loop = session, session.loop
     try:
-        if loop.lineage.baseline() is None and not any(p["origin"] == "baseline" for p in pending):
+        has_baseline = s.task.has_baseline
+        if has_baseline and loop.lineage.baseline() is None and not any(p["origin"] == "baseline" for p in pending):
             pending = [_baseline_proposal(s)] + list(pending)
         for p in pending:
             skip = loop.evaluate(p["candidate_id"], p["candidate_obj"], p["proposal"], p["iteration"], p["phase"])
             if skip:
                 s.stops[p["phase"]] = skip
         base = loop.lineage.baseline()
-        if base is None or base.result.status not in (Status.ok, Status.compiled):
+        if has_baseline and (base is None or base.result.status not in (Status.ok, Status.compiled)):
             why = f"{base.result.status.value}: {base.result.error}" if base else "not evaluated"
             s.stops.setdefault("setup", f"baseline: the task's starting kernel is {why}")
         else:
@@ -208,6 +217,9 @@ def _phases(s: Session) -> None:
         s.notes.append("tuning skipped: a compile-only run times nothing, so there is nothing to rank")
         return
     target = loop.lineage.best() or loop.lineage.baseline()
+    if target is None:
+        s.notes.append("tuning skipped: no candidate was measured, so there is nothing to tune")
+        return
     try:
         tune = tuner(s.config, s.sandbox)
     except ConfigError as exc:
@@ -245,6 +257,7 @@ def finish(s: Session) -> dict:
     if getattr(s.proposer, "name", "") == "tuner":
         s.tuners.append(s.proposer)
     extra = _extras(s)
+    _offer_best(s, extra.get("heldout"))
     summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops, s.notes)
     summary = s.trace.redactor.data({**summary, **extra})
     best = loop.lineage.best()
@@ -288,9 +301,10 @@ def _extras(s: Session) -> dict:
     tuning = [t for tuner_ in s.tuners for t in tuner_.summaries()]
     if tuning:
         out["tuning"], out["tuning_text"] = tuning, format_tuning(tuning)
-    if s.sandbox.kind != "compile-only" and best is not None and base is not None and best is not base and not interrupted:
+    if (s.sandbox.kind != "compile-only" and best is not None and best is not base and not interrupted
+            and (base is not None or not s.task.has_baseline)):
         try:
-            rows = heldout_table(s.sandbox, s.task, base.candidate, best.candidate)
+            rows = heldout_table(s.sandbox, s.task, base.candidate if base else None, best.candidate)
         except (RuntimeError, TaskError) as exc:
             s.notes.append(f"held-out sizes not re-checked: the sandbox failed ({str(exc).splitlines()[0]})")
         else:
@@ -298,6 +312,25 @@ def _extras(s: Session) -> dict:
                               for r in rows]
             out["heldout_text"] = format_heldout(rows)
     return out
+
+
+def _offer_best(s: Session, heldout: list[dict] | None) -> None:
+    """A GPU run's winner goes to the best-known store once it is correct at every held-out size."""
+    from ..claims.best import BestStore
+
+    best = s.loop.lineage.best()
+    if s.sandbox.kind != "gpu" or best is None or best.origin == "baseline":
+        return
+    if s.task.spec.sizes.heldout and not (heldout and all(r["status"] == "ok" for r in heldout)):
+        s.notes.append("best-known store: the winner was not offered (it did not pass every held-out size)")
+        return
+    try:
+        stored = BestStore().offer(s.task, best.candidate, best.result, run=s.trace.path.name)
+    except OSError as exc:
+        s.notes.append(f"best-known store: not written ({exc})")
+        return
+    if stored:
+        s.notes.append(f"best-known store: {best.id} is now the best kernel on record for this GPU and size")
 
 
 def entries(session: Session) -> list[Entry]:

@@ -69,7 +69,7 @@ class LLMProposer:
         attempts: list[dict] = []
         usage = Usage()
         state = {"max_tokens": self.config.max_tokens, "sent": 0}
-        parent_ids = [request.parents[0].id]
+        parent_ids = [p.id for p in request.parents[:1]]
         retrying = Retrying(stop=stop_after_attempt(1 + self.config.semantic_retries),
                             retry=retry_if_exception_type(FormatError), reraise=True)
         try:

@@ -49,7 +49,10 @@ def render(name: str, **context) -> str:
 
 
 def kind(request: ProposalRequest) -> str:
-    """Which user message fits: ``first``, ``iterate``, ``repair_compile`` or ``repair_wrong``."""
+    """Which user message fits: ``first``, ``first_module`` (no kernel yet: the task's PyTorch module),
+    ``iterate``, ``repair_compile`` or ``repair_wrong``."""
+    if not request.parents:
+        return "first_module"
     parent = request.parents[0]
     status = parent.result.status
     if status is Status.compile_error:
@@ -75,13 +78,13 @@ def format_error(problem: str, reason: str) -> str:
 
 
 def context(request: ProposalRequest) -> dict:
-    parent = request.parents[0]
+    parent = request.parents[0] if request.parents else None
     best = request.best
     return {"task": task_view(request.task), "format": format_view(),
             "gpu": gpu_view(request.device, request.extra.get("sandbox", "gpu"), _ceilings(request)),
-            "parent": entry_view(parent), "best": entry_view(best) if best else None,
-            "best_is_parent": best is not None and best.id == parent.id,
-            "failures": [entry_view(f, short=True) for f in request.recent_failures if f.id != parent.id]}
+            "parent": entry_view(parent) if parent else None, "best": entry_view(best) if best else None,
+            "best_is_parent": best is not None and parent is not None and best.id == parent.id,
+            "failures": [entry_view(f, short=True) for f in request.recent_failures if parent is None or f.id != parent.id]}
 
 
 def task_view(task: Task) -> dict:
@@ -101,7 +104,20 @@ def task_view(task: Task) -> dict:
             "tolerance": [{"dtype": d, "atol": t.atol, "rtol": t.rtol} for d, t in spec.tolerance.items()],
             "roofline": {"flops": str(spec.roofline.flops), "bytes": str(spec.roofline.bytes),
                          "compute": spec.roofline.compute},
-            "allow_fast_math": spec.allow_fast_math}
+            "allow_fast_math": spec.allow_fast_math, "torch": torch_view(task)}
+
+
+def torch_view(task: Task) -> dict | None:
+    """A task imported from PyTorch: its module's source, how its parameters reach the kernel, its baselines."""
+    t = task.spec.torch
+    if t is None:
+        return None
+    from sandbox.pytorch.problem import problem_at  # reads the source's constants; imports no torch
+
+    constants = problem_at(task.folder / t.problem).values()
+    return {"problem": t.problem, "source": (task.folder / t.problem).read_text().strip(), "arguments": t.arguments,
+            "parameters": [{"name": n, "key": k} for n, k in t.parameters.items()], "baselines": t.baselines,
+            "fixed": [{"name": n, "value": constants.get(n, "?")} for n in t.fixed]}
 
 
 def format_view() -> dict:

@@ -34,7 +34,7 @@ class ReplayProposer:
             index = self._next
             self._next += 1
         text = self.answers[index]
-        parents = [request.parents[0].id]
+        parents = [p.id for p in request.parents[:1]]
         exchange = {"replayed_from": str(self.source), "index": index, "answer": text}
         try:
             candidate, note = parse_answer(text, request.task)

@@ -27,10 +27,12 @@ def entry_row(e: Entry) -> dict:
     if r.timing and "candidate" in r.timing.impls:
         c = r.timing.impls["candidate"]
         row.update(median_ms=c.median_ms, ci_ms=[c.ci_ms.low, c.ci_ms.high], pct_of_roofline=c.pct_of_roofline)
-        if "baseline" in r.timing.impls:
-            row["baseline_ms"] = r.timing.impls["baseline"].median_ms
-        for name, key in (("baseline", "speedup"), ("vendor", "vendor_speedup")):
-            s = r.timing.speedup.get(name)
+        primary = r.timing.primary  # "baseline", or "eager" for a task imported from PyTorch
+        if primary in r.timing.impls:
+            row["baseline_ms"] = r.timing.impls[primary].median_ms
+        row["against"] = primary
+        second = r.speedup("vendor") or r.speedup("compile")
+        for key, s in (("speedup", r.speedup("baseline")), ("vendor_speedup", second)):
             if s:
                 row[key] = {"value": s.value, "low": s.low, "high": s.high, "faster": s.low > 1.0}
     return row

@@ -103,6 +103,7 @@ def summary_view(stored: StoredRun, task=None) -> dict:
         s, v = r.speedup("baseline"), r.speedup("vendor")
         c = r.timing.impls.get("candidate") if r.timing else None
         out["best"] = {"id": best.id, "origin": best.origin, "speedup": interval(s), "verdict": verdict(s),
+                       "against": r.timing.primary if r.timing else "baseline",
                        "vendor": interval(v) if v else "", "vendor_verdict": verdict(v) if v else "",
                        "median_ms": f"{c.median_ms:.4g}" if c else "-",
                        "pct": f"{c.pct_of_roofline:.1f}" if c and c.pct_of_roofline is not None else "-",
@@ -113,6 +114,13 @@ def summary_view(stored: StoredRun, task=None) -> dict:
         out["baselines"].append({"name": "baseline", "what": "the task's starting kernel (baseline.cu) with its default "
                                  "knobs and flags, timed A/B against every candidate in the same process",
                                  "ms": f"{base_ms:.4g} ms" if base_ms else "not timed", "entry": base.id})
+    torch_baselines = {"eager": "the task's PyTorch module as written (float32 arithmetic, TF32 off), timed A/B "
+                              "against every candidate in the same process; speedups are over it",
+                       "compile": "torch.compile of the same module, compiled before timing, timed A/B likewise"}
+    for name, what in torch_baselines.items():
+        if timing is not None and name in timing.impls:
+            out["baselines"].append({"name": f"PyTorch {name}", "what": what,
+                                     "ms": f"{timing.impls[name].median_ms:.4g} ms", "entry": ""})
     if timing is not None and "vendor" in timing.impls:
         out["baselines"].append({"name": "vendor", "what": (spec.vendor if spec and spec.vendor else
                                                             "the task's vendor-library implementation"),
