@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
-from .app import EXIT_BAD_INPUT, BadInput, app, console, err_console, input_errors
-
-RUN = typer.Argument(..., help="Run id under --traces, or the path to a run folder.")
-TRACES = typer.Option(Path("traces"), "--traces", help="Folder holding run folders.")
+from .app import BadInput, app, console, err_console, input_errors
+from .exits import ExitCode, epilog
+from .options import OUTPUT, RunArg, Traces
 
 
 def _problem_files(paths: list[Path]) -> list[Path]:
@@ -30,13 +29,18 @@ def _problem_files(paths: list[Path]) -> list[Path]:
     return files
 
 
-@app.command("import")
-def import_cmd(paths: list[Path] = typer.Argument(..., help="KernelBench-format problem files (Model, get_inputs, "
-                                                            "get_init_inputs), or folders of them."),
-               out: Path = typer.Option(Path("imported"), "-o", "--out", help="Folder to write the task folders into."),
-               name: Optional[str] = typer.Option(None, "--name", help="Task name (one problem only; default: from the file name)."),
-               category: Optional[str] = typer.Option(None, "--category", help="Task category (default: guessed from forward)."),
-               replace: bool = typer.Option(False, "--replace", help="Overwrite task folders that already exist.")):
+@app.command("import", epilog=epilog(OK="every problem imported", BAD_INPUT="a problem could not be imported (each "
+                                                                 "error names its file and the construct) or bad input"))
+def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-format problem files (Model, get_inputs, "
+                                                                "get_init_inputs), or folders of them.")],
+               out: Annotated[Path, typer.Option("-o", "--out", help="Folder to write the task folders into.",
+                                                 rich_help_panel=OUTPUT)] = Path("imported"),
+               name: Annotated[Optional[str], typer.Option("--name", help="Task name (one problem only; default: from "
+                                                           "the file name).")] = None,
+               category: Annotated[Optional[str], typer.Option("--category", help="Task category (default: guessed "
+                                                               "from forward).")] = None,
+               replace: Annotated[bool, typer.Option("--replace", help="Overwrite task folders that already exist.",
+                                                     rich_help_panel=OUTPUT)] = False):
     """Turn PyTorch problems into task folders: sizes, tolerance and roofline found by running them, PyTorch eager and
     torch.compile as the baselines, the module in float64 as the reference."""
     from sandbox.pytorch import TorchMissing
@@ -51,7 +55,7 @@ def import_cmd(paths: list[Path] = typer.Argument(..., help="KernelBench-format 
             raise BadInput(f"--category: expected one of {', '.join(CATEGORIES)}, got {category!r}")
     except BadInput as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise typer.Exit(ExitCode.BAD_INPUT) from None
     failed = 0
     for f in files:
         try:
@@ -72,7 +76,7 @@ def import_cmd(paths: list[Path] = typer.Argument(..., help="KernelBench-format 
         lines += [f"  fixed: {c} = {a.origin[c]} ({why})" for c, why in a.fixed.items()]
         console.print(escape("\n".join(lines)), highlight=False, soft_wrap=True)
     if failed:
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise typer.Exit(ExitCode.BAD_INPUT)
 
 
 def _claim(entry, simulated: bool) -> str:
@@ -84,13 +88,16 @@ def _claim(entry, simulated: bool) -> str:
     return f"{entry.id}: {timing.impls['candidate'].median_ms:.4g} ms; speedup vs {', '.join(parts)} ({where})"
 
 
-@app.command("export")
+@app.command("export", epilog=epilog(OK="written", BAD_INPUT="no such run or candidate, a changed task, or bad input"))
 @input_errors
-def export_cmd(run: str = RUN, out: Path = typer.Option(..., "-o", "--out", help="File to write."),
-               torch_module: bool = typer.Option(False, "--torch", help="Write a Python module callable with torch "
-                                                 "tensors (else the candidate's .cu file)."),
-               candidate: Optional[str] = typer.Option(None, "--candidate", help="Candidate id (default: the run's winner)."),
-               traces: Path = TRACES):
+def export_cmd(run: RunArg,
+               out: Annotated[Path, typer.Option("-o", "--out", help="File to write.", rich_help_panel=OUTPUT)],
+               torch_module: Annotated[bool, typer.Option("--torch", help="Write a Python module callable with torch "
+                                                          "tensors (else the candidate's .cu file).",
+                                                          rich_help_panel=OUTPUT)] = False,
+               candidate: Annotated[Optional[str], typer.Option("--candidate", help="Candidate id (default: the run's "
+                                                                "winner).")] = None,
+               traces: Traces = Path("traces")):
     """Export a run's winner: its .cu file, or with --torch a module with one function taking torch tensors."""
     from sandbox.candidate import parse_candidate
     from sandbox.compiler import atomic_write
