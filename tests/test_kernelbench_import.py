@@ -44,7 +44,8 @@ def test_every_kind_of_problem_imports_with_its_sizes_as_symbols(imported):
               "2_mean_over_dim": ("reduction", ["batch", "rows", "cols"]),
               "3_matmul": ("compute", ["M", "K", "N"]),
               "4_conv2d": ("compute", ["batch_size", "in_channels", "out_channels", "height", "width"]),
-              "5_gemm_bias_gelu_scale": ("fusion", ["batch_size", "in_features", "out_features"])}
+              "5_gemm_bias_gelu_scale": ("fusion", ["batch_size", "in_features", "out_features"]),
+              "6_mse_loss": ("reduction", ["batch_size", "features"])}
     for stem, (category, symbols) in expect.items():
         task = load_task(imported[stem].folder)
         assert task.spec.category == category and task.symbols == symbols
@@ -65,6 +66,8 @@ def test_shapes_are_expressions_of_the_symbols_and_fixed_constants_say_why(impor
     assert mean.tensor("out").shape == ["batch", 1, "cols"]
     assert "axis" in mean.spec.torch.fixed["reduce_dim"]
     assert load_task(imported["3_matmul"].folder).spec.roofline.flops == "2 * M * N * K"
+    loss = load_task(imported["6_mse_loss"].folder)
+    assert loss.tensor("out").shape == [] and loss.spec.torch.arguments == ["predictions", "targets"]
 
 
 def test_check_sizes_are_tiny_and_odd_and_heldout_sizes_are_near_the_benchmark(imported):

@@ -108,7 +108,7 @@ def _v(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_v(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{k} = {_v(v)}" for k, v in value.items()) + " }" if value else "{}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_v(v) for v in value) + "]"
     return repr(value)
@@ -136,7 +136,7 @@ class _Builder:
             self.tensors[k] = _unique("out" if len(outs) == 1 else f"out{k[3:]}", taken)
 
     def _tensor(self, key: str, inputs: bool) -> str:
-        dims = self.a.dims[key] or ["1"]  # a 0-dim tensor is one element
+        dims = self.a.dims[key]  # [] for a 0-dim tensor: one element
         lines = [f"[[{'inputs' if inputs else 'outputs'}]]", f"name = {_q(self.tensors[key])}",
                  f"dtype = {_q(self.a.base.dtypes[key])}", f"shape = {_v([int(d) if d.isdigit() else d for d in dims])}"]
         if inputs:
