@@ -98,6 +98,16 @@ def test_the_reference_is_the_module_in_float64_and_the_float32_module_passes_it
                 assert found["passed"], (stem, sizes, found)
 
 
+def test_an_imported_task_passes_check_task_with_its_answer_compiled(imported):
+    from sandbox.host.check_task import check_task
+
+    done = check_task(imported["5_gemm_bias_gelu_scale"].folder,
+                      candidates=[PROBLEMS / "answers" / "5_gemm_bias_gelu_scale.cu"])
+    assert done.ok, [f for f in done.findings if f.status == "failed"]
+    assert any(f.check.startswith("reference") and f.status == "ok" for f in done.findings)
+    assert any(f.check.startswith("candidate") and f.status == "ok" for f in done.findings)
+
+
 def test_a_precision_downgrade_fails_the_tolerance(imported):
     task = load_task(imported["3_matmul"].folder)
     sizes = task.spec.sizes.check[-1]

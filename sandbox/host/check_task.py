@@ -23,7 +23,7 @@ from ..candidate import CandidateError, load_candidate, validate_for_task
 from ..compare import compare
 from ..compiler import DEFAULT_ARCH
 from ..dtypes import itemsize
-from ..inputs import distribution_count, generate, input_specs, output_specs
+from ..inputs import distribution_count, generate_all, input_specs, output_specs
 from ..plan import PlanError, resolve, shared_limit
 from ..task import Task, describe_sizes, load_task
 from ..task_reference import ReferenceOutputError, checked_outputs
@@ -85,7 +85,7 @@ def check_task(path: str | Path, candidates: list[str | Path] = (), arch: str | 
     findings += found
     if callable(getattr(module, "vendor", None)):
         findings += _vendor(task, module, expected)
-    for cand in [task.baseline_path, *map(Path, candidates)]:
+    for cand in [*([task.baseline_path] if task.has_baseline else []), *map(Path, candidates)]:
         findings.append(_candidate(task, cand, arch))
     return TaskCheck(task=task.name, folder=str(task.folder), version=task.spec.version, fingerprint=task.fingerprint,
                      arch=arch, sizes=rows, findings=findings)
@@ -124,7 +124,7 @@ def _raised(exc: BaseException, path: Path) -> str:
 
 def _inputs(task: Task, sizes: dict[str, int], trial: int) -> tuple[list[dict], dict]:
     specs = input_specs(task, sizes, trial)
-    return specs, {s["name"]: generate(np, s, 1000 * trial + i + 1) for i, s in enumerate(specs)}
+    return specs, generate_all(np, specs, 1000 * trial + 1)
 
 
 def _reference(task: Task, module, trials: int) -> tuple[dict[str, dict], list[Finding]]:
