@@ -161,6 +161,21 @@ def test_what_cannot_be_imported_is_one_error_naming_the_construct_and_leaves_no
     assert not out.exists() or list(out.iterdir()) == []
 
 
+def test_constants_that_must_stay_equal_vary_together_and_literal_arithmetic_is_a_constant(tmp_path):
+    body = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x, w):\n"
+            "        return x * w\n\nn = 32 * 4\nm = 128\n\ndef get_inputs():\n"
+            "    return [torch.randn(n, m), torch.randn(n)]\n\ndef get_init_inputs():\n    return []\n")
+    task = load_task(import_problem(_write(tmp_path, "tied.py", body), tmp_path / "out").folder)
+    assert task.symbols == ["n"] and task.spec.torch.tied == {"n": ["m"]}
+    assert task.tensor("x").shape == ["n", "n"] and task.tensor("out").shape == ["n", "n"]
+    assert "m always equals n" in task.spec.description
+    sizes = task.spec.sizes.check[-1]
+    ins = reference_inputs(np, input_specs(task, sizes, 0), 5)
+    assert ins["x"].shape == (sizes["n"], sizes["n"])
+    expected = task.reference_module().reference(np, **ins, **sizes)["out"]
+    assert np.allclose(expected, ins["x"] * ins["w"])
+
+
 def test_an_existing_task_is_kept_unless_replaced(tmp_path):
     out = tmp_path / "out"
     first = import_problem(PROBLEMS / "1_swish_clamp.py", out)

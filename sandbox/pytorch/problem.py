@@ -44,9 +44,17 @@ class Constant:
         return self.target if self.index is None else f"{self.target}[{self.index}]"
 
 
+_ARITHMETIC = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+               ast.FloorDiv: lambda a, b: a // b if b else None, ast.Pow: lambda a, b: a**b if 0 <= b <= 64 else None}
+
+
 def _int_literal(node: ast.AST) -> int | None:
+    """An integer literal, or arithmetic of integer literals (``2048 * 2``, ``2 ** 20``); None otherwise."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        a, b = _int_literal(node.left), _int_literal(node.right)
+        return None if a is None or b is None else _ARITHMETIC[type(node.op)](a, b)
     return None
 
 
@@ -93,6 +101,7 @@ class Problem:
             raise ProblemError(f"{self.path}: no {', '.join(missing)} defined at module level (a KernelBench problem "
                                "defines class Model(nn.Module), get_inputs() and get_init_inputs())")
         self.constants = _constants(self.tree)
+        self.ties: dict[str, list[str]] = {}   # a symbol -> constants that always take its value
         self._cache: dict[tuple, dict] = {}
 
     @property
@@ -107,7 +116,11 @@ class Problem:
         unknown = set(values or {}) - set(self.constants)
         if unknown:
             raise ProblemError(f"{self.path}: no integer constants named {sorted(unknown)}")
-        values = {k: int(v) for k, v in (values or {}).items() if self.constants[k].value != v}
+        values = dict(values or {})
+        for sym, tied in self.ties.items():
+            if sym in values:
+                values.update({t: values[sym] for t in tied})
+        values = {k: int(v) for k, v in values.items() if self.constants[k].value != v}
         key = tuple(sorted(values.items()))
         if key not in self._cache:
             self._cache[key] = self._execute(values)

@@ -51,6 +51,7 @@ class TorchRuntime:
             raise ProblemError(f"{task.folder}: task.toml has no [torch] table")
         self.task, self.spec = task, task.spec.torch
         self.problem = problem_at(task.folder / self.spec.problem)
+        self.problem.ties = {k: list(v) for k, v in self.spec.tied.items()}
         self.inputs = {t.name: t for t in task.spec.inputs}
         self.scalars = {s.name for s in task.spec.scalars}
         _configure()

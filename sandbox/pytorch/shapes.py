@@ -78,6 +78,7 @@ class Analysis:
     origin: dict[str, int]                                      # every constant's value in the problem file
     symbols: dict[str, int] = field(default_factory=dict)       # symbol -> step
     fixed: dict[str, str] = field(default_factory=dict)         # constant -> why it keeps its value
+    ties: dict[str, list[str]] = field(default_factory=dict)    # symbol -> constants that always equal it
     dims: dict[str, list[str]] = field(default_factory=dict)    # tensor key -> dimension expressions
     flops: str = "0"
     probes: list[Probe] = field(default_factory=list)
@@ -110,9 +111,8 @@ def analyse(problem: Problem) -> Analysis:
             if verdict:
                 a.fixed[sym] = verdict
             continue
-        step, probes = verdict
-        a.symbols[sym] = step
-        singles[sym] = probes
+        a.symbols[sym], singles[sym] = verdict
+    _tie(problem, a, base, singles)
     while True:
         a.dims, failed = {}, set()
         for key, shape in base.shapes.items():
@@ -131,6 +131,30 @@ def analyse(problem: Problem) -> Analysis:
     a.probes = [base] + [p for s in a.symbols for p in singles[s]]
     a.flops = _fit_flops(a, singles)
     return a
+
+
+def _tie(problem: Problem, a: Analysis, base: Probe, singles: dict[str, list[Probe]]) -> None:
+    """Constants that run at no other value alone but share a value (a batch size that must equal a feature
+    count, say) are tried together: where that runs, the first is the symbol and the others follow it."""
+    groups: dict[int, list[str]] = {}
+    for sym, why in a.fixed.items():
+        if why.startswith(NO_OTHER_VALUE):
+            groups.setdefault(a.origin[sym], []).append(sym)
+    for value, group in groups.items():
+        if len(group) < 2:
+            continue
+        problem.ties[group[0]] = group[1:]
+        verdict = _detect(problem, base, group[0], value)
+        if isinstance(verdict, str):
+            del problem.ties[group[0]]
+            continue
+        a.symbols[group[0]], singles[group[0]] = verdict
+        for sym in group:
+            del a.fixed[sym]
+    a.ties = {k: list(v) for k, v in problem.ties.items()}
+
+
+NO_OTHER_VALUE = "no other value of it runs"
 
 
 def _detect(problem: Problem, base: Probe, sym: str, v: int) -> tuple[int, list[Probe]] | str:
@@ -162,7 +186,7 @@ def _detect(problem: Problem, base: Probe, sym: str, v: int) -> tuple[int, list[
             return g, [p1, p3]
     if not changes and not first_error:
         return ""
-    return f"no other value of it runs ({first_error})" if first_error else "it cannot be varied on its own"
+    return f"{NO_OTHER_VALUE} ({first_error})" if first_error else "it cannot be varied on its own"
 
 
 def _tracks(base: Probe, p: Probe, v: int, v2: int) -> bool:

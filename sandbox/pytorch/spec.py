@@ -23,5 +23,7 @@ class TorchSpec(BaseModel):
         "float64", description="float64: the reference runs the module in float64; native: in its own dtypes.")
     baselines: list[Literal["eager", "compile"]] = Field(
         default_factory=lambda: list(BASELINES), description="PyTorch implementations timed beside the candidate.")
+    tied: dict[str, list[str]] = Field(default_factory=dict,
+                                       description="Size symbol -> constants of the problem that always take its value.")
     fixed: dict[str, str] = Field(default_factory=dict,
                                   description="Constants of the problem that keep their value at every size, and why.")
