@@ -111,6 +111,7 @@ class Timing(_Record):
     bound: str | None = None                              # "memory" or "compute" by the task's counts
     primary: str = "baseline"                             # what scores rank against: the task's starting kernel,
                                                           # or PyTorch "eager" for a task that has none
+    unavailable: dict[str, str] = Field(default_factory=dict)  # baselines that could not be timed, and why
 
 
 class Cost(_Record):

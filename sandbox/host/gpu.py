@@ -5,9 +5,10 @@ compile worker, candidate kernels in a GPU worker, the reference in a separate t
 ``Screener`` (cheap sweeps) and a ``Sanitizer`` (compute-sanitizer on winners). ``evaluate`` runs the
 correctness stage (every check size and the benchmark size, every listed input distribution at each, two
 runs per trial, poisoned outputs, guard bands, input hashes) and the timing stage (``sandbox.worker.timing``:
-interleaved A/B rounds against the baseline and the vendor library; every launch of the candidate compared
-on the device with the baseline's output for the same inputs; launches drawn at random after the fact
-compared in full with the reference).
+interleaved A/B rounds against the baseline and the vendor library, or for a task imported from PyTorch
+without a CUDA baseline against PyTorch eager (the baseline there) and torch.compile; every launch of the
+candidate compared on the device with the baseline's output for the same inputs; launches drawn at random
+after the fact compared in full with the reference).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class GPUSandbox(CompileOnlySandbox):
             plans = self.plans(task, cand, info, labelled)
         except PlanError as exc:
             return new_result(task, cand, Status.launch_error, error=str(exc), **base)
-        baseline = self.baseline(task)
+        baseline = self.baseline(task) if task.has_baseline else None  # a PyTorch task may have none
 
         status, checks, error, detail = self._correctness(task, cubin, labelled, plans, cost)
         if status is not Status.ok or not timing:
@@ -211,11 +212,14 @@ class GPUSandbox(CompileOnlySandbox):
 
     def _timing(self, task: Task, bench: dict, cubin: bytes, plan: dict, baseline, cost: Cost):
         cfg = self.config
-        b_cand, b_info, b_cubin = baseline
-        impls = {"candidate": dict(cubin=cubin, plan=plan),
-                 "baseline": dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench))}
+        impls = {"candidate": dict(cubin=cubin, plan=plan)}
+        if baseline is not None:
+            b_cand, b_info, b_cubin = baseline
+            impls["baseline"] = dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench))
         if cfg.vendor and callable(getattr(task.reference_module(), "vendor", None)):
             impls["vendor"] = dict(task_folder=str(task.folder))
+        for name in task.spec.torch.baselines if task.spec.torch else ():  # PyTorch eager and torch.compile
+            impls[name] = dict(torch=name, task_folder=str(task.folder.resolve()))
         variants = [input_specs(task, bench, k) for k in range(distribution_count(task))]
         scalars = {s.name: s.value for s in task.spec.scalars}
         req = dict(op="time", impls=impls, sizes=task.env(bench), scalars=scalars, input_variants=variants,
@@ -224,6 +228,7 @@ class GPUSandbox(CompileOnlySandbox):
                    hash_seed=self._rng.getrandbits(63), budget_ms=cfg.timing_budget_s * 1e3, min_rounds=cfg.min_rounds,
                    max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, wall_cap_s=cfg.wall_cap_s,
                    launches_to=self._rng.randint(cfg.min_launches, 2 * cfg.min_launches), full_checks=cfg.full_checks,
+                   primary=task.baselines[0],
                    data_dir=str(self.data_dir), **self.harness)
         try:
             reply = self._gpu.call_ok(req, cfg.time_timeout_s)
@@ -269,6 +274,7 @@ class GPUSandbox(CompileOnlySandbox):
         rec = dict(sizes=bench, rounds=reply["rounds"], round_cap=reply["round_cap"], candidate_launches=reply["launches"],
                    l2_flush_bytes=reply["flush_bytes"], rotating_sets=reply["sets"],
                    impls=impls_rec, speedup=speedups, faster_than=faster, roofline_ms=floor_ms, bound=bound,
+                   primary=task.baselines[0], unavailable=reply.get("unavailable", {}),
                    _env={"clocks_start": reply["clocks_start"], "clocks_end": reply["clocks_end"], "ceilings": ceil})
         cand = impls_rec["candidate"]
         if floor_ms and cand["median_ms"] < floor_ms / cfg.roofline_reject_factor:

@@ -17,6 +17,10 @@
   written, its scratch and the vendor's outputs wiped, so nothing the candidate can read holds an answer.
 - ``full_checks`` launches of the candidate, drawn uniformly from all of them after each launch
   (reservoir sampling), are saved for a full comparison with the float64 reference.
+- The baseline is the request's ``primary`` implementation: the task's starting kernel, or for a task
+  imported from PyTorch the module run eagerly, whose outputs are copied into the baseline's buffers
+  (after its timed region) and masked there; ``torch.compile`` is timed beside it, compiled by an untimed
+  first call, and left out (with the reason) where it cannot compile.
 """
 
 from __future__ import annotations
@@ -76,14 +80,16 @@ class TimingStage:
         self.h, self.req, self.cp = h, req, h.cp
         self.rng = random.Random(req["order_seed"])
         self.loaded = loaded
-        self.vendor = {name: load_reference(Path(spec["task_folder"]) / "reference.py").vendor
-                       for name, spec in req["impls"].items() if "cubin" not in spec}
+        self.primary = req.get("primary", "baseline")
+        self.callables = {name: _callable(spec, req["sizes"]) for name, spec in req["impls"].items() if "cubin" not in spec}
         self.names = list(req["impls"])
+        self.unavailable: dict[str, str] = {}
         self.variants = req["input_variants"]
         set_bytes = sum(int(np.prod(s["shape"])) * np.dtype(s["dtype"]).itemsize for s in self.variants[0])
         self.n_sets = int(min(64, max(2, math.ceil(2 * h.l2_bytes / max(set_bytes, 1)))))
         self.sets = [{s["name"]: h.alloc(s["dtype"], s["shape"]) for s in self.variants[0]} for _ in range(self.n_sets)]
-        self.outs = {n: {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]} for n in loaded}
+        self.outs = {n: {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]}
+                     for n in {*loaded, self.primary}}
         self.scratch = {n: impl.alloc_scratch() for n, impl in loaded.items()}
         self.tolerance = req["tolerance"]  # output name -> [atol, rtol]
         self.launches = {n: 0 for n in self.names}
@@ -100,9 +106,10 @@ class TimingStage:
         req = self.req
         clocks_start = clocks()
         t_begin = time.perf_counter()
+        inputs = self._generate(req["seed"], 0, 0)
+        self._first_calls(inputs)
         samples = {n: [] for n in self.names}
         walls = {n: [] for n in self.names}
-        inputs = self._generate(req["seed"], 0, 0)
         baseline_ms = self._warm_up(inputs)
         cap = round_cap(req["budget_ms"], baseline_ms, req["min_rounds"], req["max_rounds"])
         r = 0
@@ -118,7 +125,7 @@ class TimingStage:
             if self.pending:
                 raise RuntimeError("a candidate output of the round was left unchecked")
             r += 1
-            if r >= req["min_rounds"] and _enough(req, samples, cap, time.perf_counter() - t_begin):
+            if r >= req["min_rounds"] and _enough(req, samples, cap, time.perf_counter() - t_begin, self.primary):
                 break
         while self.launches["candidate"] < req["launches_to"]:
             self._launch("candidate", inputs, "untimed, after the timed rounds")
@@ -126,19 +133,34 @@ class TimingStage:
         return {"ok": True, "status": "ran", "rounds": r, "round_cap": cap, "sets": self.n_sets,
                 "flush_bytes": self.flush_bytes, "samples": samples, "walls": walls, "full": full,
                 "launches": self.launches["candidate"], "clocks_start": clocks_start, "clocks_end": clocks(),
-                "gpu_s": time.perf_counter() - t_begin}
+                "gpu_s": time.perf_counter() - t_begin, "unavailable": self.unavailable}
+
+    def _first_calls(self, inputs: Inputs) -> None:
+        """One untimed call of every PyTorch implementation (torch.compile compiles here); one that fails is
+        left out with the reason, unless it is the baseline the candidate is checked against."""
+        for name, fn in list(self.callables.items()):
+            if "torch" not in self.req["impls"][name]:
+                continue
+            try:
+                fn(self.cp, **{n: b.view for n, b in inputs.buffers.items()}, **self.req["sizes"], **self.req["scalars"])
+                self.h.sync()
+            except Exception as exc:
+                if name == self.primary:
+                    raise
+                self.names.remove(name)
+                self.unavailable[name] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
 
     def _warm_up(self, inputs: Inputs) -> float:
         """Every implementation, the baseline first (its output is what the candidate's are checked
         against); returns the baseline's median warm-up time."""
-        order = ["baseline"] + [n for n in self.names if n not in ("baseline", "candidate")] + ["candidate"]
+        order = [self.primary] + [n for n in self.names if n not in (self.primary, "candidate")] + ["candidate"]
         baseline_ms = []
         for name in order:
             spent, count = 0.0, 0
             while count < 3 or (spent < 20.0 and count < 200):
                 ms, _ = self._launch(name, inputs, "warm-up")
                 spent, count = spent + ms, count + 1
-                if name == "baseline":
+                if name == self.primary:
                     baseline_ms.append(ms)
         return statistics.median(baseline_ms)
 
@@ -163,8 +185,8 @@ class TimingStage:
         if name in self.loaded:
             self.loaded[name].launch({n: b.view for n, b in {**inputs.buffers, **outs}.items()}, self.scratch[name])
         else:
-            produced = self.vendor[name](cp, **{n: b.view for n, b in inputs.buffers.items()}, **self.req["sizes"],
-                                         **self.req["scalars"])
+            produced = self.callables[name](cp, **{n: b.view for n, b in inputs.buffers.items()}, **self.req["sizes"],
+                                            **self.req["scalars"])
         self.end.record(h.stream)
         try:
             self.end.synchronize()
@@ -174,15 +196,21 @@ class TimingStage:
         ms = cp.cuda.get_elapsed_time(self.start, self.end)
         self.launches[name] += 1
         if name not in self.loaded:
+            if name == self.primary:  # untimed: the PyTorch baseline's outputs into the baseline's buffers
+                for n, buf in self.outs[name].items():
+                    buf.view[...] = produced[n].reshape(buf.view.shape)
+                self._store_baseline(inputs)
             for array in produced.values():  # nothing the candidate can read keeps an answer
                 if not _overlaps(array, inputs.buffers):
                     array.fill(0)
+            if name == self.primary and self.pending and self.pending[0] is inputs:
+                self._check(*self.pending)
             return ms, wall
         groups = {"input": inputs.buffers, "output": outs, "scratch": self.scratch[name]}
         problems = violations(h, groups, inputs.before, self.req["hash_seed"])
         if problems:
             raise Violation(name, problems)
-        if name == "baseline":
+        if name == self.primary:
             self._store_baseline(inputs)
         else:
             self._keep(inputs, phase)
@@ -195,17 +223,18 @@ class TimingStage:
         """Mask the baseline's fresh output in place and wipe its scratch before anything else runs."""
         checks = self.h.agreement
         self.base_keys = {}
-        for n, buf in self.outs["baseline"].items():
+        for n, buf in self.outs[self.primary].items():
             self.base_keys[n] = checks.new_keys()
             checks.mask(buf.view, self.base_keys[n])
-        self.loaded["baseline"].poison_scratch(self.scratch["baseline"], every=True)
+        if self.primary in self.loaded:
+            self.loaded[self.primary].poison_scratch(self.scratch[self.primary], every=True)
         self.base_for = inputs
 
     def _check(self, inputs: Inputs, phase: str) -> None:
         checks = self.h.agreement
         self.pending = None
         for n, buf in self.outs["candidate"].items():
-            masked, keys = self.outs["baseline"][n].view, self.base_keys[n]
+            masked, keys = self.outs[self.primary][n].view, self.base_keys[n]
             atol, rtol = self.tolerance[n]
             found = checks.agree(buf.view, masked, keys, atol, rtol, self.rng.getrandbits(64))
             verdict = found.verdict()
@@ -245,14 +274,23 @@ def round_cap(budget_ms: float, baseline_ms: float, min_rounds: int, max_rounds:
     return int(min(max_rounds, max(min_rounds, math.ceil(budget_ms / max(baseline_ms, 1e-3)))))
 
 
-def _enough(req: dict, samples: dict[str, list[float]], cap: int, elapsed: float) -> bool:
+def _enough(req: dict, samples: dict[str, list[float]], cap: int, elapsed: float, primary: str = "baseline") -> bool:
     """Stop adding rounds: the round cap, the candidate's time budget or the wall cap is reached, or the
     candidate's and the baseline's medians are already known to within ``target_ci``."""
     if len(samples["candidate"]) >= cap or sum(samples["candidate"]) >= req["budget_ms"]:
         return True
     if elapsed >= req["wall_cap_s"]:
         return True
-    return all(settled(samples[name], req["target_ci"]) for name in ("candidate", "baseline"))
+    return all(settled(samples[name], req["target_ci"]) for name in ("candidate", primary))
+
+
+def _callable(spec: dict, sizes: dict):
+    """A vendor implementation (reference.py's vendor()), or PyTorch eager or torch.compile of the task's module."""
+    if "torch" in spec:
+        from ..pytorch.runtime import runtime_for
+
+        return runtime_for(spec["task_folder"]).baseline(spec["torch"], sizes)
+    return load_reference(Path(spec["task_folder"]) / "reference.py").vendor
 
 
 class Reservoir:
