@@ -48,7 +48,7 @@ def test_an_imported_problem_is_optimized_timed_against_eager_and_compile_and_ex
     script = Script([_answer(stem)])
     httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.werkzeug)
     run = agent.optimize(str(folder), model="scripted", base_url=httpserver.url_for("/v1"), iterations=1,
-                         sandbox="gpu", tune=False, traces=tmp_path / "traces", config=LEAN)
+                         sandbox="gpu", tune=False, sanitize=False, traces=tmp_path / "traces", config=LEAN)
     best = run.best
     print(json.dumps({k: run.summary.get(k) for k in ("best", "stops", "heldout_text")}, indent=2, default=str))
     assert "class Model" in script.user_messages[0] and "PyTorch eager and compile" in script.user_messages[0]
