@@ -108,6 +108,17 @@ def test_an_imported_task_passes_check_task_with_its_answer_compiled(imported):
     assert any(f.check.startswith("candidate") and f.status == "ok" for f in done.findings)
 
 
+def test_the_eager_baseline_takes_the_sandboxs_arrays_and_passes_the_reference(imported):
+    task = load_task(imported["4_conv2d"].folder)
+    sizes = task.spec.sizes.check[-1]
+    ins = reference_inputs(np, input_specs(task, sizes, 0), 9)
+    produced = runtime_for(task.folder).baseline("eager", sizes, device="cpu")(np, **ins, **sizes)
+    expected = task.reference_module().reference(np, **ins, **sizes)["out"]
+    tol = task.tolerance("float32")
+    assert produced["out"].dtype == np.float32 and produced["out"].shape == expected.shape
+    assert compare(np, produced["out"], expected, tol.atol, tol.rtol)["passed"]
+
+
 def test_a_precision_downgrade_fails_the_tolerance(imported):
     task = load_task(imported["3_matmul"].folder)
     sizes = task.spec.sizes.check[-1]

@@ -106,11 +106,11 @@ class TorchRuntime:
         params, args = self._call_args(xp, kw, self._state(model), float64)
         return self._outputs(xp, run_forward(model, args, params), sizes)
 
-    def baseline(self, kind: str, sizes: dict[str, int]):
-        """``produce(xp, **arrays_sizes_scalars) -> {output: array}`` running the module on the device: ``eager``
+    def baseline(self, kind: str, sizes: dict[str, int], device: str = "cuda"):
+        """``produce(xp, **arrays_sizes_scalars) -> {output: array}`` running the module on ``device``: ``eager``
         as written, or ``compile``d by ``torch.compile`` (compiled at its first call)."""
         torch = require_torch()
-        model, _ = self._model(sizes, "cuda")
+        model, _ = self._model(sizes, device)
         state = self._state(model)
 
         def forward(params, args):
