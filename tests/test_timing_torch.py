@@ -1,0 +1,176 @@
+"""The timing stage's orchestration for a task imported from PyTorch, on the CPU: a NumPy stand-in for the device
+harness (buffers, events, the agreement test) drives ``TimingStage`` with PyTorch eager as the primary baseline.
+Every candidate launch is compared with eager's output for the same inputs; a torch.compile that fails its first
+call is left out with the reason; a candidate that disagrees with eager is ``wrong``."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from sandbox import agreement  # noqa: E402
+from sandbox.inputs import input_specs, output_specs  # noqa: E402
+from sandbox.pytorch.importer import import_problem  # noqa: E402
+from sandbox.pytorch.runtime import runtime_for  # noqa: E402
+from sandbox.task import load_task  # noqa: E402
+from sandbox.worker import timing  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+KB = ROOT / "tests" / "fixtures" / "kernelbench"
+pytestmark = pytest.mark.timeout(300)
+
+
+class _Event:
+    def __init__(self):
+        self.t = 0.0
+
+    def record(self, stream=None):
+        import time
+
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+
+def _numpy_cp():
+    """NumPy under the names the timing stage uses of CuPy."""
+    cuda = types.SimpleNamespace(Event=_Event, get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3 + 0.01)
+    return types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("_")}, cuda=cuda,
+                                 __name__="numpy")
+
+
+class _Host:
+    """A device scalar's stand-in: ``.get()`` gives it back as an array."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def get(self):
+        return np.array([self.value])
+
+
+class _Buffer:
+    def __init__(self, dtype, shape):
+        self.raw = np.zeros(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize + 8, dtype=np.uint8)
+        self.view = self.raw[: self.raw.size - 8].view(dtype).reshape(shape)
+
+    def guards_intact(self):
+        return True, True
+
+    def data_hash(self, seed):
+        return _Host(hash(self.view.tobytes()) & 0xFFFFFFFF)
+
+    def fill(self, value):
+        self.view.fill(value)
+
+    def memset(self, byte):
+        self.view.view(np.uint8).fill(byte)
+
+
+class _Agreement:
+    """The host agreement test in place of the device kernel; the mask is the identity here."""
+
+    def new_keys(self):
+        return None
+
+    def mask(self, array, keys):
+        pass
+
+    def agree(self, c, masked, keys, atol, rtol, sign_key):
+        return agreement.agree(np, c, masked, atol, rtol, sign_key % 2**63)
+
+    def unmasked(self, masked, keys, index):
+        return masked.reshape(-1)[index].item()
+
+
+class _Harness:
+    def __init__(self):
+        self.cp, self.l2_bytes, self.stream, self.agreement = _numpy_cp(), 1 << 16, None, _Agreement()
+
+    def alloc(self, dtype, shape):
+        return _Buffer(dtype, shape)
+
+    def flush_l2(self):
+        return 0
+
+    def sync(self):
+        pass
+
+    def classify(self, exc):
+        return exc
+
+
+class _Kernel:
+    """A 'loaded candidate' computing the module's output with NumPy (``scale`` != 1 makes it wrong)."""
+
+    def __init__(self, scale=1.0):
+        self.scale = scale
+
+    def poison_scratch(self, scratch, every=False):
+        pass
+
+    def alloc_scratch(self):
+        return {}
+
+    def launch(self, arrays, scratch):
+        v = arrays["x"]
+        arrays["out"][...] = self.scale * np.clip(v / (1 + np.exp(-v)), -0.25, 3.0)
+
+
+@pytest.fixture(scope="module")
+def swish(tmp_path_factory):
+    return load_task(import_problem(KB / "1_swish_clamp.py", tmp_path_factory.mktemp("t")).folder)
+
+
+def _stage(task, tmp_path, monkeypatch, kernel):
+    def callable_(spec, sizes):
+        if spec["torch"] == "compile":
+            def broken(*a, **k):
+                raise RuntimeError("inductor: no C++ compiler")
+            return broken
+        return runtime_for(spec["task_folder"]).baseline(spec["torch"], sizes, device="cpu")
+
+    monkeypatch.setattr(timing, "_callable", callable_)
+    monkeypatch.setattr(timing, "_overlaps", lambda array, buffers: any(np.shares_memory(array, b.raw)
+                                                                        for b in buffers.values()))
+    sizes = task.spec.sizes.check[-1]
+    impls = {"candidate": {"cubin": b""}, **{n: {"torch": n, "task_folder": str(task.folder)} for n in ("eager", "compile")}}
+    req = dict(impls=impls, primary="eager", sizes=sizes, scalars={}, input_variants=[input_specs(task, sizes, 0)],
+               outputs=output_specs(task, sizes), tolerance=task.tolerances(), seed=3, order_seed=4, hash_seed=5,
+               budget_ms=1e9, min_rounds=3, max_rounds=4, target_ci=0.0, wall_cap_s=60, launches_to=12, full_checks=2,
+               data_dir=str(tmp_path))
+    return timing.TimingStage(_Harness(), req, {"candidate": kernel})
+
+
+def test_every_candidate_launch_is_checked_against_eager_and_a_failing_compile_is_left_out(swish, tmp_path, monkeypatch):
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
+    checked = []
+    check = stage._check
+    stage._check = lambda inputs, phase: checked.append(phase) or check(inputs, phase)
+    reply = stage.run()
+    assert reply["status"] == "ran" and set(reply["samples"]) == {"candidate", "eager"}
+    assert reply["unavailable"] == {"compile": "RuntimeError: inductor: no C++ compiler"}
+    assert len(reply["samples"]["eager"]) == reply["rounds"] and reply["launches"] >= 12
+    assert len(checked) == reply["launches"] and "warm-up" in checked and "timed round 0" in checked
+    assert len(reply["full"]) == 2 and all(Path(f).is_file() for e in reply["full"] for f in e["files"].values())
+
+
+def test_a_candidate_that_disagrees_with_eager_is_wrong(swish, tmp_path, monkeypatch):
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel(scale=1.01))
+    with pytest.raises(timing.Disagreement, match="disagrees with the baseline's"):
+        stage.run()
+
+
+def test_the_candidate_never_sees_eagers_outputs(swish, tmp_path, monkeypatch):
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
+    wiped = []
+    real = timing._overlaps  # the NumPy stand-in set by _stage
+    monkeypatch.setattr(timing, "_overlaps", lambda array, buffers: wiped.append(array) or real(array, buffers))
+    stage.run()
+    assert wiped and all(not a.any() for a in wiped)
