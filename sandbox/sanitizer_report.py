@@ -37,7 +37,9 @@ TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 DEFAULT_TOOLS = ("memcheck", "racecheck")
 _ERROR_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+) errors?")
 _RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*(\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
-_AT = re.compile(r"\bat (?:0x[0-9a-fA-F]+ in )?(.+?)\+0x[0-9a-fA-F]+(?: in (\S+))?")
+_AT = re.compile(r"\bat (?!0x[0-9a-fA-F]+ in )(.+?)\+0x[0-9a-fA-F]+(?: in (\S+))?")  # at k+0x1b0 in candidate.cu:12
+_AT_OFFSET = re.compile(r"\bat 0x[0-9a-fA-F]+ in (.+?)(?: \[\d+ hazards?\])?$")  # older: at 0x1b0 in [FILE:LINE:]k
+_FILE_LINE = re.compile(r"^(\S+?:\d+):(.+)$")
 _NOT_REPORTS = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY", "Target application returned",
                 "Process ID", "This version of")
 _NOISE = ("Saved host backtrace", "Host Frame", "Device Frame")
@@ -59,23 +61,35 @@ class ToolOutput:
 
     @property
     def kernel(self) -> str | None:
-        """The kernel named by the first error (``at NAME+0x...``), if any."""
-        report = next((r for r in self.reports if not r[0].lower().startswith("warning")), None)
-        for line in report or []:
-            m = _AT.search(line)
-            if m:
-                return m.group(1).strip()
-        return None
+        """The kernel named by the first error, if any."""
+        return self._where()[0]
 
     @property
     def location(self) -> str | None:
         """``file:line`` of the first error where the cubin carries line information."""
+        return self._where()[1]
+
+    def _where(self) -> tuple[str | None, str | None]:
         report = next((r for r in self.reports if not r[0].lower().startswith("warning")), None)
         for line in report or []:
-            m = _AT.search(line)
-            if m and m.group(2):
-                return m.group(2)
+            found = where(line)
+            if found:
+                return found
+        return None, None
+
+
+def where(line: str) -> tuple[str, str | None] | None:
+    """(kernel, ``file:line`` or None) from a report line that says where: ``at k+0x1b0 in candidate.cu:12``, or
+    in older tools' words ``at 0x1b0 in candidate.cu:12:k`` and ``at 0x1b0 in k``; None for other lines."""
+    m = _AT.search(line)
+    if m:
+        return m.group(1).strip(), m.group(2)
+    m = _AT_OFFSET.search(line)
+    if not m:
         return None
+    rest = m.group(1).strip()
+    f = _FILE_LINE.match(rest)
+    return (f.group(2).strip(), f.group(1)) if f else (rest, None)
 
 
 def parse(tool: str, output: str) -> ToolOutput:

@@ -109,3 +109,11 @@ def test_the_report_says_what_each_tool_found_in_one_line():
     assert overall([clean]) == "clean" and overall([clean, verdict("memcheck", 0, "", {}, 0, 1)]) == "failed"
     missing = SanitizeReport(status="unavailable", reason="no compute-sanitizer")
     assert missing.text() == "not sanitized (no compute-sanitizer)"
+
+
+def test_older_releases_words_for_where_an_error_is_are_read_too():
+    mem = parse("memcheck", read("memcheck_older_format.txt"))
+    assert (mem.errors, mem.kernel, mem.location) == (1, "void tile<32>(float const *, float *, int)", None)
+    race = parse("racecheck", read("racecheck_older_format.txt"))
+    assert (race.errors, race.kernel, race.location) == (1, "k(float const *, float const *, float*, int)",
+                                                         "candidate.cu:12")
