@@ -41,3 +41,23 @@ def test_extra_folders_are_replaced_first_and_only_whole_components():
 
 def test_empty_text_stays_empty():
     assert redact("") == ""
+
+
+def test_a_workers_error_text_and_traceback_name_no_host_folder():
+    from sandbox.host.pool import WorkerProcess
+
+    worker = WorkerProcess("reference")
+    try:
+        reply = worker.call({"op": "nonsense"}, timeout=60)
+    finally:
+        worker.close()
+    assert reply["ok"] is False and "unknown op" in reply["error"]
+    assert "<kernelwright>/sandbox/worker/main.py" in reply["traceback"]
+    assert str(ROOT) not in reply["traceback"] and tempfile.gettempdir() + "/" not in reply["traceback"]
+
+
+def test_profile_outcomes_name_no_host_folder():
+    from sandbox.profile.profiler import unavailable
+
+    out = unavailable(f"ncu at {ROOT}/tools/ncu is not an executable file")
+    assert out["reason"] == out["notice"] == "ncu at <kernelwright>/tools/ncu is not an executable file"

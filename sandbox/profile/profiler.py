@@ -40,6 +40,7 @@ from ..compiler import cache_dir
 from ..host import tempdirs
 from ..host.pool import scrubbed_env
 from ..host.tools import read_json, run_tool
+from ..hostpaths import redact
 from ..inputs import input_specs, output_specs
 from ..plan import PlanError, resolve
 from ..result import Status
@@ -60,12 +61,13 @@ class ProfileConfig(BaseModel):
 
 
 def outcome(status: str, reason: str = "", seconds: float = 0.0, **extra) -> dict:
-    """A profile without counters (``unavailable``, ``failed``, ``skipped``): the same keys as a full one."""
-    return {"status": status, "reason": reason, "notice": "", "kernels": [], "seconds": seconds, **extra}
+    """A profile without counters (``unavailable``, ``failed``, ``skipped``): the same keys as a full one (host
+    folders in ``reason`` replaced: sandbox.hostpaths)."""
+    return {"status": status, "reason": redact(reason), "notice": "", "kernels": [], "seconds": seconds, **extra}
 
 
 def unavailable(reason: str, notice: bool = True) -> dict:
-    return outcome("unavailable", reason, notice=reason if notice else "")
+    return outcome("unavailable", reason, notice=redact(reason) if notice else "")
 
 
 class Profiler:
@@ -244,4 +246,4 @@ def kernels_from(rows: list[dict], plan: dict) -> list[dict]:
 def _failed(reason: str, output: str, seconds: float) -> dict:
     said = ncu.messages(output)
     tail = said[-5:] if said else [line for line in output.strip().splitlines()[-5:]]
-    return outcome("failed", reason, seconds, detail="\n".join(tail))
+    return outcome("failed", reason, seconds, detail=redact("\n".join(tail)))

@@ -119,13 +119,12 @@ def main(argv: list[str]) -> int:
         try:
             reply = handler.handle(req)
         except Exception as exc:
+            from ..hostpaths import redact
             from .harness import Poisoned
 
             if isinstance(exc, Poisoned):
-                replies.send({"ok": False, "poisoned": True, "error": str(exc)})
+                replies.send({"ok": False, "poisoned": True, "error": redact(str(exc))})
                 os._exit(3)
-            from ..hostpaths import redact
-
             reply = {"ok": False, "error": redact(f"{type(exc).__name__}: {exc}"), "traceback": redact(traceback.format_exc())}
         replies.send(reply)
 
