@@ -1,6 +1,7 @@
 """The agent loop on a real GPU: a local OpenAI-compatible server answers with scripted kernels that really
 speed up softmax (tests/fixtures/agent/softmax: a one-pass, register-cached, warp-shuffle softmax; a
-variant with a compile error; its fix). The best must beat the baseline with an interval clearing 1.0."""
+variant with a compile error; its fix). The best must beat the baseline with an interval clearing 1.0, and
+pass compute-sanitizer's memcheck and racecheck before it is declared."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def test_scripted_rewrites_make_softmax_faster_and_the_trace_is_complete(httpser
     httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.werkzeug)
     run = agent.optimize("softmax", model="scripted", base_url=httpserver.url_for("/v1"), iterations=3,
                          sandbox="gpu", tune=False, traces=tmp_path / "traces")
-    print(json.dumps({k: run.summary[k] for k in ("best", "baseline", "totals", "stops", "heldout_text")}, indent=2,
-                     default=str))
+    print(json.dumps({k: run.summary.get(k) for k in ("best", "baseline", "totals", "stops", "heldout_text",
+                                                      "sanitize_text")}, indent=2, default=str))
 
     statuses = {e.id: e.result.status.value for e in run.entries}
     assert statuses == {"c0000": "ok", "c0001": "ok", "c0002": "compile_error", "c0003": "ok"}
@@ -51,5 +52,8 @@ def test_scripted_rewrites_make_softmax_faster_and_the_trace_is_complete(httpser
     assert totals["tokens"] > 0 and totals["gpu_s"] > 0
     assert run.summary["ledger"]["saving"]["speedup"] == pytest.approx(speed.value)
     assert all(row["status"] == "ok" for row in run.summary["heldout"]), run.summary["heldout_text"]
+    sanitized = run.summary["sanitize"]
+    assert sanitized["status"] == "clean" and sanitized["winner"] == best.id, run.summary.get("sanitize_text")
+    assert [t.tool for t in best.result.sanitize.tools] == ["memcheck", "racecheck"]
     for entry in run.entries:
         assert (run.path / "candidates" / entry.id / "result.json").is_file()
