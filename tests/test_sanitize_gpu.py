@@ -35,7 +35,7 @@ def test_a_cheat_is_caught_by_its_tool_with_kernel_and_line(sandbox, cheat, tool
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("task_name, path", [("softmax", "kernels/softmax/baseline.cu"),
-                                             ("vector_add", "tests/cheats/honest_vectorized.cu")])
+                                             ("vector_add", "tests/cheats/honest_overread.cu")])
 def test_honest_kernels_are_clean_under_both_tools(sandbox, task_name, path):
     report = sandbox.sanitize(load_task(task_name), load_candidate(ROOT / path))
     assert report.status == "clean", report.text() + "\n" + "\n".join(t.reason for t in report.tools)
