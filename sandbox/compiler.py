@@ -48,10 +48,21 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         raise
 
 
+MISSING_NVRTC = ("NVRTC is not installed (no cuda-bindings): pip install \"kernelwright[cuda13]\" for a CUDA 13 driver "
+                 "or \"kernelwright[cuda12]\" for a CUDA 12 one (from a checkout: pip install -e \".[cuda13]\")")
+
+
+def _nvrtc_module():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        raise RuntimeError(MISSING_NVRTC) from None
+    return nvrtc
+
+
 @lru_cache(maxsize=1)
 def nvrtc_version() -> str:
-    from cuda.bindings import nvrtc
-
+    nvrtc = _nvrtc_module()
     err, major, minor = nvrtc.nvrtcVersion()
     _check(err, "nvrtcVersion")
     return f"{major}.{minor}"
@@ -85,8 +96,7 @@ def include_dirs() -> tuple[str, ...]:
 
 
 def _check(err, what: str) -> None:
-    from cuda.bindings import nvrtc
-
+    nvrtc = _nvrtc_module()
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise RuntimeError(f"{what} failed: {err}")
 
@@ -148,8 +158,7 @@ def _expand(name: str, defines: dict[str, int]) -> str:
 
 
 def _nvrtc(source: str, options: list[str], arch: str, names: list[str]) -> tuple[CompileInfo, bytes | None]:
-    from cuda.bindings import nvrtc
-
+    nvrtc = _nvrtc_module()
     t0 = time.perf_counter()
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"candidate.cu", 0, [], [])
     _check(err, "nvrtcCreateProgram")

@@ -31,6 +31,26 @@ def software() -> dict:
             "platform": sys.platform}
 
 
+# What each of kernelwright's CUDA extras installs that tells them apart (pyproject.toml: cuda12, cuda13).
+EXTRAS = {"cuda13": ("cupy-cuda13x", "nvidia-cuda-nvrtc"), "cuda12": ("cupy-cuda12x", "nvidia-cuda-nvrtc-cu12")}
+
+
+def cuda_extra() -> dict:
+    """Which CUDA extra is installed and active: ``active`` is the CUDA major of ``cuda-bindings`` (the NVRTC that
+    compiles), ``cupy`` the CUDA major of the installed CuPy; ``installed`` lists each extra with its packages."""
+    installed = {}
+    for extra, dists in EXTRAS.items():
+        found = {d: v for d in dists if (v := _version(d))}
+        if extra == "cuda13" and not (found.get("nvidia-cuda-nvrtc") or "").startswith("13"):
+            found.pop("nvidia-cuda-nvrtc", None)
+        if found:
+            installed[extra] = found
+    bindings = _version("cuda-bindings")
+    active = f"cuda{bindings.split('.')[0]}" if bindings else None
+    cupy = "cuda13" if _version("cupy-cuda13x") else "cuda12" if _version("cupy-cuda12x") else None
+    return {"active": active, "cuda_bindings": bindings, "cupy": cupy, "installed": installed}
+
+
 def device_info() -> dict:
     """Static facts about the current CUDA device (call only in a GPU worker)."""
     import cupy as cp

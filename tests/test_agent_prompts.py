@@ -125,3 +125,31 @@ def test_the_candidate_format_is_described_in_one_partial_only():
     folder = prompts.prompts_dir()
     holders = [p.name for p in folder.glob("*.j2") if "opens with `/*@kernelwright`" in p.read_text()]
     assert holders == ["_format.j2"]
+
+
+def test_a_task_s_derived_sizes_constraints_scalar_output_and_own_tolerance_reach_the_model():
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parent.parent / "examples" / "tasks"
+    for name, needles in (("maxpool2d", ["Derived sizes (usable in the plan's expressions like the symbols): "
+                                         "OH = (H - 3) // 2 + 1; OW = (W - 3) // 2 + 1.", "Every size meets: H >= 3; W >= 3.",
+                                         "shape [N, C, OH, OW]"]),
+                          ("cross_entropy", ["`loss`: float32 (`float`), a scalar (one element)",
+                                             "`loss` |got - expected| <= 1e-05 + 5e-05 * |expected|"])):
+        t = load_task(examples / name)
+        cand = load_candidate(t.baseline_path)
+        entry = Entry("c0000", cand, _result(t, Status.ok), [], "baseline", 0, "the task's starting kernel")
+        user = prompts.messages(_request(t, entry, entry, entry))[1]["content"]
+        for needle in needles:
+            assert needle in user, needle
+
+
+def test_a_compiler_log_s_overload_notes_are_condensed_in_the_repair_prompt(task, base):
+    notes = "\n".join(f'Note #3326-D: function "max({t}, {t})" does not match because argument #1 does not match parameter'
+                      for t in ("int", "long", "float", "double", "unsigned int", "long long", "short", "char"))
+    log = (f'candidate.cu(10): error: no instance of overloaded function "max" matches the argument list\n'
+           f"            argument types are: (Q, double)\n{notes}\n\n1 error detected in the compilation.")
+    broken = _child(base, task, "c0001", Status.compile_error, error="no instance of overloaded function", detail=log)
+    text = prompts.messages(_request(task, broken, base, base))[1]["content"]
+    assert 'function "max(float, float)"' in text and 'function "max(double, double)"' not in text
+    assert "... [5 more notes like these]" in text and "1 error detected" in text

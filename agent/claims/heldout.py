@@ -84,6 +84,19 @@ def any_flagged(rows: list[HeldoutRow]) -> bool:
     return any(r.flagged for r in rows)
 
 
+def regression_note(rows: list[dict] | None) -> str:
+    """The held-out sizes where the winner is wrong or slower, for the headline next to its speedup (rows as
+    ``HeldoutRow.to_dict`` stores them in a run's summary); empty when there are none."""
+    flagged = [r for r in rows or [] if r.get("flagged")]
+    if not flagged:
+        return ""
+    parts = []
+    for r in flagged:
+        where, s = describe_sizes(r.get("sizes") or {}), r.get("speedup")
+        parts.append(f"{s['value']:.3f}x at {where}" if s else f"{r.get('status', '?')} at {where}")
+    return f"REGRESSES at {len(flagged)} of {len(rows)} held-out sizes: " + "; ".join(parts)
+
+
 def format_heldout(rows: list[HeldoutRow]) -> str:
     """A plain-text table: one line per held-out size."""
     if not rows:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from .app import app
 
 # Each import registers its commands on app; --help lists them in this order.
-from . import sandbox  # noqa: E402,F401,I001  (tasks, compile, eval, doctor)
+from . import sandbox  # noqa: E402,F401,I001  (tasks, compile, eval)
+from . import check  # noqa: E402,F401  (check-task)
+from . import doctor  # noqa: E402,F401  (doctor)
 from . import profile  # noqa: E402,F401  (profile)
 from . import optimize  # noqa: E402,F401  (optimize, batch)
 from . import report  # noqa: E402,F401  (report, show, verify)

@@ -8,14 +8,38 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from .exits import ExitCode
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Make CUDA kernels faster and prove it.")
-console = Console()
-err_console = Console(stderr=True)
+# Markup is off: compiler logs, model text, paths and options are full of brackets (smem[tid], ".[cuda13]") and
+# print as they are. Styles come from rich.text.Text or a print's style=, never from text.
+console = Console(markup=False, highlight=False)
+err_console = Console(stderr=True, markup=False, highlight=False)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """Text from plain strings and (text, style) pairs: data is never read as markup."""
+    return Text.assemble(*parts)
+
+
+def error_line(message: str) -> None:
+    """One error line on stderr, the message verbatim."""
+    err_console.print(styled(("error:", "bold red"), " ", message), soft_wrap=True)
+
+
+def load_task(ref: str):
+    """The task ``ref`` names; a bare suite name that a folder here also bears is pointed out on stderr."""
+    from sandbox.task import load_task as load, shadowed
+
+    task = load(ref)
+    local = shadowed(ref)
+    if local is not None:
+        err_console.print(f"note: {ref!r} is the suite task; the folder ./{local} here is not used (write ./{local} "
+                          f"for it)", soft_wrap=True)
+    return task
 
 
 def version() -> str:
@@ -30,7 +54,7 @@ def version() -> str:
 
 def _print_version(asked: bool) -> None:
     if asked:
-        console.print(f"kernelwright {version()}", highlight=False)
+        console.print(f"kernelwright {version()}")
         raise typer.Exit(ExitCode.OK)
 
 
@@ -60,7 +84,7 @@ def input_errors(fn):
             return fn(*args, **kwargs)
         except (TaskError, CandidateError, PlanError, ExprError, ValidationError, ConfigError, TraceError, RunBusy,
                 BadInput) as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            error_line(str(exc))
             raise typer.Exit(ExitCode.BAD_INPUT) from None
 
     return wrapper
@@ -70,8 +94,9 @@ class BadInput(ValueError):
     """A command-line value that does not make sense (the message says which and why)."""
 
 
-def parse_sizes(text: str | None) -> dict[str, int] | None:
-    """``"rows=4096,cols=1000"`` -> {"rows": 4096, "cols": 1000}."""
+def parse_sizes(text: str | None, task=None) -> dict[str, int] | None:
+    """``"rows=4096,cols=1000"`` -> {"rows": 4096, "cols": 1000}, checked against ``task`` like its own sizes
+    (exactly its symbols, within int64, its constraints met, no empty array) when it is given."""
     if not text:
         return None
     out = {}
@@ -80,4 +105,6 @@ def parse_sizes(text: str | None) -> dict[str, int] | None:
         if not sep or not value.strip().isdigit():
             raise BadInput(f"--sizes: expected name=integer pairs separated by commas, got {part!r}")
         out[name.strip()] = int(value)
+    if task is not None:
+        task.check_sizes(out, "--sizes")
     return out

@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
-from .app import BadInput, app, console, err_console, input_errors, parse_sizes
+from .app import app, console, err_console, input_errors, load_task, parse_sizes
 from .exits import ExitCode, epilog
 from .options import OUTPUT, TaskArg, json_flag
 
@@ -40,14 +39,10 @@ def best(task: TaskArg,
                                                      rich_help_panel=OUTPUT)] = None,
          as_json: RecordJson = False):
     """Export the best known kernel for a task on this GPU: source with its launch plan, knobs and flags."""
-    from sandbox.task import load_task
-
     from ..claims.best import BestStore, Envelope
 
     t = load_task(task)
-    at = parse_sizes(sizes) or dict(t.spec.sizes.benchmark)
-    if set(at) != set(t.symbols):
-        raise BadInput(f"--sizes must set exactly {', '.join(t.symbols)}")
+    at = parse_sizes(sizes, t) or dict(t.spec.sizes.benchmark)
     store = BestStore()
     if gpu:
         record, where = store.for_gpu(t, gpu, at), f"GPU {gpu!r}"
@@ -56,7 +51,7 @@ def best(task: TaskArg,
         if info is None:
             stored = sorted({r.envelope.gpu for r in store.records(t)})
             hint = f"; stored for: {', '.join(stored)} (use --gpu)" if stored else ""
-            err_console.print(f"no GPU found on this machine ({escape(why)}){escape(hint)}", soft_wrap=True)
+            err_console.print(f"no GPU found on this machine ({why}){hint}", soft_wrap=True)
             raise typer.Exit(ExitCode.FAILED)
         envelope = Envelope.from_env(info)
         record, where = store.get(t, envelope, at), envelope.describe()
@@ -66,7 +61,7 @@ def best(task: TaskArg,
         for r in others[:5]:
             version = "" if r.task_fingerprint == t.fingerprint else " [another version of the task]"
             lines.append(f"  stored: {r.describe()}{version}")
-        err_console.print(escape("\n".join(lines)), soft_wrap=True, highlight=False)
+        err_console.print("\n".join(lines), soft_wrap=True)
         raise typer.Exit(ExitCode.FAILED)
     if as_json:
         print(record.model_dump_json(indent=2))
@@ -75,7 +70,7 @@ def best(task: TaskArg,
         from sandbox.compiler import atomic_write
 
         atomic_write(out, record.kernel)
-        console.print(f"wrote {escape(str(out))}: {escape(record.describe())}", highlight=False, soft_wrap=True)
+        console.print(f"wrote {out}: {record.describe()}", soft_wrap=True)
         return
-    err_console.print(f"// {escape(record.describe())}", highlight=False, soft_wrap=True)
+    err_console.print(f"// {record.describe()}", soft_wrap=True)
     print(record.kernel, end="" if record.kernel.endswith("\n") else "\n")

@@ -12,16 +12,17 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.live import Live
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from sandbox import SANDBOX_KINDS
 
-from .app import BadInput, app, console, err_console, input_errors
+from .app import BadInput, app, console, err_console, error_line, input_errors, load_task, styled
 from .exits import ExitCode, epilog
 from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, BudgetWallS, ConfigFile, Iterations,
                       MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, SandboxKind, Temperature,
                       Traces, json_flag)
+from .tables import Col, fit
+
 FAILED_STOPS = ("model endpoint", "sandbox", "baseline")
 
 @dataclass
@@ -119,8 +120,8 @@ def _run(task, base: dict, over: dict, traces: Path, quiet: bool, where: str, **
         raise BadInput(str(exc)) from None
     except RuntimeError as exc:
         if "CUDA device" in str(exc):
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}\n--sandbox gpu needs a CUDA device; "
-                              "--sandbox compile-only works without one.", soft_wrap=True)
+            error_line(str(exc))
+            err_console.print("--sandbox gpu needs a CUDA device; --sandbox compile-only works without one.")
             raise typer.Exit(ExitCode.NO_DEVICE) from None
         raise
     finally:
@@ -128,19 +129,19 @@ def _run(task, base: dict, over: dict, traces: Path, quiet: bool, where: str, **
             live.stop()
 
 
-def _progress(snap: dict):
+def _progress(snap: dict) -> Text:
     if not snap:
-        return "starting..."
-    parts = [f"[bold]{snap['phase']}[/]", f"iteration {snap['iterations']}"
-             + (f" (+{snap['in_flight']} in flight)" if snap["in_flight"] else ""), f"{snap['candidates']} candidates"]
+        return Text("starting...")
+    parts = [f"iteration {snap['iterations']}" + (f" (+{snap['in_flight']} in flight)" if snap["in_flight"] else ""),
+             f"{snap['candidates']} candidates"]
     s = snap.get("best_speedup")
     if s:
         parts.append(f"best {snap['best_id']} {s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]")
     parts.append(f"{snap['tokens']:,} tokens, ${snap['usd']:.4f}")
     parts.append(f"{snap['gpu_s']:.2f} GPU-s{' (simulated)' if snap.get('simulated') else ''}, {snap['wall_s']:.0f} s")
-    text = " | ".join(parts)
+    text = styled((snap["phase"], "bold"), " | " + " | ".join(parts))
     if snap.get("last"):
-        text += f"\n  last: {escape(snap['last'][:160])}"
+        text.append(f"\n  last: {snap['last'][:160]}")
     return text
 
 
@@ -148,48 +149,53 @@ def _speed(s: dict | None) -> str:
     return f"{s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]" if s else "-"
 
 
+def _summary_cols(against: str) -> list[Col]:
+    return [Col("id"), Col("status"), Col(f"speedup vs {against}"), Col("median ms [95%]"),
+            Col("vs compile" if against == "eager" else "vs vendor"), Col("% roofline", right=True),
+            Col("regs", right=True), Col("origin"), Col("from"), Col("note", wrap=True)]
+
+
 def print_summary(run) -> None:
+    from ..claims.heldout import regression_note
+
     summary = run.summary
-    table = Table(title=f"run {run.id}: {summary['candidates']} candidates" + (" (SIMULATED)" if run.simulated else ""))
-    rows = run.rows()
-    against = next((r["against"] for r in rows if r.get("against")), "baseline")  # "eager" for a PyTorch task
-    for col in ("id", "origin", "from", "status", "median ms [95%]", f"speedup vs {against}",
-                "vs compile" if against == "eager" else "vs vendor", "% roofline", "regs", "note"):
-        table.add_column(col, overflow="fold")
-    for r in rows[:20]:
+    rows = []
+    listed = run.rows()
+    against = next((r["against"] for r in listed if r.get("against")), "baseline")  # "eager" for a PyTorch task
+    for r in listed[:20]:
         ms = f"{r['median_ms']:.4g} [{r['ci_ms'][0]:.4g}, {r['ci_ms'][1]:.4g}]" if r["median_ms"] is not None else "-"
         pct = f"{r['pct_of_roofline']:.1f}" if r["pct_of_roofline"] is not None else "-"
-        style = "green" if r["status"] in ("ok", "compiled") else "red"
-        table.add_row(r["id"], r["origin"], ",".join(r["parents"]) or "-", f"[{style}]{r['status']}[/]", ms,
-                      _speed(r["speedup"]), _speed(r["vendor_speedup"]), pct,
-                      str(r["registers"]) if r["registers"] is not None else "-", escape(r["error"][:80]))
-    console.print(table)
+        status = Text(r["status"], style="green" if r["status"] in ("ok", "compiled") else "red")
+        rows.append([r["id"], status, _speed(r["speedup"]), ms, _speed(r["vendor_speedup"]), pct,
+                     str(r["registers"]) if r["registers"] is not None else "-", r["origin"],
+                     ",".join(r["parents"]) or "-", r["error"][:80]])
+    title = f"run {run.id}: {summary['candidates']} candidates" + (" (SIMULATED)" if run.simulated else "")
+    console.print(fit(_summary_cols(against), rows, console.width, title=title, key=3))
     for note in summary.get("notes", []):
-        console.print(f"[bold yellow]{escape(note)}[/]", soft_wrap=True)
+        console.print(note, style="bold yellow", soft_wrap=True)
     best = summary.get("best")
+    sim = " [SIMULATED]" if run.simulated else ""
     if best and best.get("speedup"):
         s = best["speedup"]
         what = "PyTorch eager" if against == "eager" else "the baseline"
         verdict = f"faster than {what} (interval clears 1.0)" if s["faster"] else f"not clearly faster than {what}"
-        console.print(f"best: {best['id']} ({best['origin']}) {_speed(s)}: {verdict}"
-                      + (" [SIMULATED]" if run.simulated else ""), highlight=False)
+        regress = regression_note(summary.get("heldout"))
+        console.print(styled(f"best: {best['id']} ({best['origin']}) {_speed(s)}: {verdict}",
+                             (f"; {regress}", "bold red") if regress else "", sim), soft_wrap=True)
     elif summary.get("sandbox") != "compile-only":
-        console.print(f"best: no candidate beat {'PyTorch eager' if against == 'eager' else 'the baseline'}", highlight=False)
+        console.print(f"best: no candidate beat {'PyTorch eager' if against == 'eager' else 'the baseline'}")
     t = summary["totals"]
     console.print(f"totals: {t['iterations']} iterations, {t['evaluations']} evaluations, {t['duplicates']} duplicates "
                   f"skipped, {t['tokens']:,} tokens ({t['prompt_tokens']:,} prompt, {t['completion_tokens']:,} completion, "
                   f"{t['reasoning_tokens']:,} reasoning, {t['cached_tokens']:,} cached), ${t['usd']:.4f}, "
-                  f"{t['gpu_s']:.2f} GPU-s{' (simulated)' if run.simulated else ''}, {t['wall_s']:.1f} s wall", highlight=False)
-    if summary.get("tuning_text"):
-        console.print(escape(summary["tuning_text"]), highlight=False)
-    if summary.get("ledger_text"):
-        console.print(escape(summary["ledger_text"]) + (" [SIMULATED]" if run.simulated else ""), highlight=False)
-    if summary.get("heldout_text"):
-        console.print(escape(summary["heldout_text"]) + (" [SIMULATED]" if run.simulated else ""), highlight=False)
+                  f"{t['gpu_s']:.2f} GPU-s{' (simulated)' if run.simulated else ''}, {t['wall_s']:.1f} s wall", soft_wrap=True)
+    for key in ("tuning_text", "ledger_text", "heldout_text"):
+        if summary.get(key):
+            console.print(summary[key] + (sim if key != "tuning_text" else ""), soft_wrap=True)
     if summary.get("sanitize_text"):
-        console.print(escape(summary["sanitize_text"]), highlight=False, soft_wrap=True)
+        console.print(summary["sanitize_text"], soft_wrap=True)
     stops = "; ".join(f"{phase}: {reason}" for phase, reason in (summary.get("stops") or {}).items())
-    console.print(f"stopped: {escape(stops or '-')}; trace: {run.path}", highlight=False)
+    console.print(f"stopped: {stops or '-'}; trace: {run.path}", soft_wrap=True)
 
 
 def _exit_code(run) -> int:
@@ -224,14 +230,15 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
     opts = RunOptions.of(locals())
     if (task is None) == (resume is None):
         raise BadInput("give a TASK, or --resume RUN (not both)")
+    if task is not None:
+        load_task(task)   # one error line and exit code 2 before a trace folder exists; a note for a local namesake
     base = _file(config)
     file_model = (base.get("model") or {}).get("name")
     over = opts.overrides(file_model)
     if not resume and not replay and not (over.get("model") or {}).get("name") and not file_model:
         err_console.print("No model configured: running the built-in search over the kernel's knobs and compiler flags.\n"
                           "To let a language model rewrite the kernel: --model NAME [--base-url URL] (key in "
-                          "OPENAI_API_KEY, none needed for a local server), or a [model] table in --config FILE.",
-                          highlight=False, markup=False)
+                          "OPENAI_API_KEY, none needed for a local server), or a [model] table in --config FILE.")
     run = _run(task, base, over, traces, quiet or as_json, where=str(config) if config else "flags", resume=resume,
                replay=replay, run_id=run_id)
     if as_json:
@@ -275,16 +282,14 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
     else:
-        table = Table(title=f"batch {b.path.name}: {len(rows)} tasks")
-        for col in ("task", "state", "best", "speedup vs baseline", "candidates", "tokens", "USD", "GPU-s", "stop"):
-            table.add_column(col, overflow="fold")
-        for r in rows:
-            table.add_row(r["task"], r["state"], r.get("best") or "-", _speed(r.get("speedup")), str(r.get("candidates", "-")),
-                          f"{r.get('tokens', 0):,}", f"{r.get('usd', 0.0):.4f}",
-                          f"{r.get('gpu_s', 0.0):.2f}" + (" (sim)" if r.get("simulated") else ""),
-                          escape(str(r.get("stop") or "-")))
-        console.print(table)
-        console.print(f"batch folder: {b.path}", highlight=False)
+        cols = [Col("task"), Col("state"), Col("speedup vs baseline"), Col("best"), Col("candidates", right=True),
+                Col("tokens", right=True), Col("USD", right=True), Col("GPU-s", right=True), Col("stop", wrap=True)]
+        table = [[r["task"], r["state"], _speed(r.get("speedup")), r.get("best") or "-", str(r.get("candidates", "-")),
+                  f"{r.get('tokens', 0):,}", f"{r.get('usd', 0.0):.4f}",
+                  f"{r.get('gpu_s', 0.0):.2f}" + (" (sim)" if r.get("simulated") else ""), str(r.get("stop") or "-")]
+                 for r in rows]
+        console.print(fit(cols, table, console.width, title=f"batch {b.path.name}: {len(rows)} tasks", key=3))
+        console.print(f"batch folder: {b.path}", soft_wrap=True)
     raise typer.Exit(ExitCode.FAILED if any(r["state"] == "error" for r in rows) else ExitCode.OK)
 
 
@@ -294,7 +299,7 @@ def _batch_runs(b, quiet: bool, as_json: bool) -> list[dict]:
         if b.done(name):
             continue
         if not quiet and not as_json:
-            console.print(f"[bold]{name}[/]: {'resuming' if b.started(name) else 'starting'} ({b.run_dir(name)})")
+            console.print(styled((name, "bold"), f": {'resuming' if b.started(name) else 'starting'} ({b.run_dir(name)})"))
         try:
             started = b.started(name)
             run = _run(None if started else name, b.base, b.overrides, b.path, quiet or as_json,

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
-from .app import app, console, err_console, input_errors
+from .app import app, console, error_line, input_errors, load_task
 from .exits import ExitCode, epilog
 from .options import OUTPUT, SANDBOX, TaskArg, TimingBudget, json_flag
 
@@ -19,7 +18,6 @@ ProfileJson = json_flag("Print the profile (counters, rules, diagnosis) as JSON.
 
 def _load(task: str, candidate: str):
     from sandbox.candidate import load_candidate, validate_for_task
-    from sandbox.task import load_task
 
     t = load_task(task)
     c = load_candidate(t.baseline_path if candidate == "baseline" else candidate)
@@ -53,9 +51,8 @@ def profile_cmd(task: TaskArg,
     except RuntimeError as exc:
         with CompileOnlySandbox() as cs:
             result = cs.compile(t, c)
-        err_console.print(f"[bold red]error:[/] {escape(str(exc).splitlines()[0])}; resources only", soft_wrap=True)
-        console.print(diagnose(t, result, {"status": "unavailable", "reason": "no CUDA device"}).text,
-                      markup=False, highlight=False)
+        error_line(f"{str(exc).splitlines()[0]}; resources only")
+        console.print(diagnose(t, result, {"status": "unavailable", "reason": "no CUDA device"}).text)
         raise typer.Exit(ExitCode.NO_DEVICE) from None
     with sb:
         parent_profile = None
@@ -67,7 +64,7 @@ def profile_cmd(task: TaskArg,
             from .sandbox import print_result
 
             print_result(result)
-            console.print(diagnose(t, result).text, markup=False, highlight=False)
+            console.print(diagnose(t, result).text)
             raise typer.Exit(ExitCode.FAILED)
         prof = sb.profile(t, c, result=result, parent_profile=parent_profile, save_to=save)
     if as_json:
@@ -78,6 +75,6 @@ def profile_cmd(task: TaskArg,
             head += f"profiled {len(prof['kernels'])} launch(es) with {prof.get('tool', 'ncu')} in {prof['seconds']:.1f} s"
         else:
             head += f"not profiled ({prof['status']}: {prof.get('reason', '')})"
-        console.print(head, markup=False, highlight=False)
-        console.print(prof["diagnosis"], markup=False, highlight=False)
+        console.print(head, soft_wrap=True)
+        console.print(prof["diagnosis"])
     raise typer.Exit(ExitCode.OK if prof["status"] == "ok" else ExitCode.FAILED)

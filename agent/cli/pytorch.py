@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
-import typer
-from rich.markup import escape
+import re
 
-from .app import BadInput, app, console, err_console, input_errors
+import typer
+
+from .app import BadInput, app, console, error_line, input_errors
 from .exits import ExitCode, epilog
 from .options import OUTPUT, RunArg, Traces
 
@@ -51,10 +52,10 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
         files = _problem_files(paths)
         if name and len(files) > 1:
             raise BadInput("--name names one task: give one problem file")
-        if category and category not in CATEGORIES:
-            raise BadInput(f"--category: expected one of {', '.join(CATEGORIES)}, got {category!r}")
+        if category and not re.fullmatch(r"[a-z][a-z0-9-]*", category):
+            raise BadInput(f"--category: expected a lowercase word (the suite's: {', '.join(CATEGORIES)}), got {category!r}")
     except BadInput as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        error_line(str(exc))
         raise typer.Exit(ExitCode.BAD_INPUT) from None
     failed = 0
     for f in files:
@@ -62,7 +63,7 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
             done = import_problem(f, out, name=name, category_=category, replace=replace)
         except (TaskError, TorchMissing) as exc:
             failed += 1
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            error_line(str(exc))
             if isinstance(exc, TorchMissing):
                 break
             continue
@@ -74,7 +75,7 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
                  f"  held-out: {'; '.join(describe_sizes(s) for s in plan.heldout) or '-'}",
                  f"  reference: {done.numerics.reference_dtype}; tolerance: {tol}; FLOPs {a.flops}"]
         lines += [f"  fixed: {c} = {a.origin[c]} ({why})" for c, why in a.fixed.items()]
-        console.print(escape("\n".join(lines)), highlight=False, soft_wrap=True)
+        console.print("\n".join(lines), soft_wrap=True)
     if failed:
         raise typer.Exit(ExitCode.BAD_INPUT)
 
@@ -120,7 +121,7 @@ def export_cmd(run: RunArg,
     cand = parse_candidate(source, label=entry.id)
     if not torch_module:
         atomic_write(out, cand.render())
-        console.print(f"wrote {escape(str(out))}: {escape(_claim(entry, stored.simulated))}", highlight=False, soft_wrap=True)
+        console.print(f"wrote {out}: {_claim(entry, stored.simulated)}", soft_wrap=True)
         return
     task = load_task(stored)
     if task is None:
@@ -130,4 +131,4 @@ def export_cmd(run: RunArg,
         raise BadInput(f"-o {out}: a Python module's file name ends in .py")
     text = render(task, cand, f"run {stored.id}, candidate {entry.id}", _claim(entry, stored.simulated), module_name(out))
     atomic_write(out, text)
-    console.print(f"wrote {escape(str(out))}: {escape(_claim(entry, stored.simulated))}", highlight=False, soft_wrap=True)
+    console.print(f"wrote {out}: {_claim(entry, stored.simulated)}", soft_wrap=True)

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
-from .app import BadInput, app, console, err_console, input_errors
+from .app import BadInput, app, console, err_console, error_line, input_errors, styled
 from .exits import ExitCode, epilog
 from .options import OUTPUT, SANDBOX, RunArg, Traces, json_flag
 
@@ -42,55 +41,62 @@ def report_cmd(run: RunArg,
         path = write_report(stored, out)
     except OSError as exc:
         raise BadInput(f"cannot write the report: {exc}") from None
-    console.print(f"report: {path}" + (" (SIMULATED run)" if stored.simulated else ""), highlight=False, soft_wrap=True)
+    console.print(f"report: {path}" + (" (SIMULATED run)" if stored.simulated else ""), soft_wrap=True)
+
+
+ShowJson = json_flag("Print the run's summary view (claim, baselines, envelope, held-out, cost, lineage) as JSON.")
 
 
 @app.command("show")
 @input_errors
-def show_cmd(run: RunArg, traces: Traces = Path("traces")):
+def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = False):
     """Print a stored run's claim, baselines, envelope, cost and lineage tree."""
     from ..report import views
 
     stored = _stored(run, traces)
     s = views.summary_view(stored, views.load_task(stored))
-    console.print(f"[bold]run {escape(s['run_id'])}[/]: {escape(s['task'])} (version {s['task_version']}), proposer "
-                  f"{escape(s['proposer'])}, sandbox {escape(s['sandbox'])}, {s['candidates']} candidates ({escape(s['counts'])})",
-                  highlight=False, soft_wrap=True)
+    lineage = views.lineage_lines(stored)
+    if as_json:
+        print(json.dumps({**s, "lineage": lineage}, indent=2, default=str))
+        return
+    console.print(styled((f"run {s['run_id']}", "bold"), f": {s['task']} (version {s['task_version']}), proposer "
+                         f"{s['proposer']}, sandbox {s['sandbox']}, {s['candidates']} candidates ({s['counts']})"),
+                  soft_wrap=True)
     if s["simulated"]:
-        console.print("[bold red]SIMULATED RUN: no figure here was measured on a GPU[/]")
+        console.print("SIMULATED RUN: no figure here was measured on a GPU", style="bold red")
     for note in s["notes"]:
-        console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
+        console.print(note, style="yellow", soft_wrap=True)
     best = s["best"]
     if best:
-        console.print(f"winner [bold]{best['id']}[/] ({escape(best['origin'])}): [bold]{best['speedup']}[/] vs {escape(best['against'])}: "
-                      f"{best['verdict']}" + (f"; vs vendor {best['vendor']}" if best["vendor"] else "")
-                      + f"; {best['median_ms']} ms, {best['pct']}% of roofline", highlight=False, soft_wrap=True)
+        console.print(styled("winner ", (best["id"], "bold"), f" ({best['origin']}): ", (best["speedup"], "bold"),
+                             f" vs {best['against']}: {best['verdict']}",
+                             (f"; {best['regressions']}", "bold red") if best["regressions"] else "",
+                             f"; vs vendor {best['vendor']}" if best["vendor"] else "",
+                             f"; {best['median_ms']} ms, {best['pct']}% of roofline"), soft_wrap=True)
     else:
         why = "a compile-only run times nothing" if s["sandbox"] == "compile-only" else "no candidate beat the baseline"
-        console.print(f"winner: none ({why})", highlight=False)
+        console.print(f"winner: none ({why})")
     for b in s["baselines"]:
-        console.print(f"  {b['name']}: {escape(b['what'])} ({b['ms']})", highlight=False, soft_wrap=True)
+        console.print(f"  {b['name']}: {b['what']} ({b['ms']})", soft_wrap=True)
     env = {row["key"]: row["value"] for row in s["envelope"]}
-    console.print("envelope: " + "; ".join(f"{label} {escape(env[key])}" for key, label in (
+    console.print("envelope: " + "; ".join(f"{label} {env[key]}" for key, label in (
         ("gpu", "GPU"), ("driver", "driver"), ("cuda_runtime", "CUDA"), ("nvrtc", "NVRTC"), ("benchmark", "at"))
-        if key in env), highlight=False, soft_wrap=True)
+        if key in env), soft_wrap=True)
     for h in s["heldout"] or []:
-        flag = f" [red]FLAGGED: {escape(h['reason'])}[/]" if h["flagged"] else ""
-        console.print(f"  held-out {h['sizes']}: {h['status']} {h['speedup']}{flag}", highlight=False, soft_wrap=True)
+        console.print(styled(f"  held-out {h['sizes']}: {h['status']} {h['speedup']}",
+                             (f" FLAGGED: {h['reason']}", "red") if h["flagged"] else ""), soft_wrap=True)
     if s["sanitize"]:
-        console.print(f"  {escape(s['sanitize'])}", highlight=False, soft_wrap=True)
-    console.print("cost:", highlight=False)
+        console.print(f"  {s['sanitize']}", soft_wrap=True)
+    console.print("cost:")
     for row in s["cost"]:
-        console.print(f"  {row['label']}: {escape(row['value'])}", highlight=False, soft_wrap=True)
-    console.print("lineage:", highlight=False)
-    for n in views.lineage_lines(stored):
-        style = "green" if n["ok"] else "red"
-        text = f"{escape(n['prefix'])}{n['id']} {escape(n['origin'])} [{style}]{n['status']}[/]"
-        text += f" {n['speedup']}" if n["speedup"] else ""
-        text += " [bold green]<- winner[/]" if n["best"] else ""
-        text += f" ({escape(n['skipped'])})" if n["skipped"] else ""
-        text += f" [red]{escape(n['error'])}[/]" if n["error"] else (f" [dim]{escape(n['note'])}[/]" if n["note"] else "")
-        console.print(text, highlight=False, soft_wrap=True)
+        console.print(f"  {row['label']}: {row['value']}", soft_wrap=True)
+    console.print("lineage:")
+    for n in lineage:
+        console.print(styled(f"{n['prefix']}{n['id']} {n['origin']} ", (n["status"], "green" if n["ok"] else "red"),
+                             f" {n['speedup']}" if n["speedup"] else "", (" <- winner", "bold green") if n["best"] else "",
+                             f" ({n['skipped']})" if n["skipped"] else "",
+                             (f" {n['error']}", "red") if n["error"] else ((f" {n['note']}", "dim") if n["note"] else "")),
+                      soft_wrap=True)
 
 
 @app.command("verify", epilog=epilog(OK="it reproduces", FAILED="it does not",
@@ -118,9 +124,9 @@ def verify_cmd(run: RunArg,
     try:
         sandbox = GPUSandbox(sandbox_config(stored, budget))
     except (RuntimeError, WorkerDied, WorkerTimeout) as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc).splitlines()[0])}\nverify re-measures on a CUDA device; "
-                          "this machine has none that works. `kernelwright show RUN` and `kernelwright report RUN` "
-                          "need no GPU.", soft_wrap=True, highlight=False)
+        error_line(str(exc).splitlines()[0])
+        err_console.print("verify re-measures on a CUDA device; this machine has none that works. `kernelwright show "
+                          "RUN` and `kernelwright report RUN` need no GPU.", soft_wrap=True)
         raise typer.Exit(ExitCode.NO_DEVICE) from None
     with sandbox:
         v = verify(stored, tolerance, sandbox=sandbox)
@@ -135,21 +141,18 @@ def _print_verification(v) -> None:
     from ..report.views import NOT_RECORDED, interval, verdict
 
     sizes = ",".join(f"{k}={x}" for k, x in v.sizes.items())
-    console.print(f"verify run {escape(v.run_id)}: winner {v.candidate} ({escape(v.origin)}) at {sizes}", highlight=False)
-    console.print(f"  claimed : {interval(v.claimed)} vs baseline ({verdict(v.claimed)})", highlight=False)
+    console.print(f"verify run {v.run_id}: winner {v.candidate} ({v.origin}) at {sizes}", soft_wrap=True)
+    console.print(f"  claimed : {interval(v.claimed)} vs baseline ({verdict(v.claimed)})")
     if v.measured is not None:
-        console.print(f"  measured: {interval(v.measured)} vs baseline ({verdict(v.measured)})", highlight=False)
+        console.print(f"  measured: {interval(v.measured)} vs baseline ({verdict(v.measured)})")
     else:
-        console.print(f"  measured: {v.status}" + (f": {escape(v.error)}" if v.error else ""), highlight=False, soft_wrap=True)
+        console.print(f"  measured: {v.status}" + (f": {v.error}" if v.error else ""), soft_wrap=True)
     if v.claimed_vendor or v.measured_vendor:
-        console.print(f"  vs vendor: claimed {interval(v.claimed_vendor)}, measured {interval(v.measured_vendor)}",
-                      highlight=False)
+        console.print(f"  vs vendor: claimed {interval(v.claimed_vendor)}, measured {interval(v.measured_vendor)}")
     for row in v.environment:
         mark = "" if row["same"] else "  <- differs"
-        then, now = (NOT_RECORDED if x is None else escape(str(x)) for x in (row["run"], row["now"]))
-        console.print(f"  {row['label']:<18} run: {then}  now: {now}{mark}",
-                      highlight=False, soft_wrap=True)
+        then, now = (NOT_RECORDED if x is None else str(x) for x in (row["run"], row["now"]))
+        console.print(f"  {row['label']:<18} run: {then}  now: {now}{mark}", soft_wrap=True)
     for w in v.warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
-    style = "bold green" if v.reproduces else "bold red"
-    console.print(f"[{style}]{escape(v.verdict())}[/]", highlight=False, soft_wrap=True)
+        console.print(styled(("warning:", "yellow"), f" {w}"), soft_wrap=True)
+    console.print(v.verdict(), style="bold green" if v.reproduces else "bold red", soft_wrap=True)

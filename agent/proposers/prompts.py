@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sandbox import candidate as cand_mod
 from sandbox import source_filter
+from sandbox.compiler import condense_log
 from sandbox.dtypes import DTYPES
 from sandbox.expr import FUNCTIONS
 from sandbox.result import Result, Status
@@ -98,10 +99,13 @@ def task_view(task: Task) -> dict:
             "scalars": [{"name": s.name, "dtype": s.dtype, "ctype": DTYPES[s.dtype].ctype, "value": s.value}
                         for s in spec.scalars],
             "symbols": task.symbols,
+            "derived": [f"{k} = {v}" for k, v in spec.sizes.derived.items()],
+            "constraints": list(spec.sizes.constraints),
             "sizes": {"benchmark": describe_sizes(spec.sizes.benchmark),
                       "check": [describe_sizes(s) for s in spec.sizes.check],
                       "heldout": [describe_sizes(s) for s in spec.sizes.heldout]},
-            "tolerance": [{"dtype": d, "atol": t.atol, "rtol": t.rtol} for d, t in spec.tolerance.items()],
+            "tolerance": [{"output": o.name, "atol": t.atol, "rtol": t.rtol}
+                          for o in spec.outputs for t in [task.output_tolerance(o)]],
             "roofline": {"flops": str(spec.roofline.flops), "bytes": str(spec.roofline.bytes),
                          "compute": spec.roofline.compute},
             "allow_fast_math": spec.allow_fast_math, "torch": torch_view(task)}
@@ -158,7 +162,8 @@ def entry_view(entry: Entry, short: bool = False) -> dict:
     speed = r.speedup("baseline")
     return {"id": entry.id, "origin": entry.origin, "parents": entry.parent_ids,
             "note": entry.note[:NOTE_CHARS], "status": r.status.value, "error": r.error,
-            "detail": excerpt(r.detail, SHORT_DETAIL_LINES if short else DETAIL_LINES),
+            "detail": excerpt(condense_log(r.detail) if r.status is Status.compile_error else r.detail,
+                              SHORT_DETAIL_LINES if short else DETAIL_LINES),
             "resources": resources_view(r), "checks": checks_view(r), "timing": timing_view(r),
             "simulated": bool(r.env.get("simulated")), "diagnosis": entry.diagnosis,
             "speedup_text": f"{speed.value:.3f}x over the baseline, interval [{speed.low:.3f}, {speed.high:.3f}]"

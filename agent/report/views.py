@@ -12,6 +12,7 @@ from sandbox.result import Interval
 from sandbox.result_html import diagnosis_text
 from sandbox.task import describe_sizes
 
+from ..claims.heldout import regression_note
 from ..loop.lineage import score
 from ..protocols import Entry
 from ..trace.reader import StoredRun
@@ -104,6 +105,7 @@ def summary_view(stored: StoredRun, task=None) -> dict:
         c = r.timing.impls.get("candidate") if r.timing else None
         out["best"] = {"id": best.id, "origin": best.origin, "speedup": interval(s), "verdict": verdict(s),
                        "against": r.timing.primary if r.timing else "baseline",
+                       "regressions": regression_note(summary.get("heldout")),
                        "vendor": interval(v) if v else "", "vendor_verdict": verdict(v) if v else "",
                        "median_ms": f"{c.median_ms:.4g}" if c else "-",
                        "pct": f"{c.pct_of_roofline:.1f}" if c and c.pct_of_roofline is not None else "-",
@@ -166,7 +168,7 @@ def envelope(stored: StoredRun, shown: Entry | None, task=None) -> list[dict]:
         rows.append({"key": "dtypes", "label": "dtypes", "value": ", ".join(
             f"{t.name}: {t.dtype}" for t in [*spec.inputs, *spec.outputs])})
         rows.append({"key": "tolerance", "label": "tolerance", "value": "; ".join(
-            f"{k}: atol {v.atol:g}, rtol {v.rtol:g}" for k, v in spec.tolerance.items())})
+            f"{o.name}: atol {t.atol:g}, rtol {t.rtol:g}" for o in spec.outputs for t in [task.output_tolerance(o)])})
         if spec.sizes.heldout:
             rows.append({"key": "heldout_sizes", "label": "held-out sizes", "value": "; ".join(
                 describe_sizes(s) for s in spec.sizes.heldout)})
