@@ -93,7 +93,7 @@ class Task:
     def check_sizes(self, sizes: dict[str, int], where: str = "sizes") -> None:
         """Validate a size given from outside the task (e.g. ``--sizes``): TaskError naming the problem."""
         if set(sizes) != set(self.symbols):
-            raise TaskError(f"{where}: expected exactly {', '.join(self.symbols)}, got {', '.join(sizes) or 'none'}")
+            raise TaskError(f"{where} must set exactly {', '.join(self.symbols)} (got {', '.join(sizes) or 'none'})")
         try:
             check_size(self.spec, "given", sizes)
         except ValueError as exc:

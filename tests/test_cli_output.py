@@ -168,6 +168,8 @@ def test_show_json_and_the_headline_names_held_out_regressions(tmp_path):
     assert as_json["best"]["regressions"] == view["best"]["regressions"] and as_json["lineage"]
     from agent.report.html import render_report
 
-    html = render_report(read(run))
-    claim = html[html.index('<p class="claim">'):]
-    assert "REGRESSES at 3 of 3 held-out sizes" in claim[:claim.index("</p>")]
+    import agent
+
+    for html in (render_report(read(run)), agent.load_run(run)._repr_html_()):   # the report, the notebook view
+        claim = html[html.index('<p class="claim">'):]
+        assert "REGRESSES at 3 of 3 held-out sizes" in claim[:claim.index("</p>")]

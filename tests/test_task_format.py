@@ -137,7 +137,7 @@ def test_sizes_given_from_outside_are_checked_like_the_task_s_own():
     task.check_sizes({"N": 1, "CI": 2, "CO": 3, "L": 8, "KW": 3})
     with pytest.raises(TaskError, match="--sizes: .*the constraint 'KW <= L' does not hold"):
         task.check_sizes({"N": 1, "CI": 2, "CO": 3, "L": 2, "KW": 3}, "--sizes")
-    with pytest.raises(TaskError, match="--sizes: expected exactly N, CI, CO, L, KW"):
+    with pytest.raises(TaskError, match=r"--sizes must set exactly N, CI, CO, L, KW \(got N\)"):
         task.check_sizes({"N": 1}, "--sizes")
     with pytest.raises(TaskError, match="expected 1..9223372036854775807"):
         task.check_sizes({"N": 2**64, "CI": 2, "CO": 3, "L": 8, "KW": 3}, "--sizes")
