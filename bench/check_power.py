@@ -238,11 +238,11 @@ def run_task(xp, name: str, cpu: bool, trials: int, rng, checks=None) -> tuple[l
     ins = reference_inputs(xp, specs, rng.getrandbits(31))
     scalars = {s.name: s.value for s in task.spec.scalars}
     module = task.reference_module()
-    ref_all = module.reference(xp, **ins, **sizes, **scalars)
-    vendor = module.vendor(xp, **ins, **sizes, **scalars) if not cpu and hasattr(module, "vendor") else None
+    ref_all = module.reference(xp, **ins, **task.env(sizes), **scalars)
+    vendor = module.vendor(xp, **ins, **task.env(sizes), **scalars) if not cpu and hasattr(module, "vendor") else None
     lines, cost = [], ""
     for spec in task.spec.outputs:
-        tol = task.tolerance(spec.dtype)
+        tol = task.output_tolerance(spec)
         ref = xp.asarray(ref_all[spec.name])
         b = xp.ascontiguousarray(xp.asarray(vendor[spec.name]).astype(spec.dtype)) if vendor else ref.astype(spec.dtype)
         tester = DeviceTester(checks, b, tol.atol, tol.rtol) if checks else NumpyTester(xp, b, tol.atol, tol.rtol)

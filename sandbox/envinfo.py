@@ -7,8 +7,11 @@ where it is missing the clocks are absent, never guessed.
 from __future__ import annotations
 
 import platform
+import statistics
 import sys
 from importlib import metadata
+
+READINGS = ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w")
 
 
 def _version(dist: str) -> str | None:
@@ -79,7 +82,7 @@ def device_info() -> dict:
         "cuda_runtime": _fmt(cp.cuda.runtime.runtimeGetVersion()),
         **software(),
     }
-    info.update(clocks())
+    info["clocks_at_start"] = clocks()  # an idle GPU's: what timing ran at is ClockSampler's
     return info
 
 
@@ -104,13 +107,52 @@ def _driver_version() -> str | None:
         return None
 
 
+def _read(pynvml, h) -> dict:
+    return {"sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            "power_w": round(pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0, 1)}
+
+
 def clocks() -> dict:
     """Current SM and memory clocks, temperature and power (NVML); empty where NVML is unavailable."""
     try:
-        pynvml, h = _nvml_handle()
-        return {"sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-                "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
-                "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
-                "power_w": round(pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0, 1)}
+        return _read(*_nvml_handle())
     except Exception:
         return {}
+
+
+class ClockSampler:
+    """The clocks, temperature and power read through NVML after each timed launch, so that a result says what
+    its timed rounds ran at (a worker's start finds an idle GPU: 345 MHz where the rounds ran at 1980)."""
+
+    def __init__(self):
+        try:
+            self._nvml = _nvml_handle()
+        except Exception:
+            self._nvml = None
+        self.readings: dict[str, list[float]] = {k: [] for k in READINGS}
+
+    def sample(self) -> None:
+        if self._nvml is None:
+            return
+        try:
+            for key, value in _read(*self._nvml).items():
+                self.readings[key].append(value)
+        except Exception:  # NVML stopped answering: the readings taken stand
+            self._nvml = None
+
+    def summary(self) -> dict:
+        """{reading: {median, min, max, samples}} for every reading taken; empty without NVML."""
+        return {k: {"median": statistics.median(v), "min": min(v), "max": max(v), "samples": len(v)}
+                for k, v in self.readings.items() if v}
+
+
+def describe_reading(env: dict, key: str) -> str | None:
+    """A clock, temperature or power reading of a result's environment, and when it was taken."""
+    timed = (env.get("clocks_timed") or {}).get(key)
+    if timed:
+        return (f"{timed['median']:g} (median of {timed['samples']} readings during the timed rounds, "
+                f"{timed['min']:g} to {timed['max']:g})")
+    value = env.get(key)
+    return None if value is None else f"{value:g} (read when the GPU worker started, not during timing)"

@@ -155,6 +155,9 @@ def test_result_carries_the_environment_fingerprint(sandbox):
     for key in ("gpu", "sms", "arch", "driver", "cuda_runtime", "nvrtc", "cupy", "clocks_start", "clocks_end", "ceilings"):
         assert env.get(key), key
     assert env["clocks_start"].get("sm_clock_mhz", 0) > 0
+    timed = env["clocks_timed"]["sm_clock_mhz"]   # read after every timed launch: what the rounds ran at
+    assert timed["samples"] == result.timing.rounds * len(result.timing.impls)
+    assert env["sm_clock_mhz"] == timed["median"] and timed["min"] <= timed["median"] <= timed["max"]
     assert result.timing.sizes == {"n": 1 << 20}
 
 

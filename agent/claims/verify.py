@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from sandbox.envinfo import READINGS, describe_reading, software
 from sandbox.result import Interval, Result
 
 from ..protocols import Entry
@@ -140,8 +141,6 @@ def compare(stored: StoredRun, entry: Entry, result: Result, tolerance: float = 
         v.within_tolerance = measured.low <= claimed.high * (1 + tolerance) and claimed.low * (1 - tolerance) <= measured.high
         v.now_clears = measured.low > 1.0
         v.reproduces = v.within_tolerance and (v.now_clears or not v.claim_cleared)
-    from sandbox.envinfo import software
-
     v.environment, v.warnings = environment(stored, entry.result.env, {**software(), **result.env})
     return v
 
@@ -153,6 +152,8 @@ def environment(stored: StoredRun, then: dict, now: dict) -> tuple[list[dict], l
         a = then.get(key, software.get(key))
         b = now.get(key)
         same = a == b
+        if key in READINGS:  # the clocks the timed rounds ran at, and how they were read
+            a, b = describe_reading(then, key), describe_reading(now, key)
         rows.append({"key": key, "label": label, "run": a, "now": b, "same": same})
         if (key, label) not in COMPARED or same:
             continue

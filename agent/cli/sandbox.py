@@ -147,8 +147,9 @@ def print_result(result) -> None:
             console.print(f"  roofline floor {tm.roofline_ms:.4f} ms ({tm.bound}-bound at the measured ceilings)")
     env = result.env
     if env.get("gpu"):
-        clocks = env.get("clocks_start", {}), env.get("clocks_end", {})
+        from sandbox.envinfo import describe_reading
+
         console.print(f"  on {env['gpu']} (driver {env.get('driver')}, CUDA {env.get('cuda_runtime')}, NVRTC {env.get('nvrtc')}, "
-                      f"SM clock {clocks[0].get('sm_clock_mhz')}->{clocks[1].get('sm_clock_mhz')} MHz); "
+                      f"SM clock {describe_reading(env, 'sm_clock_mhz') or 'not recorded'} MHz); "
                       f"cost: compile {result.cost.compile_s:.2f} s, GPU {result.cost.gpu_s:.2f} s, wall {result.cost.wall_s:.2f} s",
                       soft_wrap=True)

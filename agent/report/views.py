@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import math
 
+from sandbox.envinfo import READINGS, describe_reading
 from sandbox.result import Interval
 from sandbox.result_html import diagnosis_text
 from sandbox.task import describe_sizes
@@ -20,7 +21,7 @@ from ..trace.reader import StoredRun
 ENVELOPE = (("gpu", "GPU"), ("compute_capability", "compute capability"), ("arch", "target arch"), ("sms", "SMs"),
             ("memory_bytes", "memory"), ("driver", "driver"), ("cuda_driver_api", "CUDA (driver API)"),
             ("cuda_runtime", "CUDA runtime"), ("nvrtc", "NVRTC"), ("cupy", "CuPy"),
-            ("sm_clock_mhz", "SM clock (MHz, at measurement)"), ("mem_clock_mhz", "memory clock (MHz)"),
+            ("sm_clock_mhz", "SM clock (MHz)"), ("mem_clock_mhz", "memory clock (MHz)"),
             ("temperature_c", "temperature (C)"), ("power_w", "power (W)"))
 NOT_RECORDED = "not recorded"
 NOTE_CHARS = 90
@@ -150,6 +151,8 @@ def envelope(stored: StoredRun, shown: Entry | None, task=None) -> list[dict]:
     rows = []
     for key, label in ENVELOPE:
         value = env.get(key, software.get(key) if key in ("nvrtc", "cupy") else None)
+        if key in READINGS:
+            value = describe_reading(env, key)
         if key == "memory_bytes" and value:
             value = f"{value / 2**30:.0f} GiB"
         rows.append({"key": key, "label": label, "value": NOT_RECORDED if value in (None, "") else str(value)})

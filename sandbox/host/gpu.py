@@ -275,7 +275,9 @@ class GPUSandbox(CompileOnlySandbox):
                    l2_flush_bytes=reply["flush_bytes"], rotating_sets=reply["sets"],
                    impls=impls_rec, speedup=speedups, faster_than=faster, roofline_ms=floor_ms, bound=bound,
                    primary=task.baselines[0], unavailable=reply.get("unavailable", {}),
-                   _env={"clocks_start": reply["clocks_start"], "clocks_end": reply["clocks_end"], "ceilings": ceil})
+                   _env={"clocks_start": reply["clocks_start"], "clocks_end": reply["clocks_end"],
+                         "clocks_timed": reply["clocks_timed"], "ceilings": ceil,
+                         **{k: v["median"] for k, v in reply["clocks_timed"].items()}})
         cand = impls_rec["candidate"]
         if floor_ms and cand["median_ms"] < floor_ms / cfg.roofline_reject_factor:
             return (Status.rejected, rec, checks,

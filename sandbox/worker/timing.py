@@ -15,6 +15,8 @@
   output for the same inputs (``sandbox.agreement``); the first that disagrees ends the stage, ``wrong``.
   The candidate and the baseline write separate buffers; the baseline's is masked as soon as it is
   written, its scratch and the vendor's outputs wiped, so nothing the candidate can read holds an answer.
+- After each timed launch, NVML's SM and memory clocks, temperature and power are read: the result's
+  environment says what the rounds ran at (median, min, max), not what an idle GPU showed at the start.
 - ``full_checks`` launches of the candidate, drawn uniformly from all of them after each launch
   (reservoir sampling), are saved for a full comparison with the float64 reference.
 - The baseline is the request's ``primary`` implementation: the task's starting kernel, or for a task
@@ -34,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..envinfo import clocks
+from ..envinfo import ClockSampler, clocks
 from ..stats import settled
 from ..task_reference import load_reference
 from .checks import Violation, violations
@@ -104,7 +106,7 @@ class TimingStage:
 
     def run(self) -> dict:
         req = self.req
-        clocks_start = clocks()
+        clocks_start, sampler = clocks(), ClockSampler()
         t_begin = time.perf_counter()
         inputs = self._generate(req["seed"], 0, 0)
         self._first_calls(inputs)
@@ -120,6 +122,7 @@ class TimingStage:
             self.rng.shuffle(order)
             for name in order:
                 ms, wall = self._launch(name, inputs, f"timed round {r}")
+                sampler.sample()
                 samples[name].append(ms)
                 walls[name].append(wall)
             if self.pending:
@@ -133,7 +136,7 @@ class TimingStage:
         return {"ok": True, "status": "ran", "rounds": r, "round_cap": cap, "sets": self.n_sets,
                 "flush_bytes": self.flush_bytes, "samples": samples, "walls": walls, "full": full,
                 "launches": self.launches["candidate"], "clocks_start": clocks_start, "clocks_end": clocks(),
-                "gpu_s": time.perf_counter() - t_begin, "unavailable": self.unavailable}
+                "clocks_timed": sampler.summary(), "gpu_s": time.perf_counter() - t_begin, "unavailable": self.unavailable}
 
     def _first_calls(self, inputs: Inputs) -> None:
         """One untimed call of every PyTorch implementation (torch.compile compiles here); one that fails is
