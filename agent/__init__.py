@@ -5,12 +5,8 @@ Importing this package imports neither CuPy nor the openai SDK; they load when f
 
 
 def __getattr__(name: str):
-    if name in ("optimize", "Run"):
+    if name in ("optimize", "Run", "load_run"):
         from . import api
 
         return getattr(api, name)
-    if name == "load_run":
-        from .trace.reader import load_run
-
-        return load_run
     raise AttributeError(f"module 'agent' has no attribute {name!r}")

@@ -16,12 +16,16 @@ from typing import Any, Callable
 
 from . import config as config_mod
 from .loop import session as session_mod
+from .loop.stops import Stop, StopReason
 from .protocols import Entry, Proposer
+from .report.summary import entry_row
+from .trace.reader import UNFINISHED_NOTE, read
+from .trace.records import Summary, TaskRef
 
 
 @dataclass
 class Run:
-    """A finished (or stopped) run: its trace folder, lineage and summary."""
+    """A finished (or stopped) run: its trace folder, lineage and summary (``summary.json`` as JSON data)."""
 
     id: str
     path: Path
@@ -30,7 +34,14 @@ class Run:
 
     @property
     def stop_reason(self) -> str | None:
+        """Why the run's last phase stopped, in words."""
         return self.summary.get("stop_reason")
+
+    @property
+    def stop(self) -> Stop | None:
+        """Why the run's last phase stopped, as a value."""
+        stops = list((self.summary.get("stops") or {}).values())
+        return Stop(StopReason(stops[-1]["reason"]), stops[-1]["message"]) if stops else None
 
     @property
     def simulated(self) -> bool:
@@ -142,7 +153,21 @@ def run_with(task, base: dict, overrides: dict, *, traces, run_id=None, resume=N
                                     replay=str(replay) if replay else None, on_progress=on_progress)
         pending = []
     summary = session_mod.drive(session, pending)
-    return Run(summary["run_id"], session.trace.path, summary, session_mod.entries(session))
+    return Run(summary.run_id, session.trace.path, summary.to_json(), session_mod.entries(session))
+
+
+def load_run(ref: str | Path, traces: str | Path = "traces") -> Run:
+    """Open a stored run (a run folder, or a run id under ``traces``) as a ``Run``: no GPU, no model, nothing
+    re-run. A run that did not finish gets a summary made from its events, which says so."""
+    stored = read(ref, traces)
+    summary = stored.summary
+    if summary is None:
+        best, base = stored.best, stored.baseline
+        summary = Summary(run_id=stored.id, task=TaskRef(name=stored.task_name), sandbox=stored.info.sandbox.kind,
+                          simulated=stored.simulated, best=entry_row(best) if best else None,
+                          baseline=entry_row(base) if base else None, candidates=len(stored.entries),
+                          notes=[UNFINISHED_NOTE])
+    return Run(stored.id, stored.path, summary.to_json(), stored.entries)
 
 
 def resolve_run(ref: str | Path, traces: str | Path = "traces") -> Path:

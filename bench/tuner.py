@@ -43,9 +43,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from agent.tune.search import INF, Search, minimize  # noqa: E402
 from agent.tune.proposer import default_max_points, default_patience  # noqa: E402
-from agent.tune.space import TuningSpace, code_key, flag_groups  # noqa: E402
+from agent.tune.space import TuningSpace, flag_groups  # noqa: E402
 from sandbox import CompileOnlySandbox, SandboxConfig, Status, load_candidate, load_task  # noqa: E402
 from sandbox.compiler import atomic_write, nvrtc_version  # noqa: E402
+from sandbox.plan import identity  # noqa: E402
 
 import kernel_tuner_sim as kts  # noqa: E402  (bench/, beside this file; Kernel Tuner itself is imported on use)
 
@@ -177,7 +178,7 @@ def compile_case(run: CaseRun, arch: str, workers: int, save) -> None:
                 sandboxes.append(local.sb)
         cand = run.tspace.candidate_at(point)
         result = local.sb.compile(run.task, cand)
-        key = code_key(run.task, cand, result) if result.status is Status.compiled else None
+        key = identity(run.task, cand, result.compile) if result.status is Status.compiled else None
         status = result.status.value if result.status is not Status.compiled else ("compiled" if key else "launch_error")
         return point, key, status
 

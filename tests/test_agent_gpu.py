@@ -12,10 +12,16 @@ from pathlib import Path
 import pytest
 
 import agent
-from agent.trace.writer import read_events
+from agent.trace.events import read_events
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from scripted_server import Script  # noqa: E402
+
+
+def event_records(path):
+    """The run's events (read through agent.trace.events) as the JSON objects of its events.jsonl."""
+    return [e.model_dump(mode="json", by_alias=True) for e in read_events(path)]
+
 
 ANSWERS = Path(__file__).parent / "fixtures" / "agent" / "softmax"
 
@@ -43,7 +49,7 @@ def test_scripted_rewrites_make_softmax_faster_and_the_trace_is_complete(httpser
     baseline = run.baseline
     assert baseline.diagnosis and baseline.diagnosis in script.user_messages[0]
 
-    events = read_events(run.path)
+    events = event_records(run.path)
     proposed = {e["candidate_id"] for e in events if e["kind"] == "proposal" and e["candidate_id"]}
     evaluated = {e["candidate_id"] for e in events if e["kind"] == "evaluation"}
     assert proposed == evaluated == set(statuses)

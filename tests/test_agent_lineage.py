@@ -7,10 +7,11 @@ import dataclasses
 import pytest
 
 from agent.config import SelectionConfig
-from agent.loop.lineage import MemoryLineage, fingerprint
+from agent.loop.lineage import MemoryLineage
 from agent.protocols import Entry, Lineage
 from sandbox.candidate import load_candidate
 from sandbox import CompileOnlySandbox
+from sandbox.plan import identity
 from sandbox.result import Interval, Result, Status, Timing
 from sandbox.task import load_task
 
@@ -82,7 +83,7 @@ def test_duplicates_are_the_same_binary_with_the_same_launch_geometry(task, tmp_
     base = load_candidate(task.baseline_path)
     with CompileOnlySandbox() as sb:
         def fp(c):
-            return fingerprint(task, c, sb.compile(task, c).compile)
+            return identity(task, c, sb.compile(task, c).compile)
 
         same = fp(base)
         reworded = base.source.replace("straightforward", "STRAIGHTFORWARD")

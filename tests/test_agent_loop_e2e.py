@@ -10,11 +10,17 @@ from pathlib import Path
 import pytest
 
 import agent
-from agent.trace.writer import read_events
+from agent.trace.events import read_events
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402
 from scripted_server import Script  # noqa: E402
+
+
+def event_records(path):
+    """The run's events (read through agent.trace.events) as the JSON objects of its events.jsonl."""
+    return [e.model_dump(mode="json", by_alias=True) for e in read_events(path)]
+
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -45,7 +51,7 @@ def _run(url, tmp_path, iterations, **kw):
 
 
 def _events(run, kind=None):
-    events = read_events(run.path)
+    events = event_records(run.path)
     return [e for e in events if kind is None or e["kind"] == kind]
 
 

@@ -13,11 +13,17 @@ from pathlib import Path
 import pytest
 
 import agent
-from agent.trace.writer import read_events
+from agent.trace.events import read_events
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402
 from scripted_server import Script  # noqa: E402
+
+
+def event_records(path):
+    """The run's events (read through agent.trace.events) as the JSON objects of its events.jsonl."""
+    return [e.model_dump(mode="json", by_alias=True) for e in read_events(path)]
+
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-resume-SECRET-31415926"
@@ -75,7 +81,7 @@ def test_a_run_killed_with_sigkill_resumes_and_keeps_every_event(httpserver, tmp
     kept = before[: before.rfind(b"\n") + 1]
     assert after.startswith(kept)
 
-    events = read_events(run.path)
+    events = event_records(run.path)
     assert [e["seq"] for e in events] == list(range(len(events)))
     proposals = [e for e in events if e["kind"] == "proposal" and e["phase"] == "model"]
     assert len(proposals) == 6 and run.stop_reason == "iterations: 6 reached"
@@ -121,10 +127,10 @@ def test_ctrl_c_ends_the_run_with_a_summary_and_exit_code_130_and_it_resumes(htt
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
-    events = read_events(traces / "stopped")
+    events = event_records(traces / "stopped")
     assert events[-1]["kind"] == "end" and events[-1]["summary"]["stop_reason"] == "interrupted"
     assert "stopped: model: interrupted" in out
 
     run = agent.optimize(resume="stopped", traces=traces)
     assert run.stop_reason == "iterations: 5 reached"
-    assert sum(e["kind"] == "proposal" and e["phase"] == "model" for e in read_events(run.path)) == 5
+    assert sum(e["kind"] == "proposal" and e["phase"] == "model" for e in event_records(run.path)) == 5

@@ -12,7 +12,7 @@ import pytest
 
 import agent
 from agent.claims.sanitize import DISABLED
-from agent.trace.writer import read_events
+from agent.trace.events import SanitizeEvent, read_events
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402
@@ -42,7 +42,7 @@ def _run(url, tmp_path, answers: int, **kw):
 
 
 def _sanitize_events(run):
-    return [e for e in read_events(run.path) if e["kind"] == "sanitize"]
+    return [e.model_dump(mode="json") for e in read_events(run.path) if isinstance(e, SanitizeEvent)]
 
 
 def test_a_racy_winner_is_rejected_and_the_next_best_is_declared(serve, tmp_path):

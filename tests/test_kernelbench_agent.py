@@ -17,6 +17,7 @@ import agent  # noqa: E402
 from agent.claims.best import BestStore  # noqa: E402
 from agent.config import ConfigError  # noqa: E402
 from agent.loop import session as session_mod  # noqa: E402
+from agent.trace.records import HeldoutRow  # noqa: E402
 from sandbox import FakeSandbox  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.task import load_task  # noqa: E402
@@ -101,9 +102,9 @@ def test_a_winner_wrong_at_a_heldout_size_is_not_offered(tmp_path, monkeypatch):
     best = SimpleNamespace(origin="llm", candidate=None, result=None, id="c0003")
     s = SimpleNamespace(sandbox=SimpleNamespace(kind="gpu"), loop=SimpleNamespace(lineage=SimpleNamespace(best=lambda: best)),
                         task=load_task("vector_add"), notes=[], trace=SimpleNamespace(path=tmp_path / "r"))
-    session_mod._offer_best(s, [{"status": "ok"}, {"status": "wrong"}])
+    session_mod._offer_best(s, [HeldoutRow(sizes={}, status="ok"), HeldoutRow(sizes={}, status="wrong")])
     assert offered == [] and "did not pass every held-out size" in s.notes[0]
     session_mod._offer_best(s, None)
     assert offered == []
-    session_mod._offer_best(s, [{"status": "ok"}] * len(s.task.spec.sizes.heldout))
+    session_mod._offer_best(s, [HeldoutRow(sizes={}, status="ok")] * len(s.task.spec.sizes.heldout))
     assert len(offered) == 1

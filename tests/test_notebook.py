@@ -33,7 +33,7 @@ def test_load_run_opens_a_stored_run_with_its_lineage_as_records(run_dir):
 
 @pytest.mark.timeout(60)
 def test_load_run_by_id_under_a_traces_folder(simulated_run):
-    from agent.trace.reader import load_run
+    from agent.api import load_run
 
     run = load_run(simulated_run.name, traces=simulated_run.parent)
     assert run.path == simulated_run and run.best.id == run.summary["best"]["id"]

@@ -9,9 +9,10 @@ import pytest
 from sandbox.cubin import code_hash
 from agent.protocols import Entry, Proposer, ProposalRequest
 from agent.tune.proposer import TunerProposer, objective, tune
-from agent.tune.space import FAST_MATH, TuningSpace, code_key, flag_groups
+from agent.tune.space import FAST_MATH, TuningSpace, flag_groups
 from sandbox.candidate import load_candidate, parse_candidate
 from sandbox.compiler import compile_source
+from sandbox.plan import identity
 from sandbox import CompileOnlySandbox
 from sandbox import FakeSandbox
 from sandbox.result import Status
@@ -105,8 +106,8 @@ def test_tuner_never_proposes_the_same_build_twice(compile_only):
     start = _start(task, result=compile_only.compile(task, load_candidate(task.baseline_path)))
     entries = _drive(tuner, compile_only, task, start)
     assert 1 <= len(entries) <= 6
-    keys = [code_key(task, e.candidate, e.result) for e in entries]
-    start_key = code_key(task, start.candidate, start.result)
+    keys = [identity(task, e.candidate, e.result.compile) for e in entries]
+    start_key = identity(task, start.candidate, start.result.compile)
     assert None not in keys and len(set(keys)) == len(keys) and start_key not in keys
     summary = tuner.summaries()[0]
     assert summary["duplicates"] > 0 and summary["finished"]

@@ -12,35 +12,11 @@ its interval lies entirely below 1.0 (or entirely below the start's interval).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 from sandbox.candidate import Candidate, load_candidate
-from sandbox.result import Interval, Result, Status
+from sandbox.result import Result, Status
 from sandbox.task import Task, describe_sizes
 
-
-@dataclass
-class HeldoutRow:
-    sizes: dict[str, int]
-    status: str
-    error: str = ""
-    speedup: Interval | None = None            # winner vs the task's baseline
-    start_speedup: Interval | None = None      # baseline_candidate vs the task's baseline (when distinct)
-    vendor_speedup: Interval | None = None     # winner vs the vendor library (torch.compile for a PyTorch task)
-    against: str = "baseline"                  # what speedup is over: "baseline", or "eager" for a PyTorch task
-    winner_ms: float | None = None
-    baseline_ms: float | None = None
-    flagged: bool = False
-    reason: str = ""
-
-    @property
-    def measured(self) -> bool:
-        return self.speedup is not None
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out["measured"] = self.measured
-        return out
+from ..trace.records import HeldoutRow
 
 
 def heldout_table(sandbox, task: Task, baseline_candidate: Candidate | None, best_candidate: Candidate) -> list[HeldoutRow]:
@@ -84,16 +60,16 @@ def any_flagged(rows: list[HeldoutRow]) -> bool:
     return any(r.flagged for r in rows)
 
 
-def regression_note(rows: list[dict] | None) -> str:
-    """The held-out sizes where the winner is wrong or slower, for the headline next to its speedup (rows as
-    ``HeldoutRow.to_dict`` stores them in a run's summary); empty when there are none."""
-    flagged = [r for r in rows or [] if r.get("flagged")]
+def regression_note(rows: list[HeldoutRow] | None) -> str:
+    """The held-out sizes where the winner is wrong or slower, for the headline next to its speedup; empty when
+    there are none."""
+    flagged = [r for r in rows or [] if r.flagged]
     if not flagged:
         return ""
     parts = []
     for r in flagged:
-        where, s = describe_sizes(r.get("sizes") or {}), r.get("speedup")
-        parts.append(f"{s['value']:.3f}x at {where}" if s else f"{r.get('status', '?')} at {where}")
+        where = describe_sizes(r.sizes)
+        parts.append(f"{r.speedup.value:.3f}x at {where}" if r.speedup else f"{r.status} at {where}")
     return f"REGRESSES at {len(flagged)} of {len(rows)} held-out sizes: " + "; ".join(parts)
 
 

@@ -12,6 +12,8 @@ no GPU, the tool failed or timed out) leaves the winner standing, and the summar
 
 from __future__ import annotations
 
+from ..trace.events import SanitizeEvent
+
 DISABLED = "not sanitized (disabled: --no-sanitize or [sanitize] enabled = false)"
 
 
@@ -29,7 +31,7 @@ def sanitize_winner(sandbox, task, lineage, trace, config) -> dict | None:
                                   timeout_s=config.timeout_s)
         best.result.record_sanitize(report)
         trace.save_candidate(best.id, best.candidate.render(), best.result.to_json())
-        trace.event("sanitize", candidate_id=best.id, report=report.model_dump(mode="json"))
+        trace.event(SanitizeEvent(candidate_id=best.id, report=report))
         sanitized += 1
         best = lineage.best()
     return section(lineage, config)

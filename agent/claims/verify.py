@@ -82,8 +82,7 @@ def winner(stored: StoredRun) -> Entry:
                               "so there is no claim to reproduce")
     best = stored.best
     if best is None or best.result.speedup("baseline") is None:
-        kind = (stored.info.get("sandbox") or {}).get("kind")
-        why = "a compile-only run times nothing" if kind == "compile-only" else "no candidate beat the baseline"
+        why = "a compile-only run times nothing" if stored.info.sandbox.kind == "compile-only" else "no candidate beat the baseline"
         raise NothingToVerify(f"run {stored.id} has no timed winner to verify ({why})")
     return best
 
@@ -95,11 +94,11 @@ def prepare(stored: StoredRun):
     from ..report.views import load_task
 
     best = winner(stored)
-    recorded = stored.info.get("task") or {}
+    recorded = stored.info.task
     task = load_task(stored)
     if task is None:
-        raise NothingToVerify(f"task {recorded.get('name')!r} (fingerprint {recorded.get('fingerprint')}) was not found "
-                              f"unchanged: not at {recorded.get('folder')} and not in the suite; the claim was made on "
+        raise NothingToVerify(f"task {recorded.name!r} (fingerprint {recorded.fingerprint}) was not found "
+                              f"unchanged: not at {recorded.folder} and not in the suite; the claim was made on "
                               "that exact task")
     path = stored.path / "candidates" / best.id / "candidate.cu"
     try:
@@ -119,7 +118,7 @@ def sandbox_config(stored: StoredRun, budget_s: float | None = None):
 
     from sandbox import SandboxConfig
 
-    recorded = (stored.info.get("config") or {}).get("sandbox_options") or {}
+    recorded = stored.info.config.get("sandbox_options") or {}
     try:
         cfg = SandboxConfig.model_validate(recorded)
     except ValidationError:
@@ -146,7 +145,7 @@ def compare(stored: StoredRun, entry: Entry, result: Result, tolerance: float = 
 
 
 def environment(stored: StoredRun, then: dict, now: dict) -> tuple[list[dict], list[str]]:
-    software = stored.info.get("environment") or {}
+    software = stored.info.environment
     rows, warnings = [], []
     for key, label in COMPARED + SHOWN:
         a = then.get(key, software.get(key))

@@ -16,14 +16,14 @@ from rich.text import Text
 
 from sandbox import SANDBOX_KINDS
 
+from ..loop.stops import StopReason
+from ..trace.records import HeldoutRow, Summary
 from .app import BadInput, app, console, err_console, error_line, input_errors, load_task, styled
 from .exits import ExitCode, epilog
 from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, BudgetWallS, ConfigFile, Iterations,
-                      MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, SandboxKind, Temperature,
-                      Traces, json_flag)
+                      MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, SandboxKind,
+                      Temperature, Traces, json_flag)
 from .tables import Col, fit
-
-FAILED_STOPS = ("model endpoint", "sandbox", "baseline")
 
 @dataclass
 class RunOptions:
@@ -163,7 +163,8 @@ def print_summary(run) -> None:
     listed = run.rows()
     against = next((r["against"] for r in listed if r.get("against")), "baseline")  # "eager" for a PyTorch task
     for r in listed[:20]:
-        ms = f"{r['median_ms']:.4g} [{r['ci_ms'][0]:.4g}, {r['ci_ms'][1]:.4g}]" if r["median_ms"] is not None else "-"
+        ci = r["ci_ms"]
+        ms = f"{ci['value']:.4g} [{ci['low']:.4g}, {ci['high']:.4g}]" if ci else "-"
         pct = f"{r['pct_of_roofline']:.1f}" if r["pct_of_roofline"] is not None else "-"
         status = Text(r["status"], style="green" if r["status"] in ("ok", "compiled") else "red")
         rows.append([r["id"], status, _speed(r["speedup"]), ms, _speed(r["vendor_speedup"]), pct,
@@ -178,8 +179,8 @@ def print_summary(run) -> None:
     if best and best.get("speedup"):
         s = best["speedup"]
         what = "PyTorch eager" if against == "eager" else "the baseline"
-        verdict = f"faster than {what} (interval clears 1.0)" if s["faster"] else f"not clearly faster than {what}"
-        regress = regression_note(summary.get("heldout"))
+        verdict = f"faster than {what} (interval clears 1.0)" if best["faster"] else f"not clearly faster than {what}"
+        regress = regression_note([HeldoutRow.model_validate(r) for r in summary.get("heldout") or []])
         console.print(styled(f"best: {best['id']} ({best['origin']}) {_speed(s)}: {verdict}",
                              (f"; {regress}", "bold red") if regress else "", sim), soft_wrap=True)
     elif summary.get("sandbox") != "compile-only":
@@ -194,15 +195,15 @@ def print_summary(run) -> None:
             console.print(summary[key] + (sim if key != "tuning_text" else ""), soft_wrap=True)
     if summary.get("sanitize_text"):
         console.print(summary["sanitize_text"], soft_wrap=True)
-    stops = "; ".join(f"{phase}: {reason}" for phase, reason in (summary.get("stops") or {}).items())
+    stops = "; ".join(f"{phase}: {stop['message']}" for phase, stop in (summary.get("stops") or {}).items())
     console.print(f"stopped: {stops or '-'}; trace: {run.path}", soft_wrap=True)
 
 
 def _exit_code(run) -> int:
-    reason = run.stop_reason or ""
-    if reason == "interrupted":
+    stop = run.stop
+    if stop is not None and stop.reason is StopReason.INTERRUPTED:
         return ExitCode.INTERRUPTED
-    return ExitCode.FAILED if reason.startswith(FAILED_STOPS) else ExitCode.OK
+    return ExitCode.FAILED if stop is not None and stop.reason.failed else ExitCode.OK
 
 
 SummaryJson = json_flag("Print the summary as JSON instead of tables.")
@@ -313,7 +314,7 @@ def _batch_runs(b, quiet: bool, as_json: bool) -> list[dict]:
         except BadInput as exc:
             b.record_error(name, str(exc))
             continue
-        b.record(name, run.summary)
-        if run.stop_reason == "interrupted":
+        b.record(name, Summary.model_validate(run.summary))
+        if run.stop is not None and run.stop.reason is StopReason.INTERRUPTED:
             break
     return b.write_summary()

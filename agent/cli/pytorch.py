@@ -125,8 +125,8 @@ def export_cmd(run: RunArg,
         return
     task = load_task(stored)
     if task is None:
-        recorded = stored.info.get("task") or {}
-        raise BadInput(f"task {recorded.get('name')!r} (fingerprint {recorded.get('fingerprint')}) was not found unchanged")
+        recorded = stored.info.task
+        raise BadInput(f"task {recorded.name!r} (fingerprint {recorded.fingerprint}) was not found unchanged")
     if out.suffix != ".py":
         raise BadInput(f"-o {out}: a Python module's file name ends in .py")
     text = render(task, cand, f"run {stored.id}, candidate {entry.id}", _claim(entry, stored.simulated), module_name(out))

@@ -16,8 +16,10 @@ from sandbox.task import load_task
 
 from ..config import ConfigError, api_key, build, run_name
 from ..redact import redact_url
+from ..trace.events import EndEvent, read_events
 from ..trace.lock import FolderLock
-from ..trace.writer import read_events
+from ..trace.records import Summary
+from .stops import StopReason
 
 BATCH_SCHEMA = "kernelwright-batch-1"
 
@@ -86,16 +88,15 @@ class Batch:
         if not self.started(task):
             return False
         events = read_events(self.run_dir(task))
-        return bool(events) and events[-1]["kind"] == "end" and events[-1]["summary"].get("stop_reason") != "interrupted"
+        return bool(events) and isinstance(events[-1], EndEvent) and not _interrupted(events[-1].summary)
 
-    def record(self, task: str, summary: dict) -> None:
-        best = summary.get("best") or {}
-        t = summary["totals"]
+    def record(self, task: str, summary: Summary) -> None:
+        best, t = summary.best, summary.totals
         self.info["results"][task] = {
-            "task": task, "state": "stopped" if summary.get("stop_reason") == "interrupted" else "done",
-            "run": str(self.run_dir(task)), "best": best.get("id"), "speedup": best.get("speedup"),
-            "candidates": summary["candidates"], "tokens": t["tokens"], "usd": t["usd"], "gpu_s": t["gpu_s"],
-            "simulated": summary.get("simulated", False), "stop": summary.get("stop_reason")}
+            "task": task, "state": "stopped" if _interrupted(summary) else "done", "run": str(self.run_dir(task)),
+            "best": best.id if best else None, "speedup": best.speedup.model_dump() if best and best.speedup else None,
+            "candidates": summary.candidates, "tokens": t.tokens, "usd": t.usd, "gpu_s": t.gpu_s,
+            "simulated": summary.simulated, "stop": summary.stop_reason}
         self._save()
 
     def record_error(self, task: str, error: str) -> None:
@@ -107,7 +108,7 @@ class Batch:
         for task in self.tasks:
             row = self.info["results"].get(task)
             if row is None and self.done(task):
-                self.record(task, read_events(self.run_dir(task))[-1]["summary"])
+                self.record(task, read_events(self.run_dir(task))[-1].summary)
                 row = self.info["results"][task]
             rows.append(row or {"task": task, "state": "not run"})
         atomic_write(self.path / "summary.json", json.dumps({"schema": BATCH_SCHEMA, "tasks": rows}, indent=2) + "\n")
@@ -120,3 +121,8 @@ class Batch:
         if model.get("base_url"):
             public["overrides"] = {**public["overrides"], "model": {**model, "base_url": redact_url(model["base_url"])}}
         atomic_write(self.path / "batch.json", json.dumps(public, indent=2, default=str) + "\n")
+
+
+def _interrupted(summary: Summary) -> bool:
+    stop = summary.last_stop
+    return stop is not None and stop.reason is StopReason.INTERRUPTED

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ..config import BudgetConfig
 from ..protocols import Usage
+from .stops import Stop, StopReason
 
 
 @dataclass
@@ -36,24 +37,21 @@ class Budget:
     def __init__(self, config: BudgetConfig):
         self.config = config
 
-    def exhausted(self, totals: Totals, phase: str) -> str | None:
+    def exhausted(self, totals: Totals, phase: str) -> Stop | None:
         """Why the run must stop now, or None. ``phase`` is ``model``, ``search`` or ``tune``: the iteration
         limit applies to the model phase; the tuner's own evaluation limit governs the other two."""
         c = self.config
         if phase == "model" and c.iterations is not None and totals.iterations + totals.in_flight >= c.iterations:
-            return f"iterations: {c.iterations} reached"
+            return StopReason.ITERATIONS.because(f"iterations: {c.iterations} reached")
         if c.tokens is not None and totals.tokens >= c.tokens:
-            return f"tokens: {totals.tokens} of {c.tokens} used"
+            return StopReason.TOKENS.because(f"tokens: {totals.tokens} of {c.tokens} used")
         if c.usd is not None and totals.usage.cost_usd >= c.usd:
-            return f"money: ${totals.usage.cost_usd:.4f} of ${c.usd:.4f} spent"
+            return StopReason.MONEY.because(f"money: ${totals.usage.cost_usd:.4f} of ${c.usd:.4f} spent")
         if c.gpu_seconds is not None and totals.gpu_s >= c.gpu_seconds:
-            return f"GPU time: {totals.gpu_s:.2f} of {c.gpu_seconds:.2f} GPU-seconds used"
+            return StopReason.GPU_TIME.because(f"GPU time: {totals.gpu_s:.2f} of {c.gpu_seconds:.2f} GPU-seconds used")
         if c.wall_seconds is not None and totals.wall_s >= c.wall_seconds:
-            return f"wall time: {totals.wall_s:.0f} of {c.wall_seconds:.0f} s used"
+            return StopReason.WALL_TIME.because(f"wall time: {totals.wall_s:.0f} of {c.wall_seconds:.0f} s used")
         if phase == "model" and c.plateau is not None and totals.since_improvement >= c.plateau:
-            return f"plateau: {totals.since_improvement} timed candidates without a {c.plateau_min_gain:.0%} gain"
+            return StopReason.PLATEAU.because(f"plateau: {totals.since_improvement} timed candidates without a "
+                                              f"{c.plateau_min_gain:.0%} gain")
         return None
-
-    def blocks_evaluation(self, reason: str | None) -> bool:
-        """Limits that also stop evaluating proposals already received (their tokens are spent either way)."""
-        return bool(reason) and reason.startswith(("GPU time", "wall time"))

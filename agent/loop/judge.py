@@ -9,10 +9,11 @@ from __future__ import annotations
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from sandbox.candidate import Candidate, CandidateError
+from sandbox.plan import identity
 from sandbox.result import Result, Status
 from sandbox.task import Task, TaskError
 
-from .lineage import MemoryLineage, fingerprint, score, score_of
+from .lineage import MemoryLineage, score, score_of
 
 PROMISING = 0.95   # profile a correct candidate within this fraction of the best speedup
 
@@ -22,20 +23,20 @@ class SandboxFailure(RuntimeError):
 
 
 def judge(sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate) -> tuple[Result, str | None, str | None]:
-    """(result, fingerprint, duplicate_of): compile first, skip a known build, then run."""
+    """(result, identity, duplicate_of): compile first, skip a known build, then run."""
     try:
         compiled = sandbox.compile(task, candidate)
     except CandidateError as exc:
         return invalid(task, candidate, str(exc)), None, None
     if compiled.status is not Status.compiled:
         return compiled, None, None
-    fp = fingerprint(task, candidate, compiled.compile)
-    duplicate = lineage.duplicate_of(fp)
+    key = identity(task, candidate, compiled.compile)
+    duplicate = lineage.duplicate_of(key)
     if duplicate or sandbox.kind == "compile-only":
-        return compiled, fp, duplicate
+        return compiled, key, duplicate
     retrying = Retrying(stop=stop_after_attempt(2), retry=retry_if_exception_type(RuntimeError), reraise=True)
     try:
-        return retrying(sandbox.evaluate, task, candidate), fp, None
+        return retrying(sandbox.evaluate, task, candidate), key, None
     except (RuntimeError, TaskError) as exc:
         raise SandboxFailure(str(exc).splitlines()[0]) from exc
 

@@ -12,19 +12,16 @@ Selection (``select``), in order:
 3. exploit: the best measured candidate; without measurements, the latest candidate that compiled
    (serial refinement), else the baseline.
 
-Duplicates: ``fingerprint`` identifies what would run on the GPU: the cubin's hash plus the launch plan
-resolved at every check size and the benchmark size (two knob values can give one cubin and two
-launch geometries). A candidate whose fingerprint was seen is skipped before it costs GPU time.
+Duplicates: a candidate's identity (``sandbox.plan.identity``) is what would run on the GPU: the cubin's
+hash plus the launch plan resolved at every check size and the benchmark size (two knob values can give one
+cubin and two launch geometries). A candidate whose identity was seen is skipped before it costs GPU time.
 """
 
 from __future__ import annotations
 
 import random
 
-from sandbox.candidate import Candidate
-from sandbox.plan import identity
-from sandbox.result import CompileInfo, Result, Status
-from sandbox.task import Task
+from sandbox.result import Result, Status
 
 from ..config import SelectionConfig
 from ..protocols import Entry
@@ -42,10 +39,6 @@ def score_of(result: Result) -> float | None:
     return s.value if s else None
 
 
-def fingerprint(task: Task, candidate: Candidate, info: CompileInfo) -> str | None:
-    return identity(task, candidate, info)
-
-
 class MemoryLineage:
     """The lineage of one run, in memory (the trace is its durable copy)."""
 
@@ -58,10 +51,10 @@ class MemoryLineage:
 
     # ---- the Lineage protocol ----------------------------------------------------------------
 
-    def add(self, entry: Entry, fingerprint: str | None = None) -> None:
+    def add(self, entry: Entry, identity: str | None = None) -> None:
         self._entries[entry.id] = entry
-        if fingerprint:
-            self._seen.setdefault(fingerprint, entry.id)
+        if identity:
+            self._seen.setdefault(identity, entry.id)
 
     def get(self, entry_id: str) -> Entry:
         return self._entries[entry_id]
@@ -87,8 +80,8 @@ class MemoryLineage:
         scored = [(score(e), i, e) for i, e in enumerate(self._entries.values())]
         return [e for s, i, e in sorted((t for t in scored if t[0] is not None), key=lambda t: (-t[0], t[1]))]
 
-    def duplicate_of(self, fp: str | None) -> str | None:
-        return self._seen.get(fp) if fp else None
+    def duplicate_of(self, identity: str | None) -> str | None:
+        return self._seen.get(identity) if identity else None
 
     def baseline(self) -> Entry | None:
         return next((e for e in self._entries.values() if e.origin == "baseline"), None)

@@ -21,9 +21,11 @@ from .judge import SandboxFailure, diagnose, judge
 from .lineage import MemoryLineage, score
 from ..proposers.llm import ModelEndpointError
 from ..protocols import Entry, Proposal, ProposalRequest, Proposer
-from ..trace.writer import Trace, candidate_record
-
-NOTHING_LEFT = "the proposer has nothing more to propose"
+from ..trace.events import (BestEvent, ErrorEvent, EvaluationEvent, ModelCallEvent, PhaseEvent, ProposalEvent,
+                            RequestEvent, SkipEvent, StopEvent)
+from ..trace.records import CandidateRecord
+from ..trace.writer import Trace
+from .stops import INTERRUPTED, NOTHING_LEFT, Stop, StopReason
 
 
 class Loop:
@@ -40,10 +42,10 @@ class Loop:
 
     # ---- the loop --------------------------------------------------------------------------------
 
-    def run(self, proposer: Proposer, phase: str, parallel: int = 1, target: Entry | None = None) -> str:
-        """Ask ``proposer`` for candidates until a limit or the proposer stops; returns the reason."""
+    def run(self, proposer: Proposer, phase: str, parallel: int = 1, target: Entry | None = None) -> Stop:
+        """Ask ``proposer`` for candidates until a limit or the proposer stops; returns why it stopped."""
         self.phase = phase
-        self.trace.event("phase", name=phase, proposer=proposer.name, target=target.id if target else None)
+        self.trace.event(PhaseEvent(name=phase, proposer=proposer.name, target=target.id if target else None))
         inbox: queue.Queue = queue.Queue()
         stop = None
         try:
@@ -56,24 +58,24 @@ class Loop:
                     break
                 request, outcome = self.receive(inbox, phase)
                 if isinstance(outcome, ModelEndpointError):
-                    stop = stop or f"model endpoint: {outcome}"
+                    stop = stop or StopReason.MODEL_ENDPOINT.because(f"model endpoint: {outcome}")
                 elif isinstance(outcome, BaseException):
-                    self.trace.event("error", request=request.extra["request_id"], error=repr(outcome))
+                    self.trace.event(ErrorEvent(request=request.extra["request_id"], error=repr(outcome)))
                     raise outcome
                 elif not outcome:
                     stop = stop or NOTHING_LEFT
                 for proposal in outcome if isinstance(outcome, list) else []:
                     entry_id = self.record_proposal(request, proposal, phase)
-                    if entry_id is not None and not (stop or "").startswith("sandbox"):
+                    if entry_id is not None and not (stop and stop.reason is StopReason.SANDBOX):
                         stop = self.evaluate(entry_id, proposal.candidate, proposal, request.iteration, phase, proposer) or stop
         except KeyboardInterrupt:
-            stop = "interrupted"
+            stop = INTERRUPTED
         self.totals.in_flight = 0
-        self.trace.event("stop", phase=phase, reason=stop)
+        self.trace.event(StopEvent(phase=phase, reason=stop.reason, message=stop.message))
         self.on_progress("stop", self)
         return stop
 
-    def limit(self, phase: str) -> str | None:
+    def limit(self, phase: str) -> Stop | None:
         self.totals.wall_s = self.trace.wall_s
         return self.budget.exhausted(self.totals, phase)
 
@@ -89,7 +91,8 @@ class Loop:
         extra = {"sandbox": self.sandbox.kind, "request_id": rid, "phase": phase}
         request = ProposalRequest(self.task, parents, self.lineage.best(), self.lineage.baseline(), failures,
                                   self.sandbox.device, self.next_request, extra)
-        self.trace.event("request", request=rid, iteration=request.iteration, phase=phase, parents=[p.id for p in parents])
+        self.trace.event(RequestEvent(request=rid, iteration=request.iteration, phase=phase,
+                                      parents=[p.id for p in parents]))
         return request
 
     def send(self, proposer: Proposer, request: ProposalRequest, inbox: queue.Queue) -> None:
@@ -120,7 +123,7 @@ class Loop:
         rid = request.extra["request_id"]
         exchange = proposal.exchange or {}
         for attempt in exchange.get("attempts", []):
-            self.trace.event("model_call", request=rid, **attempt)
+            self.trace.event(ModelCallEvent(request=rid, **attempt))
         self.totals.usage = self.totals.usage + proposal.usage
         entry_id = None
         if proposal.candidate is not None:
@@ -130,51 +133,50 @@ class Loop:
             self.trace.save_candidate(entry_id, proposal.candidate.render())
         attempts = exchange.get("attempts") or [{}]
         answer = exchange.get("answer", attempts[-1].get("response"))
-        self.trace.event("proposal", request=rid, iteration=request.iteration, phase=phase, candidate_id=entry_id,
-                         parents=proposal.parent_ids, origin=proposal.origin, note=proposal.note, error=proposal.error,
-                         usage=proposal.usage.as_dict(), answer=answer,
-                         candidate=candidate_record(proposal.candidate) if proposal.candidate else None)
+        self.trace.event(ProposalEvent(request=rid, iteration=request.iteration, phase=phase, candidate_id=entry_id,
+                                       parents=proposal.parent_ids, origin=proposal.origin, note=proposal.note,
+                                       error=proposal.error, usage=proposal.usage, answer=answer,
+                                       candidate=CandidateRecord.of(proposal.candidate) if proposal.candidate else None))
         self.on_progress("proposal", self)
         return entry_id
 
     # ---- evaluate + record --------------------------------------------------------------------
 
     def evaluate(self, entry_id: str, candidate: Candidate, proposal: Proposal, iteration: int, phase: str,
-                 proposer: Proposer | None = None) -> str | None:
-        """Evaluate one candidate unless a GPU or wall limit forbids; returns a stop reason or None."""
-        reason = self.limit(phase)
-        if self.budget.blocks_evaluation(reason):
-            self.trace.event("skip", candidate_id=entry_id, reason=f"budget: {reason}")
-            return reason
+                 proposer: Proposer | None = None) -> Stop | None:
+        """Evaluate one candidate unless a GPU or wall limit forbids; returns why to stop, or None."""
+        limit = self.limit(phase)
+        if limit is not None and limit.reason.blocks_evaluation:
+            self.trace.event(SkipEvent(candidate_id=entry_id, reason=f"budget: {limit.message}"))
+            return limit
         try:
-            result, fp, duplicate = judge(self.sandbox, self.task, self.lineage, candidate)
+            result, key, duplicate = judge(self.sandbox, self.task, self.lineage, candidate)
         except SandboxFailure as exc:
-            self.trace.event("skip", candidate_id=entry_id, reason=f"sandbox: {exc}")
-            return f"sandbox: {exc}"
+            self.trace.event(SkipEvent(candidate_id=entry_id, reason=f"sandbox: {exc}"))
+            return StopReason.SANDBOX.because(f"sandbox: {exc}")
         if duplicate:
             self.totals.duplicates += 1
-            self.trace.event("skip", candidate_id=entry_id, reason="duplicate", duplicate_of=duplicate)
+            self.trace.event(SkipEvent(candidate_id=entry_id, reason="duplicate", duplicate_of=duplicate))
             return None
         diagnosis = diagnose(self.sandbox, self.task, self.lineage, candidate, result, proposal.parent_ids, self.profile,
                              proposal.origin)
         entry = Entry(entry_id, candidate, result, list(proposal.parent_ids), proposal.origin, iteration,
                       proposal.note, diagnosis)
-        improved = self.account(entry, fp)
+        improved = self.account(entry, key)
         self.trace.save_candidate(entry.id, candidate.render(), result.to_json())
-        self.trace.event("evaluation", candidate_id=entry.id, status=result.status.value, fingerprint=fp,
-                         summary=result.summary(), diagnosis=diagnosis, result=result.model_dump(mode="json"))
+        self.trace.event(EvaluationEvent(candidate_id=entry.id, status=result.status.value, identity=key,
+                                         summary=result.summary(), diagnosis=diagnosis, result=result))
         if improved:
-            s = result.speedup("baseline")
-            self.trace.event("best", candidate_id=entry.id, speedup={"value": s.value, "low": s.low, "high": s.high})
+            self.trace.event(BestEvent(candidate_id=entry.id, speedup=result.speedup("baseline")))
         if proposer is not None:
             proposer.observe(entry)
         self.on_progress("evaluation", self)
         return None
 
-    def account(self, entry: Entry, fp: str | None) -> bool:
+    def account(self, entry: Entry, identity: str | None) -> bool:
         """Add an evaluated entry to the lineage and the totals; True when it is the new best."""
         before = self.lineage.best()
-        self.lineage.add(entry, fp)
+        self.lineage.add(entry, identity)
         self.last = entry
         self.totals.gpu_s += entry.result.cost.gpu_s
         self.totals.evaluations += 1

@@ -3,50 +3,46 @@ proposals that were recorded but never evaluated (they are evaluated first; thei
 
 from __future__ import annotations
 
-from sandbox.result import Result
-from sandbox.sanitizer_report import SanitizeReport
-
+from ..protocols import Entry, Proposal
+from ..trace.events import EvaluationEvent, Event, ProposalEvent, RequestEvent, SanitizeEvent, SkipEvent
 from .loop import Loop
-from ..protocols import Entry, Proposal, Usage
-from ..trace.writer import candidate_from_record
 
 
-def restore(loop: Loop, events: list[dict]) -> None:
+def restore(loop: Loop, events: list[Event]) -> None:
     """Re-apply recorded events to a fresh loop (nothing is written)."""
-    proposals: dict[str, dict] = {}
+    proposals: dict[str, ProposalEvent] = {}
     for ev in events:
-        kind = ev["kind"]
-        if kind == "request":
-            loop.next_request = max(loop.next_request, int(ev["request"][1:]) + 1)
-        elif kind == "proposal":
-            loop.totals.usage = loop.totals.usage + Usage.from_dict(ev.get("usage") or {})
-            if ev.get("phase") == "model":
+        if isinstance(ev, RequestEvent):
+            loop.next_request = max(loop.next_request, int(ev.request[1:]) + 1)
+        elif isinstance(ev, ProposalEvent):
+            loop.totals.usage = loop.totals.usage + ev.usage
+            if ev.phase == "model":
                 loop.totals.iterations += 1
-            if ev.get("candidate_id"):
-                proposals[ev["candidate_id"]] = ev
-                loop.next_candidate = max(loop.next_candidate, int(ev["candidate_id"][1:]) + 1)
-        elif kind == "evaluation":
-            p = proposals[ev["candidate_id"]]
-            entry = Entry(ev["candidate_id"], candidate_from_record(p["candidate"]), Result.model_validate(ev["result"]),
-                          list(p["parents"]), p["origin"], p["iteration"], p.get("note", ""), ev.get("diagnosis"))
-            loop.account(entry, ev.get("fingerprint"))
-        elif kind == "skip" and ev.get("reason") == "duplicate":
+            if ev.candidate_id:
+                proposals[ev.candidate_id] = ev
+                loop.next_candidate = max(loop.next_candidate, int(ev.candidate_id[1:]) + 1)
+        elif isinstance(ev, EvaluationEvent):
+            p = proposals[ev.candidate_id]
+            entry = Entry(ev.candidate_id, p.candidate.candidate(), ev.result, list(p.parents), p.origin, p.iteration,
+                          p.note, ev.diagnosis)
+            loop.account(entry, ev.identity)
+        elif isinstance(ev, SkipEvent) and ev.reason == "duplicate":
             loop.totals.duplicates += 1
-        elif kind == "sanitize":
-            loop.lineage.get(ev["candidate_id"]).result.record_sanitize(SanitizeReport.model_validate(ev["report"]))
+        elif isinstance(ev, SanitizeEvent):
+            loop.lineage.get(ev.candidate_id).result.record_sanitize(ev.report)
     loop.last = None
 
 
-def pending_proposals(events: list[dict]) -> list[dict]:
+def pending_proposals(events: list[Event]) -> list[dict]:
     """Proposals with a candidate and no evaluation (killed, or stopped by a GPU or wall limit)."""
-    settled = {ev["candidate_id"] for ev in events
-               if ev["kind"] == "evaluation" or (ev["kind"] == "skip" and ev.get("reason") == "duplicate")}
+    settled = {ev.candidate_id for ev in events
+               if isinstance(ev, EvaluationEvent) or (isinstance(ev, SkipEvent) and ev.reason == "duplicate")}
     out = []
     for ev in events:
-        if ev["kind"] != "proposal" or not ev.get("candidate_id") or ev["candidate_id"] in settled:
+        if not isinstance(ev, ProposalEvent) or not ev.candidate_id or ev.candidate_id in settled:
             continue
-        cand = candidate_from_record(ev["candidate"])
-        out.append({"candidate_id": ev["candidate_id"], "candidate_obj": cand, "origin": ev["origin"],
-                    "iteration": ev["iteration"], "phase": ev.get("phase", "model"),
-                    "proposal": Proposal(cand, list(ev["parents"]), ev["origin"], note=ev.get("note", ""))})
+        cand = ev.candidate.candidate()
+        out.append({"candidate_id": ev.candidate_id, "candidate_obj": cand, "origin": ev.origin,
+                    "iteration": ev.iteration, "phase": ev.phase,
+                    "proposal": Proposal(cand, list(ev.parents), ev.origin, note=ev.note)})
     return out

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import secrets as pysecrets
 import time
 from dataclasses import dataclass, field
@@ -26,19 +25,20 @@ from sandbox.candidate import load_candidate
 from sandbox.result import Status
 from sandbox.task import Task, TaskError, load_task
 
-from ..report import summary as summary_mod
-from .budget import Budget, Totals
 from ..config import ConfigError, RunConfig, api_key, run_name
-from .lineage import MemoryLineage
-from .loop import NOTHING_LEFT, Loop
 from ..protocols import Entry, Proposal, Proposer
 from ..redact import Redactor
+from ..report import summary as summary_mod
+from ..trace.events import EndEvent, ProposalEvent, StopEvent, read_events
 from ..trace.lock import FolderLock
+from ..trace.records import (CandidateRecord, HeldoutRow, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary,
+                             TaskInfo)
+from ..trace.writer import Trace
+from .budget import Budget, Totals
+from .lineage import MemoryLineage
+from .loop import Loop
 from .resume import pending_proposals, restore
-from ..trace.writer import Trace, candidate_record, read_events
-
-FINAL = (NOTHING_LEFT,)
-NO_TUNE_AFTER = ("interrupted", "GPU time", "wall time", "sandbox", "baseline")
+from .stops import Stop, StopReason
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Session:
     lineage: MemoryLineage
     totals: Totals
     loop: Loop
-    stops: dict[str, str] = field(default_factory=dict)
+    stops: dict[str, Stop] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     tuners: list = field(default_factory=list)
 
@@ -71,20 +71,20 @@ def tuner(cfg: RunConfig, sandbox=None):
 
 
 def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, replay: str | None,
-                    start: int, sandbox=None) -> tuple[Proposer, str, dict]:
+                    start: int, sandbox=None) -> tuple[Proposer, str, ProposerInfo]:
     """(proposer, main phase, what run.json records about it)."""
     if proposer is not None:
-        return proposer, "model", {"kind": "custom", "name": proposer.name}
+        return proposer, "model", ProposerInfo(kind="custom", name=proposer.name)
     if replay:
         from ..proposers.replay import ReplayProposer
 
-        return ReplayProposer(replay, start=start), "model", {"kind": "replay", "replay": str(replay)}
+        return ReplayProposer(replay, start=start), "model", ProposerInfo(kind="replay", replay=str(replay))
     if cfg.model is not None:
         from ..proposers.llm import LLMProposer
 
-        return LLMProposer(cfg.model, api_key(cfg.model, key), cfg.price(), redactor=redactor(cfg, key)), "model", \
-            {"kind": "llm"}
-    return tuner(cfg, sandbox), "search", {"kind": "tuner"}
+        return (LLMProposer(cfg.model, api_key(cfg.model, key), cfg.price(), redactor=redactor(cfg, key)), "model",
+                ProposerInfo(kind="llm"))
+    return tuner(cfg, sandbox), "search", ProposerInfo(kind="tuner")
 
 
 def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None = None, key: str | None = None,
@@ -107,11 +107,11 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
         raise
     from sandbox.envinfo import software
 
-    info = {"run_id": run_id, "created": dt.datetime.now().isoformat(timespec="seconds"),
-            "task": {"name": task.name, "version": task.spec.version, "fingerprint": task.fingerprint,
-                     "folder": str(task.folder.resolve())},
-            "config": cfg.public(), "proposer": about, "sandbox": {"kind": sandbox.kind, "device": sandbox.device},
-            "environment": software(), "sessions": [{"started": time.time(), "resumed": False}]}
+    info = RunInfo(run_id=run_id, created=dt.datetime.now().isoformat(timespec="seconds"),
+                   task=TaskInfo(name=task.name, version=task.spec.version, fingerprint=task.fingerprint,
+                                 folder=str(task.folder.resolve())),
+                   config=cfg.public(), proposer=about, sandbox=SandboxInfo(kind=sandbox.kind, device=sandbox.device),
+                   environment=software(), sessions=[SessionInfo(started=time.time(), resumed=False)])
     try:
         trace = Trace.create(Path(traces) / run_id, info, redactor(cfg, key))
     except BaseException:
@@ -135,16 +135,15 @@ def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | No
 
 
 def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progress) -> tuple[Session, list[dict]]:
-    info = json.loads((path / "run.json").read_text())
-    task = load_task(info["task"]["folder"])
-    if task.fingerprint != info["task"]["fingerprint"]:
-        raise TaskError(f"{task.folder}: the task changed since run {info['run_id']} started "
-                        f"(fingerprint {task.fingerprint}, recorded {info['task']['fingerprint']}); start a new run")
-    cfg = overrides_cfg(info["config"])
+    info = RunInfo.model_validate_json((path / "run.json").read_text())
+    task = load_task(info.task.folder)
+    if task.fingerprint != info.task.fingerprint:
+        raise TaskError(f"{task.folder}: the task changed since run {info.run_id} started "
+                        f"(fingerprint {task.fingerprint}, recorded {info.task.fingerprint}); start a new run")
+    cfg = overrides_cfg(info.config)
     events = read_events(path, repair=True)
-    done_model = sum(1 for e in events if e["kind"] == "proposal" and e.get("phase") == "model")
-    about = info.get("proposer", {})
-    replay = about.get("replay") if about.get("kind") == "replay" else None
+    done_model = sum(1 for e in events if isinstance(e, ProposalEvent) and e.phase == "model")
+    replay = info.proposer.replay if info.proposer.kind == "replay" else None
     sandbox = open_sandbox(cfg.sandbox, cfg.sandbox_options)
     try:
         chosen, phase, _ = choose_proposer(cfg, key, proposer, replay, done_model, sandbox)
@@ -152,10 +151,10 @@ def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progr
         sandbox.close()
         raise
     trace = Trace.resume(path, redactor(cfg, key), lock)
-    trace.update_run_info(config=cfg.public(), sessions=info.get("sessions", []) + [{"started": time.time(), "resumed": True}])
+    trace.update_run_info(config=cfg.public(), sessions=info.sessions + [SessionInfo(started=time.time(), resumed=True)])
     session = _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
     restore(session.loop, events)
-    session.stops = {e["phase"]: e["reason"] for e in events if e["kind"] == "stop"}
+    session.stops = {e.phase: Stop(e.reason, e.message) for e in events if isinstance(e, StopEvent)}
     return session, pending_proposals(events)
 
 
@@ -180,7 +179,7 @@ def redactor(cfg: RunConfig, key: str | None) -> Redactor:
 # ---- driving a session ---------------------------------------------------------------------------
 
 
-def drive(session: Session, pending: list[dict] = ()) -> dict:
+def drive(session: Session, pending: list[dict] = ()) -> Summary:
     """Evaluate what is pending, run the phases that are not finished, write the summary; returns it."""
     s, loop = session, session.loop
     try:
@@ -194,7 +193,7 @@ def drive(session: Session, pending: list[dict] = ()) -> dict:
         base = loop.lineage.baseline()
         if has_baseline and (base is None or base.result.status not in (Status.ok, Status.compiled)):
             why = f"{base.result.status.value}: {base.result.error}" if base else "not evaluated"
-            s.stops.setdefault("setup", f"baseline: the task's starting kernel is {why}")
+            s.stops.setdefault("setup", StopReason.BASELINE.because(f"baseline: the task's starting kernel is {why}"))
         else:
             _phases(s)
     finally:
@@ -211,7 +210,8 @@ def _phases(s: Session) -> None:
         return
     if _should_run(s, "model"):
         s.stops["model"] = loop.run(s.proposer, "model", parallel=s.config.parallel)
-    if not s.config.tune.enabled or s.stops.get("model", "").startswith(NO_TUNE_AFTER) or not _should_run(s, "tune"):
+    model_stop = s.stops.get("model")
+    if not s.config.tune.enabled or (model_stop and model_stop.reason.skips_tuning) or not _should_run(s, "tune"):
         return
     if s.sandbox.kind == "compile-only":
         s.notes.append("tuning skipped: a compile-only run times nothing, so there is nothing to rank")
@@ -232,10 +232,10 @@ def _phases(s: Session) -> None:
 
 
 def _should_run(s: Session, phase: str) -> bool:
-    reason = s.stops.get(phase)
-    if reason is None:
+    stop = s.stops.get(phase)
+    if stop is None:
         return True
-    if reason.startswith(FINAL):
+    if stop.reason.final:
         return False
     return s.loop.limit(phase) is None
 
@@ -244,14 +244,13 @@ def _baseline_proposal(s: Session) -> dict:
     cand = dataclasses.replace(load_candidate(s.task.baseline_path), label="c0000")
     s.loop.next_candidate = max(s.loop.next_candidate, 1)
     s.trace.save_candidate("c0000", cand.render())
-    s.trace.event("proposal", request=None, iteration=0, phase="setup", candidate_id="c0000", parents=[],
-                  origin="baseline", note="the task's starting kernel", error="", usage={}, answer=None,
-                  candidate=candidate_record(cand))
+    s.trace.event(ProposalEvent(request=None, iteration=0, phase="setup", candidate_id="c0000", parents=[],
+                                origin="baseline", note="the task's starting kernel", candidate=CandidateRecord.of(cand)))
     return {"candidate_id": "c0000", "candidate_obj": cand, "origin": "baseline", "iteration": 0, "phase": "setup",
             "proposal": Proposal(cand, [], "baseline", note="the task's starting kernel")}
 
 
-def finish(s: Session) -> dict:
+def finish(s: Session) -> Summary:
     loop = s.loop
     loop.totals.wall_s = s.trace.wall_s
     if getattr(s.proposer, "name", "") == "tuner":
@@ -259,12 +258,13 @@ def finish(s: Session) -> dict:
     extra = _extras(s)
     _offer_best(s, extra.get("heldout"))
     summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops, s.notes)
-    summary = s.trace.redactor.data({**summary, **extra})
+    summary = Summary.model_validate({**summary.model_dump(by_alias=True), **extra})
+    summary = Summary.model_validate(s.trace.redactor.data(summary.to_json()))
     best = loop.lineage.best()
     if best is not None:
         s.trace.write_text("best.cu", best.candidate.render())
     s.trace.write_json("summary.json", summary)
-    s.trace.event("end", summary=summary)
+    s.trace.event(EndEvent(summary=summary))
     s.trace.close()
     for t in s.tuners:
         getattr(t, "close", lambda: None)()
@@ -282,7 +282,7 @@ def _extras(s: Session) -> dict:
     from ..tune.proposer import format_tuning
 
     loop = s.loop
-    interrupted = "interrupted" in s.stops.values()
+    interrupted = any(stop.reason is StopReason.INTERRUPTED for stop in s.stops.values())
     sanitized = None if interrupted else sanitize_winner(s.sandbox, s.task, loop.lineage, s.trace, s.config.sanitize)
     best, base = loop.lineage.best(), loop.lineage.baseline()
     ledger = Ledger(wall_before_s=loop.totals.wall_s)
@@ -308,20 +308,18 @@ def _extras(s: Session) -> dict:
         except (RuntimeError, TaskError) as exc:
             s.notes.append(f"held-out sizes not re-checked: the sandbox failed ({str(exc).splitlines()[0]})")
         else:
-            out["heldout"] = [{k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in r.to_dict().items()}
-                              for r in rows]
-            out["heldout_text"] = format_heldout(rows)
+            out["heldout"], out["heldout_text"] = rows, format_heldout(rows)
     return out
 
 
-def _offer_best(s: Session, heldout: list[dict] | None) -> None:
+def _offer_best(s: Session, heldout: list[HeldoutRow] | None) -> None:
     """A GPU run's winner goes to the best-known store once it is correct at every held-out size."""
     from ..claims.best import BestStore
 
     best = s.loop.lineage.best()
     if s.sandbox.kind != "gpu" or best is None or best.origin == "baseline":
         return
-    if s.task.spec.sizes.heldout and not (heldout and all(r["status"] == "ok" for r in heldout)):
+    if s.task.spec.sizes.heldout and not (heldout and all(r.status == "ok" for r in heldout)):
         s.notes.append("best-known store: the winner was not offered (it did not pass every held-out size)")
         return
     try:

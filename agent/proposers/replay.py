@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .answer import FormatError, parse_answer
 from ..protocols import Proposal, ProposalRequest
-from ..trace.writer import read_events
+from ..trace.events import ProposalEvent, read_events
 
 
 class ReplayProposer:
@@ -21,7 +21,7 @@ class ReplayProposer:
     def __init__(self, run_path: str | Path, start: int = 0):
         self.source = Path(run_path)
         events = read_events(self.source)
-        self.answers = [e["answer"] for e in events if e["kind"] == "proposal" and e.get("answer") is not None]
+        self.answers = [e.answer for e in events if isinstance(e, ProposalEvent) and e.answer is not None]
         if not self.answers:
             raise ValueError(f"{self.source}: the trace holds no model answers to replay")
         self._next = start

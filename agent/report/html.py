@@ -20,7 +20,7 @@ from sandbox.result_html import result_html
 from . import views
 from .plots import best_so_far, svg
 from ..protocols import Entry
-from ..trace.writer import EVENTS_SCHEMA
+from ..trace.events import EVENTS_SCHEMA
 from ..trace.reader import StoredRun
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -70,7 +70,8 @@ def render_report(stored: StoredRun) -> str:
     return environment().get_template("report.html.j2").render(
         s=views.summary_view(stored, task), css=_css(), plots=[_plot(stored, over) for over in PLOTS],
         lineage=views.lineage_lines(stored), candidates=[_candidate(stored, e) for e in stored.entries],
-        unevaluated=views.unevaluated_view(stored), version=version, trace=stored.path.name, schema=EVENTS_SCHEMA)
+        unevaluated=views.unevaluated_view(stored), version=version, trace=stored.path.name,
+        schema=stored.events[0].schema_ if stored.events else EVENTS_SCHEMA)
 
 
 def write_report(stored: StoredRun, out: str | Path | None = None) -> Path:

@@ -16,7 +16,9 @@ from sandbox.task import describe_sizes
 from ..claims.heldout import regression_note
 from ..loop.lineage import score
 from ..protocols import Entry
+from ..trace.events import ProposalEvent
 from ..trace.reader import StoredRun
+from ..trace.records import Summary
 
 ENVELOPE = (("gpu", "GPU"), ("compute_capability", "compute capability"), ("arch", "target arch"), ("sms", "SMs"),
             ("memory_bytes", "memory"), ("driver", "driver"), ("cuda_driver_api", "CUDA (driver API)"),
@@ -57,15 +59,13 @@ def load_task(stored: StoredRun):
     """The run's task when it can be found unchanged (its recorded folder, else the suite); else None."""
     from sandbox.task import TaskError, load_task as load
 
-    recorded = stored.info.get("task") or {}
-    for ref in (recorded.get("folder"), recorded.get("name")):
-        if not ref:
-            continue
+    recorded = stored.info.task
+    for ref in (recorded.folder, recorded.name):
         try:
             task = load(ref)
         except (TaskError, OSError):
             continue
-        if task.fingerprint == recorded.get("fingerprint"):
+        if task.fingerprint == recorded.fingerprint:
             return task
     return None
 
@@ -74,14 +74,12 @@ def load_task(stored: StoredRun):
 
 
 def summary_view(stored: StoredRun, task=None) -> dict:
-    info, summary = stored.info, stored.summary or {}
+    info, summary = stored.info, stored.summary
     best, base = stored.best, stored.baseline
     shown = best or base
     timing = shown.result.timing if shown else None
-    cfg = info.get("config") or {}
-    model = (cfg.get("model") or {}).get("name")
-    proposer = (info.get("proposer") or {}).get("kind", "?")
-    notes = list(summary.get("notes", []))
+    model = (info.config.get("model") or {}).get("name")
+    notes = list(summary.notes) if summary else []
     if not stored.finished:
         from ..trace.reader import UNFINISHED_NOTE
 
@@ -90,23 +88,22 @@ def summary_view(stored: StoredRun, task=None) -> dict:
         notes.insert(0, "SIMULATED: no figure in this run is a measurement")
     spec = task.spec if task is not None else None
     out = {
-        "run_id": stored.id, "task": stored.task_name, "created": info.get("created", ""),
-        "task_version": (info.get("task") or {}).get("version", "?"), "fingerprint": (info.get("task") or {}).get("fingerprint", "?"),
-        "description": " ".join(spec.description.split()) if spec else "",
-        "sandbox": (info.get("sandbox") or {}).get("kind") or summary.get("sandbox") or "?",
-        "proposer": f"{proposer}{f' ({model})' if model else ''}", "simulated": stored.simulated, "notes": notes,
-        "stops": [{"phase": k, "reason": v} for k, v in (summary.get("stops") or {}).items()],
+        "run_id": stored.id, "task": stored.task_name, "created": info.created, "task_version": info.task.version,
+        "fingerprint": info.task.fingerprint, "description": " ".join(spec.description.split()) if spec else "",
+        "sandbox": info.sandbox.kind, "proposer": f"{info.proposer.kind}{f' ({model})' if model else ''}",
+        "simulated": stored.simulated, "notes": notes,
+        "stops": [{"phase": k, "reason": v.message} for k, v in (summary.stops if summary else {}).items()],
         "counts": ", ".join(f"{v} {k}" for k, v in sorted(_counts(stored).items())),
         "candidates": len(stored.entries), "unevaluated": len(stored.unevaluated),
         "best": None, "baselines": [], "envelope": envelope(stored, shown, task), "heldout": heldout(summary),
-        "sanitize": (summary.get("sanitize") or {}).get("text"), "cost": cost(stored)}
+        "sanitize": summary.sanitize.text if summary and summary.sanitize else None, "cost": cost(stored)}
     if best is not None:
         r = best.result
         s, v = r.speedup("baseline"), r.speedup("vendor")
         c = r.timing.impls.get("candidate") if r.timing else None
         out["best"] = {"id": best.id, "origin": best.origin, "speedup": interval(s), "verdict": verdict(s),
                        "against": r.timing.primary if r.timing else "baseline",
-                       "regressions": regression_note(summary.get("heldout")),
+                       "regressions": regression_note(summary.heldout if summary else None),
                        "vendor": interval(v) if v else "", "vendor_verdict": verdict(v) if v else "",
                        "median_ms": f"{c.median_ms:.4g}" if c else "-",
                        "pct": f"{c.pct_of_roofline:.1f}" if c and c.pct_of_roofline is not None else "-",
@@ -147,7 +144,7 @@ def _counts(stored: StoredRun) -> dict:
 
 def envelope(stored: StoredRun, shown: Entry | None, task=None) -> list[dict]:
     env = dict(shown.result.env) if shown else {}
-    software = stored.info.get("environment") or {}
+    software = stored.info.environment
     rows = []
     for key, label in ENVELOPE:
         value = env.get(key, software.get(key) if key in ("nvrtc", "cupy") else None)
@@ -178,24 +175,20 @@ def envelope(stored: StoredRun, shown: Entry | None, task=None) -> list[dict]:
     return rows
 
 
-def heldout(summary: dict) -> list[dict] | None:
-    rows = summary.get("heldout")
-    if rows is None:
+def heldout(summary: Summary | None) -> list[dict] | None:
+    if summary is None or summary.heldout is None:
         return None
-    out = []
-    for r in rows:
-        out.append({"sizes": describe_sizes(r.get("sizes") or {}), "status": r.get("status", "?"),
-                    "speedup": interval(r.get("speedup")), "verdict": verdict(r.get("speedup")),
-                    "vendor": interval(r.get("vendor_speedup")), "start": interval(r.get("start_speedup")),
-                    "winner_ms": f"{r['winner_ms']:.4g}" if r.get("winner_ms") is not None else "-",
-                    "baseline_ms": f"{r['baseline_ms']:.4g}" if r.get("baseline_ms") is not None else "-",
-                    "flagged": bool(r.get("flagged")), "reason": r.get("reason") or r.get("error") or ""})
-    return out
+    return [{"sizes": describe_sizes(r.sizes), "status": r.status, "speedup": interval(r.speedup),
+             "verdict": verdict(r.speedup), "vendor": interval(r.vendor_speedup), "start": interval(r.start_speedup),
+             "winner_ms": f"{r.winner_ms:.4g}" if r.winner_ms is not None else "-",
+             "baseline_ms": f"{r.baseline_ms:.4g}" if r.baseline_ms is not None else "-",
+             "flagged": r.flagged, "reason": r.reason or r.error} for r in summary.heldout]
 
 
 def cost(stored: StoredRun) -> list[dict]:
-    summary = stored.summary or {}
-    totals, ledger = summary.get("totals") or {}, summary.get("ledger") or {}
+    summary = stored.summary
+    totals = summary.totals.model_dump() if summary and summary.totals else {}
+    ledger = (summary.ledger if summary else None) or {}
     last = stored.steps[-1] if stored.steps else None
     tokens = totals.get("tokens", last.tokens if last else 0)
     usage = ledger.get("usage") or {}
@@ -203,8 +196,8 @@ def cost(stored: StoredRun) -> list[dict]:
                              f"completion {totals.get('completion_tokens', usage.get('completion_tokens', 0)):,}, "
                              f"reasoning {totals.get('reasoning_tokens', 0):,}, cached {totals.get('cached_tokens', 0):,}) "
                              f"in {totals.get('model_requests', usage.get('requests', 0))} requests"),
-            ("money", f"${totals.get('usd', last.usd if last else 0.0):.4f}" + ("" if (stored.info.get("config") or {}).get(
-                "prices") else " (no token prices configured)")),
+            ("money", f"${totals.get('usd', last.usd if last else 0.0):.4f}" + (
+                "" if stored.info.config.get("prices") else " (no token prices configured)")),
             ("GPU time", f"{ledger.get('gpu_s', last.gpu_s if last else 0.0):.2f} GPU-s" + (
                 f" (check {ledger['check_gpu_s']:.2f}, time {ledger['time_gpu_s']:.2f}, profile {ledger['profile_gpu_s']:.2f}"
                 + (f", sanitize {ledger['sanitize_gpu_s']:.2f}" if ledger.get("sanitize_gpu_s") else "") + ")"
@@ -213,8 +206,8 @@ def cost(stored: StoredRun) -> list[dict]:
                              + (f" + {ledger['compiles']} search compiles" if ledger.get("compiles") else "")
              if "compile_s" in ledger else NOT_RECORDED),
             ("wall time", f"{ledger.get('wall_s', totals.get('wall_s', last.wall_s if last else 0.0)):.1f} s")]
-    if summary.get("tuning_text"):
-        rows.append(("built-in search", summary["tuning_text"].replace("\n", "; ")))
+    if summary and summary.tuning_text:
+        rows.append(("built-in search", summary.tuning_text.replace("\n", "; ")))
     saving = ledger.get("saving")
     if saving:
         size = describe_sizes(saving.get("sizes") or {})
@@ -304,8 +297,7 @@ def own_diagnosis(entry: Entry) -> str:
 
 def candidate_view(stored: StoredRun, entry: Entry) -> dict:
     parent = stored.parent(entry)
-    phases = {ev["candidate_id"]: ev.get("phase", "") for ev in stored.events
-              if ev["kind"] == "proposal" and ev.get("candidate_id")}
+    phases = {ev.candidate_id: ev.phase for ev in stored.events if isinstance(ev, ProposalEvent) and ev.candidate_id}
     return {**node(stored, entry), "phase": phases.get(entry.id, ""), "iteration": entry.iteration,
             "parents": entry.parent_ids, "full_note": entry.note, "diagnosis": own_diagnosis(entry),
             "diff": diff_lines(parent.id if parent else None, stored.source(parent.id) if parent else None,
@@ -320,7 +312,7 @@ def rows_view(rows: list[dict]) -> list[dict]:
     for r in rows:
         ci = r.get("ci_ms")
         out.append({"id": r["id"], "origin": r["origin"], "status": r["status"],
-                    "median": f"{r['median_ms']:.4g} [{ci[0]:.4g}, {ci[1]:.4g}]" if r.get("median_ms") is not None and ci else "-",
+                    "median": f"{ci['value']:.4g} [{ci['low']:.4g}, {ci['high']:.4g}]" if ci else "-",
                     "speedup": interval(r.get("speedup")), "vendor": interval(r.get("vendor_speedup")),
                     "pct": f"{r['pct_of_roofline']:.1f}" if r.get("pct_of_roofline") is not None else "-",
                     "registers": "-" if r.get("registers") is None else str(r["registers"]), "error": _first_line(r["error"])})

@@ -1,14 +1,13 @@
 """Reading a stored run (a trace folder, see ``agent.trace.writer``) into objects, with no GPU and no task
 folder.
 
-``read(path)`` is strict: a folder without ``run.json`` or ``events.jsonl``, a line cut off by a kill, a
-line that is not JSON or not of schema ``kernelwright-events-1``, a gap in the sequence numbers, an
-evaluation of a candidate never proposed: each is one ``TraceError`` naming the file, the line and what
-was wrong. ``summary.json`` is optional (a run that was killed or is still running has none).
+``read(path)`` is strict: a folder without ``run.json`` or ``events.jsonl``, a line cut off by a kill, a line
+that is not JSON, not of a schema this kernelwright reads or does not fit its event model, a gap in the
+sequence numbers, an evaluation of a candidate never proposed: each is one ``TraceError`` naming the file,
+the line and what was wrong. ``summary.json`` is optional (a run that was killed or is still running has none).
 
     stored = read("traces/20260101-120000-softmax-ab12")
     stored.best, stored.steps[-1].gpu_s, stored.source("c0003")
-    run = load_run("traces/20260101-120000-softmax-ab12")    # the notebook's ``Run``
 """
 
 from __future__ import annotations
@@ -18,21 +17,17 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from sandbox.candidate import CandidateError
-from sandbox.result import Interval, Result
-from sandbox.sanitizer_report import SanitizeReport
+from sandbox.result import Interval
 
 from ..loop.lineage import score
 from ..protocols import Entry
-from .writer import EVENTS_SCHEMA, RUN_SCHEMA, candidate_from_record
+from .events import EvaluationEvent, Event, ProposalEvent, SanitizeEvent, SkipEvent, TraceError, read_events
+from .records import RunInfo, Summary
 
 UNFINISHED_NOTE = "no summary.json: the run did not finish (it was killed, or it is still running)"
-
-
-class TraceError(ValueError):
-    """A run folder that cannot be read: the message names the file, the line and what was wrong."""
 
 
 @dataclass
@@ -65,26 +60,26 @@ class Unevaluated:
 @dataclass
 class StoredRun:
     path: Path
-    info: dict
-    events: list[dict]
-    summary: dict | None
+    info: RunInfo
+    events: list[Event]
+    summary: Summary | None
     entries: list[Entry]
     steps: list[Step]
     unevaluated: list[Unevaluated] = field(default_factory=list)
 
     @property
     def id(self) -> str:
-        return self.info.get("run_id") or self.path.name
+        return self.info.run_id
 
     @property
     def task_name(self) -> str:
-        return (self.info.get("task") or {}).get("name", "?")
+        return self.info.task.name
 
     @property
     def simulated(self) -> bool:
         if self.summary is not None:
-            return bool(self.summary.get("simulated"))
-        return (self.info.get("sandbox") or {}).get("kind") == "fake" or any(e.result.env.get("simulated") for e in self.entries)
+            return self.summary.simulated
+        return self.info.sandbox.kind == "fake" or any(e.result.env.get("simulated") for e in self.entries)
 
     @property
     def finished(self) -> bool:
@@ -101,9 +96,9 @@ class StoredRun:
     @property
     def best(self) -> Entry | None:
         """The winner: the best-ranked entry unless that is the baseline (nothing beat it)."""
-        recorded = (self.summary or {}).get("best")
-        if recorded and recorded.get("id") in self.by_id:
-            return self.by_id[recorded["id"]]
+        recorded = self.summary.best if self.summary else None
+        if recorded and recorded.id in self.by_id:
+            return self.by_id[recorded.id]
         last = self.steps[-1] if self.steps else None
         if last is None or last.best_id is None or self.by_id[last.best_id].origin == "baseline":
             return None
@@ -116,9 +111,6 @@ class StoredRun:
         """The candidate file as written to the trace (knob values and flags in its plan)."""
         path = self.path / "candidates" / entry_id / "candidate.cu"
         return path.read_text() if path.is_file() else None
-
-    def totals(self) -> dict:
-        return (self.summary or {}).get("totals") or {}
 
 
 def resolve(ref: str | Path, traces: str | Path = "traces") -> Path:
@@ -134,42 +126,16 @@ def resolve(ref: str | Path, traces: str | Path = "traces") -> Path:
 
 def read(ref: str | Path, traces: str | Path = "traces") -> StoredRun:
     path = resolve(ref, traces)
-    info = _json_file(path / "run.json", required=True)
-    if info.get("schema") != RUN_SCHEMA:
-        raise TraceError(f"{path / 'run.json'}: schema {info.get('schema')!r}, expected {RUN_SCHEMA!r}")
-    events = read_events_strict(path / "events.jsonl")
-    summary = _json_file(path / "summary.json", required=False)
+    info = _record(path / "run.json", RunInfo, required=True)
+    events = read_events(path, strict=True)
+    summary = _record(path / "summary.json", Summary, required=False)
     entries, steps, unevaluated = _replay(path / "events.jsonl", events)
     return StoredRun(path, info, events, summary, entries, steps, unevaluated)
 
 
-def read_events_strict(events_file: Path) -> list[dict]:
-    if not events_file.is_file():
-        raise TraceError(f"{events_file.parent}: not a run folder (no events.jsonl)")
-    raw = events_file.read_bytes()
-    if not raw.strip():
-        raise TraceError(f"{events_file}: empty: the run recorded nothing")
-    events = []
-    for number, line in enumerate(raw.splitlines(keepends=True), start=1):
-        where = f"{events_file}: line {number}"
-        if not line.endswith(b"\n"):
-            raise TraceError(f"{where} is cut off (the run was killed while writing it); "
-                             "`kernelwright optimize --resume RUN` repairs the file")
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TraceError(f"{where}: not JSON ({exc})") from None
-        if not isinstance(record, dict) or record.get("schema") != EVENTS_SCHEMA:
-            found = record.get("schema") if isinstance(record, dict) else type(record).__name__
-            raise TraceError(f"{where}: schema {found!r}, expected {EVENTS_SCHEMA!r}")
-        if record.get("seq") != len(events) or not isinstance(record.get("kind"), str):
-            raise TraceError(f"{where}: expected seq {len(events)} and a kind, got seq {record.get('seq')!r}, "
-                             f"kind {record.get('kind')!r}")
-        events.append(record)
-    return events
-
-
-def _json_file(path: Path, required: bool) -> dict | None:
+def _record(path: Path, model: type[BaseModel], required: bool):
+    """``run.json`` or ``summary.json`` as its model; a file that is missing (when required), not JSON, or does
+    not fit the model is a TraceError."""
     if not path.is_file():
         if required:
             raise TraceError(f"{path.parent}: not a run folder (no {path.name})")
@@ -180,83 +146,59 @@ def _json_file(path: Path, required: bool) -> dict | None:
         raise TraceError(f"{path}: not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise TraceError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "(top level)"
+        raise TraceError(f"{path}: does not fit this kernelwright's {path.name} ({where}: {first['msg']})") from None
 
 
-def _replay(events_file: Path, events: list[dict]) -> tuple[list[Entry], list[Step], list[Unevaluated]]:
-    proposals: dict[str, dict] = {}
+def _replay(events_file: Path, events: list[Event]) -> tuple[list[Entry], list[Step], list[Unevaluated]]:
+    proposals: dict[str, ProposalEvent] = {}
     entries: list[Entry] = []
     steps: list[Step] = []
     unevaluated: list[Unevaluated] = []
     tokens, usd, gpu_s = 0, 0.0, 0.0
     best: Entry | None = None
     for ev in events:
-        where = f"{events_file}: line {ev['seq'] + 1}"
-        try:
-            if ev["kind"] == "proposal":
-                usage = ev.get("usage") or {}
-                tokens += usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
-                usd += usage.get("cost_usd", 0.0)
-                if ev.get("candidate_id"):
-                    proposals[ev["candidate_id"]] = ev
-                else:
-                    unevaluated.append(_unevaluated(ev, ev.get("error") or "no candidate"))
-            elif ev["kind"] == "skip" and ev.get("candidate_id"):
-                p = proposals.get(ev["candidate_id"])
-                if p is not None:
-                    reason = ev.get("reason", "skipped")
-                    if ev.get("duplicate_of"):
-                        reason = f"{reason} of {ev['duplicate_of']}"
-                    unevaluated.append(_unevaluated(p, reason))
-            elif ev["kind"] == "evaluation":
-                p = proposals.get(ev["candidate_id"])
-                if p is None:
-                    raise TraceError(f"{where}: evaluation of {ev['candidate_id']!r}, which no earlier proposal made")
-                entry = Entry(ev["candidate_id"], candidate_from_record(p["candidate"]),
-                              Result.model_validate(ev["result"]), list(p["parents"]), p["origin"], p["iteration"],
-                              p.get("note", ""), ev.get("diagnosis"))
-                entries.append(entry)
-                gpu_s += entry.result.cost.gpu_s
-                new = score(entry)
-                if new is not None and (best is None or new > score(best)):
-                    best = entry
-                steps.append(Step(len(steps) + 1, entry, ev.get("wall_s", 0.0), tokens, usd, gpu_s,
-                                  best.id if best else None, best.result.speedup("baseline") if best else None))
-            elif ev["kind"] == "sanitize":
-                sanitized = next((e for e in entries if e.id == ev["candidate_id"]), None)
-                if sanitized is None:
-                    raise TraceError(f"{where}: sanitize event for {ev['candidate_id']!r}, which was never evaluated")
-                sanitized.result.record_sanitize(SanitizeReport.model_validate(ev["report"]))
-        except TraceError:
-            raise
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise TraceError(f"{where}: the result of {ev.get('candidate_id')!r} does not fit this kernelwright's "
-                             f"Result record ({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
-        except CandidateError as exc:
-            raise TraceError(f"{where}: candidate {ev.get('candidate_id')!r} cannot be read: {exc}") from None
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TraceError(f"{where}: a {ev['kind']} event without a usable {exc} field") from None
+        where = f"{events_file}: line {ev.seq + 1}"
+        if isinstance(ev, ProposalEvent):
+            tokens += ev.usage.prompt_tokens + ev.usage.completion_tokens
+            usd += ev.usage.cost_usd
+            if ev.candidate_id:
+                proposals[ev.candidate_id] = ev
+            else:
+                unevaluated.append(_unevaluated(ev, ev.error or "no candidate"))
+        elif isinstance(ev, SkipEvent) and ev.candidate_id:
+            p = proposals.get(ev.candidate_id)
+            if p is not None:
+                reason = f"{ev.reason} of {ev.duplicate_of}" if ev.duplicate_of else ev.reason
+                unevaluated.append(_unevaluated(p, reason))
+        elif isinstance(ev, EvaluationEvent):
+            p = proposals.get(ev.candidate_id)
+            if p is None or p.candidate is None:
+                raise TraceError(f"{where}: evaluation of {ev.candidate_id!r}, which no earlier proposal made")
+            try:
+                candidate = p.candidate.candidate()
+            except CandidateError as exc:
+                raise TraceError(f"{where}: candidate {ev.candidate_id!r} cannot be read: {exc}") from None
+            entry = Entry(ev.candidate_id, candidate, ev.result, list(p.parents), p.origin, p.iteration, p.note,
+                          ev.diagnosis)
+            entries.append(entry)
+            gpu_s += entry.result.cost.gpu_s
+            new = score(entry)
+            if new is not None and (best is None or new > score(best)):
+                best = entry
+            steps.append(Step(len(steps) + 1, entry, ev.wall_s, tokens, usd, gpu_s, best.id if best else None,
+                              best.result.speedup("baseline") if best else None))
+        elif isinstance(ev, SanitizeEvent):
+            sanitized = next((e for e in entries if e.id == ev.candidate_id), None)
+            if sanitized is None:
+                raise TraceError(f"{where}: sanitize event for {ev.candidate_id!r}, which was never evaluated")
+            sanitized.result.record_sanitize(ev.report)
     return entries, steps, unevaluated
 
 
-def _unevaluated(p: dict, reason: str) -> Unevaluated:
-    return Unevaluated(p.get("candidate_id"), list(p.get("parents") or []), p.get("origin", "?"), p.get("phase", "?"),
-                       p.get("iteration", 0), reason, p.get("note", ""))
-
-
-def load_run(ref: str | Path, traces: str | Path = "traces"):
-    """Open a stored run as the notebook's ``agent.api.Run`` (no GPU, no model, nothing re-run)."""
-    from ..report import summary as summary_mod
-    from ..api import Run
-
-    stored = read(ref, traces)
-    summary = stored.summary
-    if summary is None:
-        best, base = stored.best, stored.baseline
-        summary = {"run_id": stored.id, "task": {"name": stored.task_name}, "simulated": stored.simulated,
-                   "sandbox": (stored.info.get("sandbox") or {}).get("kind"), "stops": {}, "stop_reason": None,
-                   "best": summary_mod.entry_row(best) if best else None,
-                   "baseline": summary_mod.entry_row(base) if base else None,
-                   "candidates": len(stored.entries), "notes": [UNFINISHED_NOTE]}
-    return Run(stored.id, stored.path, summary, stored.entries)
+def _unevaluated(p: ProposalEvent, reason: str) -> Unevaluated:
+    return Unevaluated(p.candidate_id, list(p.parents), p.origin, p.phase, p.iteration, reason, p.note)

@@ -1,16 +1,12 @@
-"""A run's trace folder: ``traces/<run-id>/``.
+"""Writing a run's trace folder: ``traces/<run-id>/``.
 
-- ``run.json``: schema ``kernelwright-run-1``; the resolved config (no secrets), the task's name, version
-  and fingerprint, the environment, and one line per session (start and resumes).
-- ``events.jsonl``: append-only, one JSON object per line, each carrying ``"schema": "kernelwright-events-1"``,
-  a sequence number ``seq``, the time ``t`` (Unix seconds), the run's cumulative wall time ``wall_s`` and a
-  ``kind``: ``session``, ``phase``, ``request``, ``model_call`` (one per attempt: the messages added since
-  the previous attempt, the response, reasoning, finish reason, usage), ``proposal``, ``evaluation``,
-  ``skip``, ``best``, ``stop``, ``sanitize`` (compute-sanitizer's report on a winner: ``candidate_id``, ``report``),
-  ``error``, ``end``. Each line is flushed and fsynced before the run goes on.
+- ``run.json``: ``RunInfo`` (``agent.trace.records``): the resolved config (no secrets), the task's name,
+  version and fingerprint, the environment, and one line per session (start and resumes).
+- ``events.jsonl``: append-only, one event per line (``agent.trace.events``: each model says its fields);
+  each line is flushed and fsynced before the run goes on.
 - ``candidates/<id>/``: ``candidate.cu`` (``Candidate.render()``, knob values and flags written in) and
   ``result.json``.
-- ``best.cu`` and ``summary.json`` at the end of each session.
+- ``best.cu`` and ``summary.json`` (``Summary``) at the end of each session.
 
 Every text written passes through the run's ``Redactor`` (``agent.redact``), which replaces its secrets
 (API keys, the endpoint URL's credentials) with ``[redacted]``: no key lands on disk, whatever echoed it.
@@ -18,7 +14,6 @@ Every text written passes through the run's ``Redactor`` (``agent.redact``), whi
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -26,14 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandbox.candidate import Candidate, parse_candidate
+from pydantic import BaseModel
+
 from sandbox.compiler import atomic_write
 
 from ..redact import Redactor
+from .events import Event, read_events, to_line
 from .lock import FolderLock
-
-EVENTS_SCHEMA = "kernelwright-events-1"
-RUN_SCHEMA = "kernelwright-run-1"
+from .records import RunInfo
 
 
 class Trace:
@@ -49,7 +44,7 @@ class Trace:
     # ---- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: Path, run_info: dict, redactor: Redactor | None = None) -> "Trace":
+    def create(cls, path: Path, run_info: RunInfo, redactor: Redactor | None = None) -> "Trace":
         """A new run folder, locked for this process; events.jsonl exists before run.json does."""
         path = Path(path)
         existed = path.exists()
@@ -59,7 +54,7 @@ class Trace:
                 raise FileExistsError(f"{path}: a run already exists there (use --resume to continue it)")
             trace = cls(path, redactor, lock=lock)
             trace._open()
-            trace.write_json("run.json", {"schema": RUN_SCHEMA, **run_info})
+            trace.write_json("run.json", run_info)
         except BaseException:
             lock.release()
             if not existed:
@@ -73,12 +68,9 @@ class Trace:
         path = Path(path)
         lock = lock or FolderLock(path).acquire()
         try:
-            events_file = path / "events.jsonl"
-            if not events_file.is_file():
-                raise FileNotFoundError(f"{path}: not a run folder (no events.jsonl)")
             events = read_events(path, repair=True)
-            trace = cls(path, redactor, wall_offset=events[-1].get("wall_s", 0.0) if events else 0.0, lock=lock)
-            trace._seq = events[-1]["seq"] + 1 if events else 0
+            trace = cls(path, redactor, wall_offset=events[-1].wall_s if events else 0.0, lock=lock)
+            trace._seq = events[-1].seq + 1 if events else 0
             trace._open()
         except BaseException:
             lock.release()
@@ -97,17 +89,34 @@ class Trace:
     def scrub(self, text: str) -> str:
         return self.redactor.text(text)
 
-    def event(self, kind: str, **data: Any) -> dict:
-        record = {"schema": EVENTS_SCHEMA, "seq": self._seq, "t": round(time.time(), 3),
-                  "wall_s": round(self.wall_s, 3), "kind": kind, **data}
-        line = self.scrub(json.dumps(record, default=_jsonable, ensure_ascii=False))
-        self._file.write(line + "\n")
+    def event(self, event: Event) -> Event:
+        """Number, time-stamp and append ``event``; it is on disk when this returns."""
+        event = event.model_copy(update={"seq": self._seq, "t": round(time.time(), 3), "wall_s": round(self.wall_s, 3)})
+        line = self.scrub(to_line(event)) + "\n"
+        try:
+            self._file.write(line)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._seq += 1
+        except BaseException:
+            self._resync()  # a Ctrl-C between the write and the count must not give two lines one number
+            raise
+        return event
+
+    def _resync(self) -> None:
+        """Number the next event after the complete lines on disk (a torn last line is cut off)."""
         self._file.flush()
-        os.fsync(self._file.fileno())
-        self._seq += 1
-        return record
+        events_file = self.path / "events.jsonl"
+        raw = events_file.read_bytes()
+        complete = raw[: raw.rfind(b"\n") + 1]
+        if len(complete) < len(raw):
+            os.truncate(events_file, len(complete))
+        self._seq = complete.count(b"\n")
 
     def write_json(self, name: str, data: Any) -> Path:
+        """``data`` (a record or plain JSON data) as ``name``, scrubbed, written atomically."""
+        if isinstance(data, BaseModel):
+            data = data.model_dump(mode="json", by_alias=True)
         target = self.path / name
         atomic_write(target, self.scrub(json.dumps(data, indent=2, default=_jsonable, ensure_ascii=False)) + "\n")
         return target
@@ -122,11 +131,12 @@ class Trace:
         if result_json is not None:
             self.write_text(f"candidates/{entry_id}/result.json", result_json)
 
-    def run_info(self) -> dict:
-        return json.loads((self.path / "run.json").read_text())
+    def run_info(self) -> RunInfo:
+        return RunInfo.model_validate_json((self.path / "run.json").read_text())
 
     def update_run_info(self, **changes: Any) -> None:
-        self.write_json("run.json", {**self.run_info(), **changes})
+        info = RunInfo.model_validate({**self.run_info().model_dump(by_alias=True), **changes})
+        self.write_json("run.json", info)
 
     def close(self) -> None:
         if self._file is not None:
@@ -134,43 +144,6 @@ class Trace:
             self._file = None
         if self.lock is not None:
             self.lock.release()
-
-
-def read_events(path: Path, repair: bool = False) -> list[dict]:
-    """All complete events of a run. With ``repair``, a torn last line (a kill mid-write) is cut from the file."""
-    events_file = Path(path) / "events.jsonl"
-    raw = events_file.read_bytes()
-    good_end = 0
-    events = []
-    for line in raw.splitlines(keepends=True):
-        if not line.endswith(b"\n"):
-            break
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            break
-        if record.get("schema") != EVENTS_SCHEMA:
-            raise ValueError(f"{events_file}: line {len(events) + 1}: unknown schema {record.get('schema')!r}")
-        events.append(record)
-        good_end += len(line)
-    if repair and good_end < len(raw):
-        with open(events_file, "r+b") as f:
-            f.truncate(good_end)
-            f.flush()
-            os.fsync(f.fileno())
-    return events
-
-
-def candidate_record(c: Candidate) -> dict:
-    """A candidate as events store it: the source as received, plus the chosen flags and knob values."""
-    return {"source": c.source, "flags": list(c.flags), "knobs": {k: list(v) for k, v in c.knobs.items()},
-            "knob_values": dict(c.knob_values), "label": c.label}
-
-
-def candidate_from_record(d: dict) -> Candidate:
-    c = parse_candidate(d["source"], label=d["label"])
-    return dataclasses.replace(c, flags=tuple(d["flags"]), knobs={k: tuple(v) for k, v in d["knobs"].items()},
-                               knob_values=dict(d["knob_values"]))
 
 
 def _jsonable(value: Any) -> Any:

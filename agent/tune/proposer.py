@@ -33,13 +33,14 @@ import math
 from dataclasses import dataclass, field
 
 from sandbox.candidate import Candidate, load_candidate
+from sandbox.plan import identity
 from sandbox.result import Result, Status
 from sandbox.task import Task
 
 from ..protocols import Entry, Proposal, ProposalRequest
 from .search import INF, Search, SharedEvaluations, Space
 from .strategies import get_strategy
-from .space import TuningSpace, code_key, flag_groups
+from .space import TuningSpace, flag_groups
 
 
 COMPILES_PER_EVALUATION = 5   # configurations compiled (duplicates included) per evaluation in the budget
@@ -206,7 +207,7 @@ class TunerProposer:
         """Compile ``cand``; its code key, or None when it cannot run (counted by status)."""
         result = self._sandbox(request).compile(session.task, cand)
         self.compile_results.append(result)
-        key = code_key(session.task, cand, result) if result.status is Status.compiled else None
+        key = identity(session.task, cand, result.compile) if result.status is Status.compiled else None
         status = result.status.value if result.status is not Status.compiled else "compiled" if key else "launch_error"
         session.statuses[status] = session.statuses.get(status, 0) + 1
         return key

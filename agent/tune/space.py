@@ -4,16 +4,13 @@ Knob dimensions come first (launch and tile parameters move a kernel far more th
 one dimension per flag group; ``()`` in a group means "leave the compiler's default". Flags of the
 candidate that no group covers (``-std=c++20``, ``--restrict``...) stay on every variant.
 
-``code_key`` is what makes two configurations the same experiment: the same machine code and the
-same resolved launch plan at every size of the task.
+Two configurations are the same experiment when they have the same ``sandbox.plan.identity``: the same
+machine code and the same resolved launch plan at every size of the task.
 """
 
 from __future__ import annotations
 
-
 from sandbox.candidate import Candidate
-from sandbox.plan import identity
-from sandbox.result import Result, Status
 from sandbox.task import Task
 
 from .search import Point, Space
@@ -73,14 +70,5 @@ class TuningSpace:
         knobs = [f"{k}={self.space.choices[i][point[i]]}" for i, k in enumerate(self.knob_names)]
         flags = [f for (_, choices), i in zip(self.groups, point[n:]) for f in choices[i]]
         return " ".join(knobs + flags) or "defaults"
-
-
-def code_key(task: Task, candidate: Candidate, result: Result) -> str | None:
-    """Same key = same machine code and same launch plan at every size (``sandbox.plan.identity``);
-    None when the configuration did not compile or cannot launch."""
-    info = result.compile
-    if info is None or not info.ok or result.status not in (Status.compiled, Status.ok):
-        return None
-    return identity(task, candidate, info)
 
 

@@ -1,0 +1,228 @@
+"""The events of ``events.jsonl``, one pydantic model per kind, and the one reader every part of agent uses.
+
+Every line is one JSON object with ``schema`` (``kernelwright-events-2``; ``-1`` is read too), ``seq`` (0, 1,
+2... with no gap), ``t`` (Unix seconds), ``wall_s`` (the run's wall time so far, over resumed sessions) and
+``kind``, which picks the model: ``phase``, ``request``, ``model_call``, ``proposal``, ``evaluation``, ``skip``,
+``best``, ``stop``, ``sanitize``, ``error``, ``end``. Unknown fields are an error. Version 2 changed three things, and version
+1 lines are upgraded when read: a ``stop`` carries ``reason`` (a ``StopReason`` value) and ``message`` (version
+1 had only the sentence, in ``reason``), an ``evaluation``'s ``fingerprint`` is called ``identity``, and the
+``end`` event's summary is ``kernelwright-summary-2``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from sandbox.result import Interval, Result
+from sandbox.sanitizer_report import SanitizeReport
+
+from ..loop.stops import StopReason
+from ..protocols import Usage
+from .records import CandidateRecord, Summary, legacy_stop
+
+EVENTS_SCHEMA = "kernelwright-events-2"
+READABLE_EVENTS = ("kernelwright-events-1", EVENTS_SCHEMA)
+
+
+class TraceError(ValueError):
+    """A run folder that cannot be read: the message names the file, the line and what was wrong."""
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_: str = Field(EVENTS_SCHEMA, alias="schema")
+    seq: int = 0                     # the writer numbers the events
+    t: float = 0.0
+    wall_s: float = 0.0
+
+
+class PhaseEvent(_Event):
+    kind: Literal["phase"] = "phase"
+    name: str                        # setup, model, tune or search
+    proposer: str
+    target: str | None = None        # the entry a tuner starts from
+
+
+class RequestEvent(_Event):
+    kind: Literal["request"] = "request"
+    request: str                     # r0000, r0001...
+    iteration: int
+    phase: str
+    parents: list[str]
+
+
+class ModelCallEvent(_Event):
+    """One attempt at a model request: the messages added since the previous attempt, and the answer."""
+
+    kind: Literal["model_call"] = "model_call"
+    request: str
+    messages: list[dict[str, Any]]
+    response: str
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    max_tokens: int | None = None
+    seconds: float = 0.0
+    http: list[dict[str, Any]] = Field(default_factory=list)   # each HTTP attempt (the SDK's retries included)
+    error: str | None = None         # why the answer could not be used (then the model is asked again)
+
+
+class ProposalEvent(_Event):
+    kind: Literal["proposal"] = "proposal"
+    request: str | None              # None for the baseline
+    iteration: int
+    phase: str
+    candidate_id: str | None         # None when the proposal has no candidate (``error`` says why)
+    parents: list[str]
+    origin: str                      # baseline, llm, tuner, replay...
+    note: str = ""
+    error: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    answer: str | None = None        # the model's answer as received
+    candidate: CandidateRecord | None = None
+
+
+class EvaluationEvent(_Event):
+    kind: Literal["evaluation"] = "evaluation"
+    candidate_id: str
+    status: str
+    identity: str | None             # what would run on the GPU (``sandbox.plan.identity``)
+    summary: str
+    diagnosis: str | None = None
+    result: Result
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "fingerprint" in data:  # version 1's name for the identity
+            data = {("identity" if k == "fingerprint" else k): v for k, v in data.items()}
+        return data
+
+
+class SkipEvent(_Event):
+    kind: Literal["skip"] = "skip"
+    candidate_id: str | None
+    reason: str                      # "duplicate", "budget: ...", "sandbox: ..."
+    duplicate_of: str | None = None
+
+
+class BestEvent(_Event):
+    kind: Literal["best"] = "best"
+    candidate_id: str
+    speedup: Interval                # over the task's baseline
+
+
+class StopEvent(_Event):
+    kind: Literal["stop"] = "stop"
+    phase: str
+    reason: StopReason
+    message: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "message" not in data and isinstance(data.get("reason"), str):
+            stop = legacy_stop(data["reason"])  # version 1: the sentence alone
+            data = {**data, "reason": stop.reason, "message": stop.message}
+        return data
+
+
+class SanitizeEvent(_Event):
+    """compute-sanitizer's report on a winner; reading the trace records it on that entry's result again."""
+
+    kind: Literal["sanitize"] = "sanitize"
+    candidate_id: str
+    report: SanitizeReport
+
+
+class ErrorEvent(_Event):
+    kind: Literal["error"] = "error"
+    request: str | None = None
+    error: str
+
+
+class EndEvent(_Event):
+    kind: Literal["end"] = "end"
+    summary: Summary
+
+
+Event = Annotated[Union[PhaseEvent, RequestEvent, ModelCallEvent, ProposalEvent, EvaluationEvent, SkipEvent, BestEvent,
+                        StopEvent, SanitizeEvent, ErrorEvent, EndEvent], Field(discriminator="kind")]
+_EVENT = TypeAdapter(Event)
+
+
+def to_line(event: _Event) -> str:
+    """The JSON line of an event (no newline)."""
+    return json.dumps(event.model_dump(mode="json", by_alias=True), ensure_ascii=False)
+
+
+def read_events(folder: Path, *, strict: bool = False, repair: bool = False) -> list[Event]:
+    """Every event of the run in ``folder``. A line cut off by a kill, or one that is not JSON, ends the
+    reading; ``strict`` makes it a ``TraceError`` instead, and ``repair`` cuts it (and what follows) from the
+    file. A line of another schema, out of sequence, or that does not fit its model is always a ``TraceError``."""
+    events_file = Path(folder) / "events.jsonl"
+    if not events_file.is_file():
+        raise TraceError(f"{events_file.parent}: not a run folder (no events.jsonl)")
+    raw = events_file.read_bytes()
+    if strict and not raw.strip():
+        raise TraceError(f"{events_file}: empty: the run recorded nothing")
+    events: list[Event] = []
+    good_end = 0
+    for number, line in enumerate(raw.splitlines(keepends=True), start=1):
+        where = f"{events_file}: line {number}"
+        record = _json(line, where, strict)
+        if record is None:
+            break
+        events.append(_event(record, where, len(events)))
+        good_end += len(line)
+    if repair and good_end < len(raw):
+        with open(events_file, "r+b") as f:
+            f.truncate(good_end)
+            f.flush()
+            os.fsync(f.fileno())
+    return events
+
+
+def _json(line: bytes, where: str, strict: bool) -> dict | None:
+    """The line's JSON object; None (or, when strict, a TraceError) for a torn or unreadable line."""
+    if not line.endswith(b"\n"):
+        if strict:
+            raise TraceError(f"{where} is cut off (the run was killed while writing it); "
+                             "`kernelwright optimize --resume RUN` repairs the file")
+        return None
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        if strict:
+            raise TraceError(f"{where}: not JSON ({exc})") from None
+        return None
+    if not isinstance(record, dict):
+        raise TraceError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def _event(record: dict, where: str, seq: int) -> Event:
+    if record.get("schema") not in READABLE_EVENTS:
+        raise TraceError(f"{where}: schema {record.get('schema')!r}, expected {EVENTS_SCHEMA!r}")
+    if record.get("seq") != seq or not isinstance(record.get("kind"), str):
+        raise TraceError(f"{where}: expected seq {seq} and a kind, got seq {record.get('seq')!r}, "
+                         f"kind {record.get('kind')!r}")
+    try:
+        return _EVENT.validate_python(record)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(map(str, first["loc"][1:])) or "kind"
+        raise TraceError(f"{where}: a {record['kind']} event that does not fit this kernelwright's record "
+                         f"({field}: {first['msg']})") from None
+
+
+__all__ = ["EVENTS_SCHEMA", "Event", "TraceError", "read_events", "to_line", "PhaseEvent", "RequestEvent",
+           "ModelCallEvent", "ProposalEvent", "EvaluationEvent", "SkipEvent", "BestEvent", "StopEvent", "SanitizeEvent",
+           "ErrorEvent", "EndEvent"]
