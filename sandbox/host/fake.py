@@ -13,8 +13,9 @@ The model, per candidate:
   has PyTorch eager there instead, and torch.compile at ``COMPILE_GAIN`` (1.25) times eager's speed;
 - a candidate takes ``baseline / s`` (eager's time for such a task). ``s`` is 1.0 for the task's own baseline (same source, flags and
   default knobs); else, from a ``// fake: speedup=X`` annotation in the source; else derived from a hash
-  of the compiled cubin and the resolved launch plan, uniform in [0.8, 1.2). Knob values that change
-  the binary or the launch geometry therefore change the simulated time; identical builds never do;
+  of the machine code (``CompileInfo.code_hash``) and the resolved launch plan, uniform in [0.8, 1.2). Knob
+  values that change the binary or the launch geometry therefore change the simulated time; identical builds
+  never do, in any process;
 - 20 paired rounds with 1% Gaussian noise (``// fake: noise=0.05`` changes it) from a generator seeded
   by the same hash; medians and intervals come from ``sandbox.stats`` like real ones;
 - as on a GPU, a time below the floor divided by 1.5 is ``rejected`` (faster than the hardware allows).
@@ -107,7 +108,9 @@ class FakeSandbox(CompileOnlySandbox):
         checks = [_check(s, label, t.name, True) for label, s in labelled for t in task.spec.outputs]
         if not timing:
             return new_result(task, candidate, Status.ok, checks=checks, **base)
-        seed_blob = json.dumps([compiled.compile.cubin_sha256, plans], sort_keys=True, default=str)
+        # the machine code's hash: the cubin's own bytes carry the compile's temporary paths, new in every process
+        code = compiled.compile.code_hash or compiled.compile.cubin_sha256
+        seed_blob = json.dumps([code, plans], sort_keys=True, default=str)
         digest = hashlib.sha256(seed_blob.encode()).digest()
         speed = self._speedup(task, candidate, notes, digest)
         rec, floor = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
