@@ -181,6 +181,8 @@ class Result(_Record):
                 parts.append(f"{t.median_ms:.4g} ms [{t.ci_ms.low:.4g}, {t.ci_ms.high:.4g}]")
             for name, s in self.timing.speedup.items():
                 parts.append(f"{s.value:.3f}x vs {name} [{s.low:.3f}, {s.high:.3f}]")
+            for name, why in self.timing.unavailable.items():
+                parts.append(f"{name} not timed ({why})")
         return "; ".join(parts)
 
     def to_json(self) -> str:

@@ -17,7 +17,7 @@ NAMES = ["argmax", "conv1d_bias_relu", "cross_entropy", "gemm_nt", "maxpool2d"]
 @pytest.mark.timeout(1200)
 def test_every_example_baseline_is_ok_with_its_vendor_timed_beside_it():
     config = SandboxConfig(check_timeout_s=300, time_timeout_s=300, timing_budget_s=0.05, max_rounds=12,
-                           full_check_rounds=1)
+                           full_checks=1)
     problems, lines = [], []
     with GPUSandbox(config) as sb:
         for name in NAMES:

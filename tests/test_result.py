@@ -39,3 +39,12 @@ def test_every_documented_status_exists():
 def test_summary_names_status_error_and_speedup():
     r = _result(status=Status.wrong, error="output 'c' is wrong")
     assert r.summary() == "c: wrong; output 'c' is wrong"
+
+
+def test_summary_says_which_baseline_could_not_be_timed_and_why():
+    timing = Timing(sizes={"n": 4}, rounds=10, l2_flush_bytes=0, rotating_sets=1, primary="eager",
+                    impls={"candidate": dict(samples_ms=[1.0] * 10, median_ms=1.0, ci_ms=dict(value=1.0, low=0.9, high=1.1))},
+                    speedup={"eager": Interval(value=2.0, low=1.9, high=2.1)}, faster_than={"eager": True},
+                    unavailable={"compile": "BackendCompilerFailed: no C compiler"})
+    text = _result(timing=timing).summary()
+    assert "2.000x vs eager" in text and "compile not timed (BackendCompilerFailed: no C compiler)" in text

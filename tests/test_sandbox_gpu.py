@@ -74,7 +74,7 @@ CLASS_CHEATS = {
     "hgemm_zero_late.cu": ("hgemm", None, Status.wrong, "timing stage"),
     "sgemm_half_late.cu": ("sgemm", None, Status.wrong, "timing stage"),
     # a flushed L2 gives the timed launches away (inputs fit the L2 at this size)
-    "flush_detector.cu": ("vector_add", {"n": 1 << 20}, Status.wrong, "timing stage"),
+    "flush_detector.cu": ("vector_add", {"n": 1 << 20}, Status.wrong, "output 'c' is wrong"),
     # inputs that stress the math
     "softmax_no_max.cu": ("softmax", None, Status.wrong, "x: large"),
     "layernorm_one_pass.cu": ("layernorm", None, Status.wrong, "x: large"),
