@@ -38,7 +38,7 @@ from typing import Literal
 
 from . import expr
 from .dtypes import DTYPES
-from .source_filter import check
+from .source_filter import approximate_math, check
 from .task import Task
 
 PLAN_OPEN, PLAN_CLOSE = "/*@kernelwright", "@*/"
@@ -47,7 +47,9 @@ MAX_SOURCE_CHARS = 100_000
 
 INT_ARG_TYPES = {"i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64"}
 
-# Allowed NVRTC options. Fast math is further gated by the task (Task.spec.allow_fast_math).
+# Allowed NVRTC options. Fast math, and the flags that make up part of it, are further gated by the task
+# (Task.spec.allow_fast_math).
+FAST_MATH_FLAGS = ("--use_fast_math", "--ftz=true", "--prec-div=false", "--prec-sqrt=false")
 FLAG_PATTERNS = (
     r"--use_fast_math",
     r"--extra-device-vectorization",
@@ -303,8 +305,10 @@ def validate_for_task(c: Candidate, task: Task) -> None:
     ints = symbols | set(c.knobs)
     for s in c.scratch:
         _known(s.size, ints, f"scratch {s.name!r} size")
-    if "--use_fast_math" in c.flags and not task.spec.allow_fast_math:
-        raise CandidateError(f"--use_fast_math is not allowed for task {task.name!r}: its tolerance does not admit it")
+    fast = [f for f in c.flags if f in FAST_MATH_FLAGS]
+    if fast and not task.spec.allow_fast_math:
+        raise CandidateError(f"{' '.join(fast)} is not allowed for task {task.name!r}: its tolerance does not admit "
+                             f"fast math")
     for i, launch in enumerate(c.launches):
         for d in launch.grid + launch.block + (launch.shared,):
             _known(d, ints, f"launch[{i}]")
@@ -327,7 +331,11 @@ def _known(text: str, known: set[str], where: str) -> None:
         raise CandidateError(f"{where}: unknown names {sorted(unknown)} (sizes and knobs: {sorted(known)})")
 
 
-def static_problems(c: Candidate) -> list[str]:
-    """Policy checks done before compiling: reasons to reject the candidate outright (sandbox.source_filter)."""
-    return check(c.source)
+def static_problems(c: Candidate, task: Task | None = None) -> list[str]:
+    """Policy checks done before compiling: reasons to reject the candidate outright (sandbox.source_filter);
+    with ``task``, also approximate math where the task does not allow fast math."""
+    problems = check(c.source)
+    if task is not None and not task.spec.allow_fast_math:
+        problems += approximate_math(c.source)
+    return problems
 

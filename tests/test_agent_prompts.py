@@ -62,7 +62,7 @@ def test_first_prompt_carries_task_format_gpu_and_the_baseline(task, base):
     system, user = msgs[0]["content"], msgs[1]["content"]
     assert prompts.kind(_request(task, base, base, base)) == "first"
     assert "/*@kernelwright" in system and "ceil_div" in system and "cuda_fp16.h" in system
-    assert "--use_fast_math` is not allowed for this task" in system
+    assert "Fast math is not allowed for this task" in system and "`__expf`" in system
     for needle in ("## The task: softmax", "rows=32768,cols=8192", "rows=3,cols=5", "1e-09 + 1e-05 * |expected|", "5 * rows * cols",
                    "NVIDIA H200", "132 SMs", "4.26 TB/s (read+write), read-only streaming 4.61 TB/s", "softmax_rows", "40 registers", "spills 8/0"):
         assert needle in user, needle

@@ -57,7 +57,7 @@ class Builder:
 
     def build(self, task: Task, candidate: Candidate) -> Built:
         validate_for_task(candidate, task)
-        problems = static_problems(candidate)
+        problems = static_problems(candidate, task)
         if problems:
             return Built(new_result(task, candidate, Status.rejected, error=problems[0], detail="\n".join(problems)),
                          None, None)
