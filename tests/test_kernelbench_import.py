@@ -119,6 +119,19 @@ def test_the_eager_baseline_takes_the_sandboxs_arrays_and_passes_the_reference(i
     assert compare(np, produced["out"], expected, tol.atol, tol.rtol)["passed"]
 
 
+@pytest.mark.timeout(300)
+def test_the_compile_baseline_runs_the_module_through_torch_compile(imported):
+    """torch.compile (dynamo) imports the module a function was defined in: the problem's must be importable."""
+    task = load_task(imported["1_swish_clamp"].folder)
+    sizes = task.spec.sizes.check[-1]
+    ins = reference_inputs(np, input_specs(task, sizes, 0), 5)
+    runtime = runtime_for(task.folder)
+    eager = runtime.baseline("eager", sizes, device="cpu")(np, **ins, **sizes)["out"]
+    compiled = runtime.baseline("compile", sizes, device="cpu")(np, **ins, **sizes)["out"]
+    tol = task.tolerance("float32")
+    assert compiled.shape == eager.shape and compare(np, compiled, eager, tol.atol, tol.rtol)["passed"]
+
+
 def test_a_precision_downgrade_fails_the_tolerance(imported):
     task = load_task(imported["3_matmul"].folder)
     sizes = task.spec.sizes.check[-1]

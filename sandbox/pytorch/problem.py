@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
+import sys
+import types
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -141,12 +143,17 @@ class Problem:
                 body.append(ast.copy_location(self._assignment(target, values), stmt))
         tree.body = body
         ast.fix_missing_locations(tree)
-        ns: dict = {"__name__": f"kernelwright_problem_{self.digest}", "__file__": str(self.path),
-                    "__builtins__": builtins}
+        # A real module in sys.modules: torch.compile (dynamo) imports the module a function was defined in.
+        tag = hashlib.sha256(repr(sorted(values.items())).encode()).hexdigest()[:8]
+        module = types.ModuleType(f"kernelwright_problem_{self.digest}_{tag}")
+        module.__file__ = str(self.path)
+        module.__builtins__ = builtins
+        ns = module.__dict__
         try:
             exec(compile(tree, str(self.path), "exec"), ns)  # the task's own problem file (trusted)
         except Exception as exc:
             raise ProblemError(f"{self.path}: executing it failed: {type(exc).__name__}: {exc}") from None
+        sys.modules[module.__name__] = module
         torch = require_torch()
         if not (isinstance(ns.get("Model"), type) and issubclass(ns["Model"], torch.nn.Module)):
             raise ProblemError(f"{self.path}: Model is not a subclass of torch.nn.Module")
