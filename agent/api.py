@@ -18,6 +18,7 @@ from . import config as config_mod
 from .loop import session as session_mod
 from .loop.stops import Stop, StopReason
 from .protocols import Entry, Proposer
+from .report import notebook  # also gives Result and Entry their HTML in Jupyter
 from .report.summary import entry_row
 from .trace.reader import UNFINISHED_NOTE, read
 from .trace.records import Summary, TaskRef
@@ -75,26 +76,18 @@ class Run:
 
     def plot(self, over: str = "evaluations"):
         """The best speedup so far against evaluations, tokens, gpu_s or wall_s (a matplotlib Figure)."""
-        from .report.notebook import plot
-
-        return plot(self, over)
+        return notebook.plot(self, over)
 
     def candidate(self, entry_id: str):
         """One candidate: its diff against its parent and its result (renders itself in Jupyter)."""
-        from .report.notebook import candidate
-
-        return candidate(self, entry_id)
+        return notebook.candidate(self, entry_id)
 
     def report(self, out: str | Path | None = None) -> Path:
         """Write the self-contained HTML report (default: report.html in the run folder)."""
-        from .report.notebook import report
-
-        return report(self, out)
+        return notebook.report(self, out)
 
     def _repr_html_(self) -> str:
-        from .report.notebook import run_html
-
-        return run_html(self)
+        return notebook.run_html(self)
 
 
 def optimize(task: str | Path | None = None, model: str | None = None, *, base_url: str | None = None,

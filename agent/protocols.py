@@ -58,11 +58,6 @@ class Entry:
     note: str = ""                   # what the proposer says it changed
     diagnosis: str | None = None     # the profiler's distilled diagnosis, when profiled
 
-    def _repr_html_(self) -> str:
-        from .report.html import entry_fragment
-
-        return entry_fragment(self)
-
 
 @dataclass
 class ProposalRequest:

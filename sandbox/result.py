@@ -188,11 +188,6 @@ class Result(_Record):
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)
 
-    def _repr_html_(self) -> str:
-        from .result_html import result_html
-
-        return result_html(self)
-
     @classmethod
     def from_json(cls, text: str) -> "Result":
         return cls.model_validate_json(text)

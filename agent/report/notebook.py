@@ -7,6 +7,9 @@ trace folder, so it works the same on a finished run, a stored one and one copie
     run.plot("gpu_s")        # a matplotlib Figure
     run.candidate("c0003")   # its diff against its parent, its result
     run.rows()               # the lineage as records
+
+The data types do not know their renderers: importing this module (``agent.api`` does) gives ``Result`` and
+``Entry`` their ``_repr_html_``, so that a result or an entry renders itself in Jupyter.
 """
 
 from __future__ import annotations
@@ -16,9 +19,25 @@ from html import escape
 from pathlib import Path
 
 from sandbox.result import Result
+from sandbox.result_html import result_html
 
 from ..protocols import Entry
 from ..trace.reader import StoredRun, TraceError, read
+
+
+def _entry_html(entry: Entry) -> str:
+    from .html import entry_fragment
+
+    return entry_fragment(entry)
+
+
+def register_displays() -> None:
+    """Jupyter shows an object through its ``_repr_html_``: attach ours to the sandbox's Result and the Entry."""
+    Result._repr_html_ = result_html
+    Entry._repr_html_ = _entry_html
+
+
+register_displays()
 
 
 def _stored(run) -> StoredRun:

@@ -21,7 +21,7 @@ import math
 import random
 from typing import Callable, Generator, Iterator
 
-from .search import INF, Memory, Point, Space
+from .points import INF, Memory, Point, Space
 
 Strategy = Callable[[Space, Memory, random.Random, Point, "int | None"], Iterator[list[Point]]]
 
