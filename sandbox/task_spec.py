@@ -13,6 +13,12 @@ from . import expr
 from .dtypes import DTYPES, SCALAR_TYPES, itemsize
 from .pytorch.spec import TorchSpec
 
+
+def _one_of(value: str, known) -> str:
+    if value not in known:
+        raise ValueError(f"expected one of {', '.join(known)}, got {value!r}")
+    return value
+
 class TaskError(ValueError):
     """A malformed task: the message names the file, the key and what was expected."""
 
@@ -79,9 +85,7 @@ class TensorSpec(_Strict):
     @field_validator("dtype")
     @classmethod
     def _known_dtype(cls, v: str) -> str:
-        if v not in DTYPES:
-            raise ValueError(f"expected one of {', '.join(DTYPES)}, got {v!r}")
-        return v
+        return _one_of(v, DTYPES)
 
     @field_validator("shape")
     @classmethod
@@ -122,9 +126,7 @@ class ScalarSpec(_Strict):
     @field_validator("dtype")
     @classmethod
     def _scalar_dtype(cls, v: str) -> str:
-        if v not in SCALAR_TYPES:
-            raise ValueError(f"expected one of {', '.join(SCALAR_TYPES)}, got {v!r}")
-        return v
+        return _one_of(v, SCALAR_TYPES)
 
 
 class Sizes(_Strict):
