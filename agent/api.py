@@ -20,7 +20,7 @@ from .loop.stops import Stop, StopReason
 from .protocols import Entry, Proposer
 from .report import notebook  # also gives Result and Entry their HTML in Jupyter
 from .report.summary import entry_row
-from .trace.reader import UNFINISHED_NOTE, read
+from .trace.reader import UNFINISHED_NOTE, read, resolve_run
 from .trace.records import Summary, TaskRef
 
 
@@ -161,11 +161,3 @@ def load_run(ref: str | Path, traces: str | Path = "traces") -> Run:
                           baseline=entry_row(base) if base else None, candidates=len(stored.entries),
                           notes=[UNFINISHED_NOTE])
     return Run(stored.id, stored.path, summary.to_json(), stored.entries)
-
-
-def resolve_run(ref: str | Path, traces: str | Path = "traces") -> Path:
-    """A run folder from a path, or from a run id under ``traces``."""
-    for candidate in (Path(ref), Path(traces) / str(ref)):
-        if (candidate / "run.json").is_file():
-            return candidate
-    raise config_mod.ConfigError(f"{ref}: no such run (neither a run folder nor a run id under {traces})")

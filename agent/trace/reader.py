@@ -113,7 +113,7 @@ class StoredRun:
         return path.read_text() if path.is_file() else None
 
 
-def resolve(ref: str | Path, traces: str | Path = "traces") -> Path:
+def resolve_run(ref: str | Path, traces: str | Path = "traces") -> Path:
     """A run folder from a path, or from a run id under ``traces``."""
     for candidate in (Path(ref), Path(traces) / str(ref)):
         if candidate.is_dir() and ((candidate / "run.json").exists() or (candidate / "events.jsonl").exists()):
@@ -125,7 +125,7 @@ def resolve(ref: str | Path, traces: str | Path = "traces") -> Path:
 
 
 def read(ref: str | Path, traces: str | Path = "traces") -> StoredRun:
-    path = resolve(ref, traces)
+    path = resolve_run(ref, traces)
     info = _record(path / "run.json", RunInfo, required=True)
     events = read_events(path, strict=True)
     summary = _record(path / "summary.json", Summary, required=False)
