@@ -20,7 +20,7 @@ from sandbox.envinfo import READINGS, describe_reading, software
 from sandbox.result import Interval, Result
 
 from ..protocols import Entry
-from ..trace.reader import StoredRun
+from ..trace.reader import RunTrace
 
 DEFAULT_TOLERANCE = 0.03
 COMPARED = (("gpu", "GPU"), ("arch", "arch"), ("driver", "driver"), ("cuda_runtime", "CUDA runtime"),
@@ -75,7 +75,7 @@ class Verification:
         return out
 
 
-def winner(stored: StoredRun) -> Entry:
+def winner(stored: RunTrace) -> Entry:
     """The entry whose claim can be verified, or NothingToVerify saying why not."""
     if stored.simulated:
         raise NothingToVerify(f"run {stored.id} is SIMULATED (fake sandbox): its figures were modelled, not measured, "
@@ -87,7 +87,7 @@ def winner(stored: StoredRun) -> Entry:
     return best
 
 
-def prepare(stored: StoredRun):
+def prepare(stored: RunTrace):
     """(task, candidate, winner entry) as the run measured them; NothingToVerify where that is impossible."""
     from sandbox.candidate import CandidateError, load_candidate
 
@@ -112,7 +112,7 @@ def prepare(stored: StoredRun):
     return task, cand, best
 
 
-def sandbox_config(stored: StoredRun, budget_s: float | None = None):
+def sandbox_config(stored: RunTrace, budget_s: float | None = None):
     """The run's own sandbox settings (timing budget, rounds...), so that the protocol is the same."""
     from pydantic import ValidationError
 
@@ -126,7 +126,7 @@ def sandbox_config(stored: StoredRun, budget_s: float | None = None):
     return cfg.model_copy(update={"timing_budget_s": budget_s}) if budget_s else cfg
 
 
-def compare(stored: StoredRun, entry: Entry, result: Result, tolerance: float = DEFAULT_TOLERANCE) -> Verification:
+def compare(stored: RunTrace, entry: Entry, result: Result, tolerance: float = DEFAULT_TOLERANCE) -> Verification:
     """The verdict for ``result`` (the winner re-measured now) against ``entry`` (the winner as recorded)."""
     claimed = entry.result.speedup("baseline")
     measured = result.speedup("baseline") if result.ok else None
@@ -144,7 +144,7 @@ def compare(stored: StoredRun, entry: Entry, result: Result, tolerance: float = 
     return v
 
 
-def environment(stored: StoredRun, then: dict, now: dict) -> tuple[list[dict], list[str]]:
+def environment(stored: RunTrace, then: dict, now: dict) -> tuple[list[dict], list[str]]:
     software = stored.info.environment
     rows, warnings = [], []
     for key, label in COMPARED + SHOWN:
@@ -166,7 +166,7 @@ def environment(stored: StoredRun, then: dict, now: dict) -> tuple[list[dict], l
     return rows, warnings
 
 
-def verify(stored: StoredRun, tolerance: float = DEFAULT_TOLERANCE, budget_s: float | None = None,
+def verify(stored: RunTrace, tolerance: float = DEFAULT_TOLERANCE, budget_s: float | None = None,
            sandbox=None) -> Verification:
     """Re-measure the winner on ``sandbox``; without one a ``GPUSandbox`` with the run's settings is opened
     (RuntimeError where there is no usable device)."""

@@ -21,7 +21,7 @@ from . import views
 from .plots import best_so_far, svg
 from ..protocols import Entry
 from ..trace.events import EVENTS_SCHEMA
-from ..trace.reader import StoredRun
+from ..trace.reader import RunTrace
 
 TEMPLATES = Path(__file__).with_name("templates")
 PLOTS = ("evaluations", "tokens", "gpu_s")
@@ -45,7 +45,7 @@ def _markup(text: str):
     return Markup(text)
 
 
-def _plot(stored: StoredRun, over: str) -> dict:
+def _plot(stored: RunTrace, over: str) -> dict:
     if over == "tokens" and (not stored.steps or stored.steps[-1].tokens == 0):
         return {"over": over, "svg": "", "note": "No model tokens were spent (the built-in search ran without a model), "
                                                  "so there is no curve over tokens."}
@@ -55,11 +55,11 @@ def _plot(stored: StoredRun, over: str) -> dict:
     return {"over": over, "svg": _markup(svg(fig, f"{stored.id}-{over}")), "note": ""}
 
 
-def _candidate(stored: StoredRun, entry: Entry) -> dict:
+def _candidate(stored: RunTrace, entry: Entry) -> dict:
     return {**views.candidate_view(stored, entry), "result_html": _markup(result_html(entry.result))}
 
 
-def render_report(stored: StoredRun) -> str:
+def render_report(stored: RunTrace) -> str:
     from importlib import metadata
 
     try:
@@ -74,7 +74,7 @@ def render_report(stored: StoredRun) -> str:
         schema=stored.events[0].schema_ if stored.events else EVENTS_SCHEMA)
 
 
-def write_report(stored: StoredRun, out: str | Path | None = None) -> Path:
+def write_report(stored: RunTrace, out: str | Path | None = None) -> Path:
     """Write the report (default: ``report.html`` in the run folder); returns its path."""
     target = Path(out) if out is not None else stored.path / "report.html"
     atomic_write(target, render_report(stored))
@@ -84,7 +84,7 @@ def write_report(stored: StoredRun, out: str | Path | None = None) -> Path:
 # ---- notebook views ------------------------------------------------------------------------------
 
 
-def run_fragment(stored: StoredRun, rows: list[dict]) -> str:
+def run_fragment(stored: RunTrace, rows: list[dict]) -> str:
     """A run in a notebook; ``rows`` are ``Run.rows()``."""
     plot = _plot(stored, "evaluations")
     return environment().get_template("run.html.j2").render(
@@ -92,7 +92,7 @@ def run_fragment(stored: StoredRun, rows: list[dict]) -> str:
         lineage=views.lineage_lines(stored), rows=views.rows_view(rows))
 
 
-def candidate_fragment(stored: StoredRun, entry: Entry) -> str:
+def candidate_fragment(stored: RunTrace, entry: Entry) -> str:
     c = _candidate(stored, entry)
     return environment().get_template("candidate.html.j2").render(c=c, css=_css(), result_html=c["result_html"])
 

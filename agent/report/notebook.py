@@ -22,7 +22,7 @@ from sandbox.result import Result
 from sandbox.result_html import result_html
 
 from ..protocols import Entry
-from ..trace.reader import StoredRun, TraceError, read
+from ..trace.reader import RunTrace, TraceError, read
 
 
 def _entry_html(entry: Entry) -> str:
@@ -40,7 +40,7 @@ def register_displays() -> None:
 register_displays()
 
 
-def _stored(run) -> StoredRun:
+def _stored(run) -> RunTrace:
     return read(run.path)
 
 
@@ -113,7 +113,7 @@ class CandidateView:
     source: str | None
     parent_id: str | None
     parent_source: str | None
-    stored: StoredRun = field(repr=False)
+    stored: RunTrace = field(repr=False)
 
     @property
     def id(self) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 from ..loop.lineage import score
-from ..trace.reader import StoredRun
+from ..trace.reader import RunTrace
 
 AXES = {
     "evaluations": ("n", "candidates evaluated"),
@@ -18,7 +18,7 @@ AXES = {
 ORIGIN_COLORS = {"baseline": "#555555", "llm": "#1f77b4", "replay": "#1f77b4", "tuner": "#ff7f0e"}
 
 
-def best_so_far(stored: StoredRun, over: str = "evaluations"):
+def best_so_far(stored: RunTrace, over: str = "evaluations"):
     """A ``matplotlib.figure.Figure``: the best speedup over the baseline so far, against ``over``."""
     from matplotlib.figure import Figure
 

@@ -17,7 +17,7 @@ from ..claims.heldout import regression_note
 from ..loop.lineage import score
 from ..protocols import Entry
 from ..trace.events import ProposalEvent
-from ..trace.reader import StoredRun
+from ..trace.reader import RunTrace
 from ..trace.records import Summary
 
 ENVELOPE = (("gpu", "GPU"), ("compute_capability", "compute capability"), ("arch", "target arch"), ("sms", "SMs"),
@@ -55,7 +55,7 @@ def _calls(n) -> str:
     return f"{math.ceil(n):,}"
 
 
-def load_task(stored: StoredRun):
+def load_task(stored: RunTrace):
     """The run's task when it can be found unchanged (its recorded folder, else the suite); else None."""
     from sandbox.task import TaskError, load_task as load
 
@@ -73,7 +73,7 @@ def load_task(stored: StoredRun):
 # ---- the summary ---------------------------------------------------------------------------------
 
 
-def summary_view(stored: StoredRun, task=None) -> dict:
+def summary_view(stored: RunTrace, task=None) -> dict:
     info, summary = stored.info, stored.summary
     best, base = stored.best, stored.baseline
     shown = best or base
@@ -132,7 +132,7 @@ def summary_view(stored: StoredRun, task=None) -> dict:
     return out
 
 
-def _counts(stored: StoredRun) -> dict:
+def _counts(stored: RunTrace) -> dict:
     counts: dict[str, int] = {}
     for e in stored.entries:
         counts[e.result.status.value] = counts.get(e.result.status.value, 0) + 1
@@ -142,7 +142,7 @@ def _counts(stored: StoredRun) -> dict:
     return counts
 
 
-def envelope(stored: StoredRun, shown: Entry | None, task=None) -> list[dict]:
+def envelope(stored: RunTrace, shown: Entry | None, task=None) -> list[dict]:
     env = dict(shown.result.env) if shown else {}
     software = stored.info.environment
     rows = []
@@ -185,7 +185,7 @@ def heldout(summary: Summary | None) -> list[dict] | None:
              "flagged": r.flagged, "reason": r.reason or r.error} for r in summary.heldout]
 
 
-def cost(stored: StoredRun) -> list[dict]:
+def cost(stored: RunTrace) -> list[dict]:
     summary = stored.summary
     totals = summary.totals.model_dump() if summary and summary.totals else {}
     ledger = (summary.ledger if summary else None) or {}
@@ -226,7 +226,7 @@ def cost(stored: StoredRun) -> list[dict]:
 # ---- the lineage ---------------------------------------------------------------------------------
 
 
-def node(stored: StoredRun, entry: Entry) -> dict:
+def node(stored: RunTrace, entry: Entry) -> dict:
     r = entry.result
     s = r.speedup("baseline") if r.ok else None
     best = stored.best
@@ -241,7 +241,7 @@ def _first_line(text: str) -> str:
     return line if len(line) <= NOTE_CHARS else line[:NOTE_CHARS - 3] + "..."
 
 
-def lineage_lines(stored: StoredRun) -> list[dict]:
+def lineage_lines(stored: RunTrace) -> list[dict]:
     """The lineage tree, flattened in display order: each node with its tree prefix (``├─ ``, ``│  ``...)."""
     nodes = {e.id: node(stored, e) for e in stored.entries}
     parents = {e.id: (e.parent_ids[0] if e.parent_ids else None) for e in stored.entries}
@@ -295,7 +295,7 @@ def own_diagnosis(entry: Entry) -> str:
     return "" if text == diagnosis_text(entry.result) else text
 
 
-def candidate_view(stored: StoredRun, entry: Entry) -> dict:
+def candidate_view(stored: RunTrace, entry: Entry) -> dict:
     parent = stored.parent(entry)
     phases = {ev.candidate_id: ev.phase for ev in stored.events if isinstance(ev, ProposalEvent) and ev.candidate_id}
     return {**node(stored, entry), "phase": phases.get(entry.id, ""), "iteration": entry.iteration,
@@ -319,6 +319,6 @@ def rows_view(rows: list[dict]) -> list[dict]:
     return out
 
 
-def unevaluated_view(stored: StoredRun) -> list[dict]:
+def unevaluated_view(stored: RunTrace) -> list[dict]:
     return [{"id": u.id or "-", "origin": u.origin, "phase": u.phase, "iteration": u.iteration,
              "parents": ", ".join(u.parents), "reason": u.reason, "note": u.note} for u in stored.unevaluated]

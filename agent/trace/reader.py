@@ -1,7 +1,7 @@
 """Reading a stored run (a trace folder, see ``agent.trace.writer``) into objects, with no GPU and no task
 folder.
 
-``read(path)`` is strict: a folder without ``run.json`` or ``events.jsonl``, a line cut off by a kill, a line
+``read(path)`` returns a ``RunTrace``; it is strict: a folder without ``run.json`` or ``events.jsonl``, a line cut off by a kill, a line
 that is not JSON, not of a schema this kernelwright reads or does not fit its event model, a gap in the
 sequence numbers, an evaluation of a candidate never proposed: each is one ``TraceError`` naming the file,
 the line and what was wrong. ``summary.json`` is optional (a run that was killed or is still running has none).
@@ -58,7 +58,10 @@ class Unevaluated:
 
 
 @dataclass
-class StoredRun:
+class RunTrace:
+    """A run's trace folder as read back: run.json, the events, the entries and steps they replay to, and
+    summary.json where the run finished. (The notebook and Python API's ``agent.api.Run`` is built from it.)"""
+
     path: Path
     info: RunInfo
     events: list[Event]
@@ -124,13 +127,13 @@ def resolve_run(ref: str | Path, traces: str | Path = "traces") -> Path:
     raise TraceError(f"{ref}: no such run (neither a run folder nor a run id under {traces}/)")
 
 
-def read(ref: str | Path, traces: str | Path = "traces") -> StoredRun:
+def read(ref: str | Path, traces: str | Path = "traces") -> RunTrace:
     path = resolve_run(ref, traces)
     info = _record(path / "run.json", RunInfo, required=True)
     events = read_events(path, strict=True)
     summary = _record(path / "summary.json", Summary, required=False)
     entries, steps, unevaluated = _replay(path / "events.jsonl", events)
-    return StoredRun(path, info, events, summary, entries, steps, unevaluated)
+    return RunTrace(path, info, events, summary, entries, steps, unevaluated)
 
 
 def _record(path: Path, model: type[BaseModel], required: bool):
