@@ -142,7 +142,7 @@ class CaseRun:
         return list(dict.fromkeys(k for p in order if (k := self.keys.get(p))))
 
     def key_at(self, point) -> str | None:
-        """The machine-code key of a configuration; None if it failed to compile."""
+        """The identity (sandbox.plan.identity) of a configuration; None if it failed to compile."""
         return self.keys.get(_pt(point))
 
     def representative(self, key: str):
