@@ -44,12 +44,11 @@ def relative_spread(samples: list[float]) -> float:
     return (hi - lo) / 2 / med if med else float("inf")
 
 
-def median_halfwidth(samples: list[float], level: float = 0.95) -> float:
-    """Half the width of a distribution-free interval for the median, relative to the median.
-
-    The interval runs between order statistics x(j) and x(n+1-j), with j the largest rank whose
-    binomial tail P(Bin(n, 1/2) < j) stays within (1 - level) / 2 (so it covers at least ``level``).
-    Cheap enough to recompute after every timing round; inf when n is too small for any such j."""
+def median_bounds(samples: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free interval for the median: the order statistics x(j) and x(n+1-j), with j the
+    largest rank whose binomial tail P(Bin(n, 1/2) < j) stays within (1 - level) / 2 (so it covers at least
+    ``level``). Cheap enough to recompute after every timing round; None when n is too small for any such j
+    (five samples or fewer at 95%)."""
     x = np.sort(np.asarray(samples, dtype=np.float64))
     n = x.size
     tail, j, cumulative = (1 - level) / 2, 0, 0.0
@@ -58,12 +57,30 @@ def median_halfwidth(samples: list[float], level: float = 0.95) -> float:
         if cumulative > tail:
             break
         j += 1
-    med = float(np.median(x)) if n else 0.0
-    if j == 0 or med <= 0:
+    return (float(x[j - 1]), float(x[n - j])) if j else None
+
+
+def median_halfwidth(samples: list[float], level: float = 0.95) -> float:
+    """Half the width of ``median_bounds``, relative to the median; inf when there is no such interval."""
+    bounds = median_bounds(samples, level)
+    med = float(np.median(samples)) if len(samples) else 0.0
+    if bounds is None or med <= 0:
         return math.inf
-    return float(x[n - j] - x[j - 1]) / 2 / med
+    return (bounds[1] - bounds[0]) / 2 / med
 
 
 def settled(samples: list[float], target: float) -> bool:
     """True when the median's interval is within +-target of it (target 0: never)."""
     return target > 0 and median_halfwidth(samples) <= target
+
+
+def screening_stop(ratios: list[float], min_rounds: int, target: float, stop_above: float | None) -> str:
+    """Whether screening may stop timing a candidate after these rounds (``ratios``: its time over the
+    baseline's, paired by round): ``slower`` when the median ratio's interval lies above ``stop_above``,
+    ``settled`` when it is within +-``target`` of the median, else "" (go on). Never before ``min_rounds``."""
+    if len(ratios) < min_rounds:
+        return ""
+    bounds = median_bounds(ratios)
+    if stop_above is not None and bounds is not None and bounds[0] > stop_above:
+        return "slower"
+    return "settled" if settled(ratios, target) else ""

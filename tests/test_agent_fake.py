@@ -66,3 +66,32 @@ def test_compile_errors_and_unlaunchable_plans_are_real(fake, task):
     assert result.status is Status.compile_error and '"q" is undefined' in result.error
     too_big = base.with_knobs({"BLOCK": 2048})
     assert fake.evaluate(task, too_big).status is Status.launch_error
+
+
+def test_simulated_screening_ranks_builds_as_the_simulated_evaluation_does_and_says_it_is_simulated(fake):
+    task = load_task("softmax")
+    base = load_candidate(task.baseline_path)
+    cands = [base.with_knobs({"BLOCK": b}) for b in base.knobs["BLOCK"]]
+    screened = fake.screen(task, cands)
+    full = [fake.evaluate(task, c) for c in cands]
+    assert all(s.ok and 6 <= s.rounds <= 15 and s.gpu_s > 0 for s in screened)
+    by_screen = sorted(range(len(cands)), key=lambda i: screened[i].relative)
+    by_full = sorted(range(len(cands)), key=lambda i: 1 / full[i].speedup("baseline").value)
+    assert by_screen[0] == by_full[0]
+    for s, r in zip(screened, full):
+        assert s.relative == pytest.approx(1 / r.speedup("baseline").value, rel=0.03)
+        lo, hi = s.relative_ci
+        assert lo <= s.relative <= hi
+    # a bar far below every candidate stops each of them at the minimum of six rounds
+    assert all(s.stopped == "slower" and s.rounds == 6 for s in fake.screen(task, cands, best=0.1))
+
+
+def test_simulated_screening_fails_as_annotated_and_passes_a_kernel_wrong_only_at_a_check_size(fake, task):
+    base = load_candidate(task.baseline_path)
+    found = fake.screen(task, [_with(base, "// fake: wrong"), _with(base, "// fake: crashed"),
+                               _with(base, "// fake: check_wrong")])
+    assert [s.status for s in found] == ["wrong", "crashed", "ok"]
+    full = fake.evaluate(task, _with(base, "// fake: check_wrong"))
+    assert full.status is Status.wrong and full.error.startswith("check[0]")
+    with pytest.raises(ValueError, match="rounds must be at least 5"):
+        fake.screen(task, [base], rounds=3)

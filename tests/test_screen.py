@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import types
 
+import numpy as np
+
 import pytest
 
 from sandbox import load_candidate, load_task
@@ -57,7 +59,7 @@ def _stub(monkeypatch, behaviour: dict[int, str]):
                                 samples=[m / (i + 1) for m in base_ms]))
         return {"ok": True, "results": results}
 
-    worker.call_ok = call
+    worker.call_ok = worker.call = call
     cands = [dataclasses.replace(base, label=str(i)) for i in range(10)]
     return sb, task, cands, calls, worker
 
@@ -84,3 +86,89 @@ def test_screen_refuses_too_few_rounds(monkeypatch):
     sb, task, cands, _, _ = _stub(monkeypatch, {})
     with pytest.raises(ValueError, match="rounds must be at least 5"):
         sb.screen(task, cands, rounds=3)
+
+
+def test_the_screening_state_is_set_up_once_per_task_and_again_when_the_worker_lost_it(monkeypatch):
+    sb, task, cands, calls, worker = _stub(monkeypatch, {})
+    sb.screen(task, cands[:3], rounds=6)
+    sb.screen(task, cands[3:6], rounds=6)
+    assert worker.setups == [1] and sb.setups == 1          # the second call reuses the first one's inputs
+    real = worker.call
+
+    def lost_once(req, timeout):  # the worker ran another stage in between: it answers that the state is gone
+        if req["op"] == "screen" and not getattr(lost_once, "done", False):
+            lost_once.done = True
+            return {"ok": False, "setup_lost": True, "error": "no screening set up with this id"}
+        return real(req, timeout)
+
+    worker.call = worker.call_ok = lost_once
+    found = sb.screen(task, cands[6:8], rounds=6)
+    assert [s.status for s in found] == ["ok", "ok"] and sb.setups == 2
+
+
+def test_the_best_ratio_so_far_is_passed_on_as_the_bar_for_stopping_early(monkeypatch):
+    sb, task, cands, calls, worker = _stub(monkeypatch, {})
+    seen = []
+    real = worker.call
+
+    def record(req, timeout):
+        if req["op"] == "screen":
+            seen.append(req["stop_above"])
+        return real(req, timeout)
+
+    worker.call = worker.call_ok = record
+    sb.screen(task, cands[:2], rounds=6, batch=1)
+    sb.screen(task, cands[2:3], rounds=6)
+    sb.screen(task, cands[3:4], rounds=6, best=0.1)
+    # no bar at first; then the first candidate's ratio (1.0) times the margin; then the best of the
+    # earlier call (candidate 1: 0.5) is remembered; a better ratio given by the caller wins
+    assert seen[0] is None and seen[1] == pytest.approx(1.1)
+    assert seen[2] == pytest.approx(0.55) and seen[3] == pytest.approx(0.11)
+
+
+def test_screening_stops_a_candidate_once_settled_or_surely_slower_and_never_before_its_minimum():
+    from sandbox.stats import screening_stop
+
+    steady = [1.0, 1.001, 0.999, 1.0, 1.002, 0.998, 1.0]
+    assert screening_stop(steady[:5], 6, 0.01, None) == ""           # too few rounds for an interval
+    assert screening_stop(steady[:6], 6, 0.01, None) == "settled"
+    noisy = [1.0, 1.3, 0.8, 1.2, 0.9, 1.1, 1.05]
+    assert screening_stop(noisy, 6, 0.01, None) == ""
+    slow = [1.5, 1.6, 1.55, 1.7, 1.45, 1.5]
+    assert screening_stop(slow, 6, 0.0, 1.1) == "slower"             # every ratio above the bar
+    assert screening_stop(slow, 6, 0.0, 1.5) == ""                   # the interval reaches below the bar
+
+
+class _HostArray(np.ndarray):
+    """NumPy standing in for CuPy: arrays that ``.get()`` themselves."""
+
+    def get(self):
+        return np.asarray(self)
+
+
+class _Buffer:
+    def __init__(self, lo_ok=True, hi_ok=True, digest=7):
+        self.lo_ok, self.hi_ok, self.digest = lo_ok, hi_ok, digest
+
+    def guards_intact(self):
+        return (np.array(self.lo_ok).view(_HostArray), np.array(self.hi_ok).view(_HostArray))
+
+    def data_hash(self, seed):
+        return np.array([self.digest], dtype=np.uint64).view(_HostArray)
+
+
+def test_violations_name_every_broken_guard_band_and_modified_input_from_one_transfer():
+    from sandbox.worker.checks import violations
+
+    cp = types.SimpleNamespace(stack=lambda xs: np.stack(xs).view(_HostArray), uint64=np.uint64,
+                               concatenate=lambda xs: np.concatenate(xs).view(_HostArray))
+    h = types.SimpleNamespace(cp=cp)
+    groups = {"input": {"x": _Buffer(digest=9), "y": _Buffer()}, "output": {"out": _Buffer(hi_ok=False)},
+              "scratch": {"tmp": _Buffer(lo_ok=False)}}
+    before = {"x": np.array([8], dtype=np.uint64).view(_HostArray), "y": np.array([7], dtype=np.uint64).view(_HostArray)}
+    assert violations(h, groups, before, seed=1) == [
+        "out-of-bounds write: the guard band above output 'out' was overwritten",
+        "out-of-bounds write: the guard band below scratch 'tmp' was overwritten",
+        "input 'x' was modified by the kernel (inputs are read-only)"]
+    clean = {"input": {"y": _Buffer()}, "output": {"out": _Buffer()}, "scratch": {}}
+    assert violations(h, clean, {"y": before["y"]}, seed=1) == []

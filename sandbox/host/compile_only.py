@@ -1,37 +1,21 @@
-"""Compiling on the host side: ``Builder`` runs NVRTC in a compile worker after the static checks, and
-``CompileOnlySandbox`` (any machine, no GPU, no driver) is a builder plus a profiler and a ``sanitize``
-that say there is no GPU to run on. The GPU and fake sandboxes build on it."""
+"""``CompileOnlySandbox`` (any machine, no GPU, no driver): a ``Builder`` (``sandbox.host.builder``: NVRTC in a
+pool of compile workers) plus a profiler and a ``sanitize`` that say there is no GPU to run on. The GPU and
+fake sandboxes build on it."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import NamedTuple
 
 from .. import compiler
-from ..candidate import Candidate, static_problems, validate_for_task
+from ..candidate import Candidate
 from ..plan import PlanError, resolve, shared_limit
 from ..profile.profiler import Profiler
-from ..result import CompileInfo, Cost, Result, Status
+from ..result import CompileInfo, Result, Status
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..task import Task
+from .builder import Builder, new_result
 from .config import SandboxConfig
 from . import tempdirs
-from .pool import WorkerDied, WorkerProcess, WorkerTimeout
-
-
-class Built(NamedTuple):
-    """A candidate after compiling: its result so far (``compiled`` or why not), the compiler's report and the cubin."""
-
-    result: Result
-    info: CompileInfo | None
-    cubin: bytes | None
-
-
-def new_result(task: Task, candidate: Candidate, status: Status, **kw) -> Result:
-    """A Result for ``candidate`` on ``task``, naming both."""
-    return Result(status=status, task=task.name, task_fingerprint=task.fingerprint, candidate=candidate.label,
-                  candidate_key=candidate.key, knobs=candidate.defines(), flags=list(candidate.flags), **kw)
 
 
 def labelled_sizes(task: Task, bench: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
@@ -39,49 +23,6 @@ def labelled_sizes(task: Task, bench: dict[str, int]) -> list[tuple[str, dict[st
     labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)]
     labelled.append(("benchmark" if bench == task.spec.sizes.benchmark else "size", bench))
     return labelled
-
-
-def _first_error(log: str) -> str:
-    for line in log.splitlines():
-        if "error" in line.lower():
-            return line.strip()[:300]
-    return (log.strip().splitlines() or ["compile failed"])[0][:300]
-
-
-class Builder:
-    """Static checks, then NVRTC in a compile worker process (its compiles are cached by content)."""
-
-    def __init__(self, config: SandboxConfig, arch: str):
-        self.config, self.arch = config, arch
-        self._worker = WorkerProcess("compile")
-
-    def build(self, task: Task, candidate: Candidate) -> Built:
-        validate_for_task(candidate, task)
-        problems = static_problems(candidate, task)
-        if problems:
-            return Built(new_result(task, candidate, Status.rejected, error=problems[0], detail="\n".join(problems)),
-                         None, None)
-        req = dict(source=candidate.source, flags=list(candidate.flags), knobs=candidate.defines(), arch=self.arch)
-        t0 = time.perf_counter()
-        try:
-            reply = self._worker.call(req, timeout=self.config.compile_timeout_s)
-        except WorkerTimeout as exc:
-            return Built(new_result(task, candidate, Status.timeout, error=f"compile: {exc}",
-                                    cost=Cost(compile_s=time.perf_counter() - t0)), None, None)
-        except WorkerDied as exc:
-            return Built(new_result(task, candidate, Status.compile_error, error=f"the compiler process died: {exc}",
-                                    detail=exc.tail, cost=Cost(compile_s=time.perf_counter() - t0)), None, None)
-        if not reply["ok"]:
-            raise RuntimeError(f"compile worker failed: {reply['error']}\n{reply.get('traceback', '')}")
-        info = CompileInfo.model_validate(reply["info"])
-        cost = Cost(compile_s=time.perf_counter() - t0, wall_s=time.perf_counter() - t0)
-        if not info.ok:
-            return Built(new_result(task, candidate, Status.compile_error, error=_first_error(info.log), detail=info.log,
-                                    compile=info, cost=cost), info, None)
-        return Built(new_result(task, candidate, Status.compiled, compile=info, cost=cost), info, reply["cubin"])
-
-    def close(self) -> None:
-        self._worker.close()
 
 
 class CompileOnlySandbox:
@@ -110,6 +51,16 @@ class CompileOnlySandbox:
             except PlanError as exc:
                 result.status, result.error = Status.launch_error, str(exc)
         return result
+
+    def compile_many(self, task: Task, candidates: list[Candidate]) -> list[Result]:
+        """``compile`` for each candidate, the compiles run side by side in the builder's pool."""
+        self.builder.prefetch(task, candidates)
+        return [self.compile(task, c) for c in candidates]
+
+    def prefetch(self, task: Task, candidates: list[Candidate]) -> int:
+        """Start compiling ``candidates`` in the background (``Builder.prefetch``); a later ``compile``,
+        ``evaluate`` or ``screen`` of one of them waits only for what is left of its compile."""
+        return self.builder.prefetch(task, candidates)
 
     def plans(self, task: Task, candidate: Candidate, info: CompileInfo, labelled) -> dict[str, dict]:
         """The plan resolved at each labelled size, within this device's (or target's) shared memory per block."""

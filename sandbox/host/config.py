@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,6 +17,9 @@ class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     arch: str | None = Field(None, description="Target arch (e.g. sm_90a); default: the device's, or sm_90 without one.")
+    compile_workers: int = Field(default_factory=lambda: min(8, os.cpu_count() or 1), ge=1, le=128,
+                                 description="Compile worker processes at most (default: the CPU count, up to 8), started "
+                                 "as compiles run side by side (a search compiles ahead of the GPU).")
     compile_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of one compile.")
     check_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of the correctness stage on the GPU.")
     time_timeout_s: float = Field(240.0, gt=0, description="Wall-clock limit of the timing stage.")

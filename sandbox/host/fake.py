@@ -21,7 +21,9 @@ The model, per candidate:
 - as on a GPU, a time below the floor divided by 1.5 is ``rejected`` (faster than the hardware allows).
 
 Annotations script failures: ``// fake: wrong``, ``// fake: crashed``, ``// fake: timeout``,
-``// fake: rejected`` (several may share a line, separated by commas or spaces).
+``// fake: rejected`` (several may share a line, separated by commas or spaces), and ``// fake: check_wrong``:
+wrong at the first check size only, so it passes screening (``screen``, simulated with the same model and
+early stops as ``GPUSandbox.screen``) and fails the full evaluation.
 
 ``sanitize`` compiles for real and resolves the plan, then simulates compute-sanitizer's verdict (marked
 ``simulated``): clean, unless ``// fake: out_of_bounds`` (a memcheck error), ``// fake: race`` (a racecheck
@@ -46,6 +48,7 @@ from .compile_only import CompileOnlySandbox, new_result
 from .ceilings import FLOOR_NOTE
 from .config import SandboxConfig
 from .sanitizer import sanitize_sizes
+from .screener import Screened
 
 SIM_CEILINGS = {"copy_bytes_per_s": 4.0e12, "fp32_flops": 6.0e13, "fp16_tensor_flops": 8.0e14,
                 "method": "simulated: fixed numbers of the FakeSandbox, not measured"}
@@ -54,6 +57,7 @@ COMPILE_GAIN = 1.25
 ROUNDS = 20
 DEFAULT_NOISE = 0.01
 REJECT_FACTOR = 1.5
+SCREEN_MIN_ROUNDS, SCREEN_MARGIN = 6, 1.1   # as GPUSandbox.screen's defaults
 _ANNOTATION = re.compile(r"//\s*fake:\s*(.+)$", re.M)
 SIM_FAULTS = {"memcheck": ("out_of_bounds", "Invalid __global__ write of size 4 bytes"),
               "racecheck": ("race", "Error: Race reported between Write access and Read access")}
@@ -81,6 +85,7 @@ class FakeSandbox(CompileOnlySandbox):
         self.device = {"gpu": "simulated GPU (FakeSandbox: no measurements)", "arch": self.arch, "sms": 132,
                        "l2_bytes": 60 * 2**20, "memory_bytes": 96 * 2**30, "shared_per_block_optin": 227 * 1024,
                        "shared_per_sm": 228 * 1024, "simulated": True}
+        self.screen_best: dict[str, float] = {}   # as Screener.best: the best ratio screened per task
 
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
         compiled = self.compile(task, candidate)
@@ -96,6 +101,13 @@ class FakeSandbox(CompileOnlySandbox):
             return new_result(task, candidate, Status.launch_error, error=str(exc), **base)
         notes = annotations(candidate.source)
         failure = next((status for key, status in _FAILURES.items() if key in notes), None)
+        if failure is None and "check_wrong" in notes:
+            out = task.spec.outputs[0].name
+            checks = [_check(labelled[0][1], labelled[0][0], out, False)]
+            return new_result(task, candidate, Status.wrong, checks=checks,
+                              error=f"{labelled[0][0]} ({describe_sizes(labelled[0][1])}): output {out!r} is wrong: "
+                                    "1 mismatches, first at [0]: got 0.0, expected 1.0 (simulated by a "
+                                    "'// fake: check_wrong' annotation)", **base)
         if failure is Status.wrong:
             out = task.spec.outputs[0].name
             checks = [_check(s, label, out, True) for label, s in labelled[:-1]] + [_check(bench, "benchmark", out, False)]
@@ -108,10 +120,7 @@ class FakeSandbox(CompileOnlySandbox):
         checks = [_check(s, label, t.name, True) for label, s in labelled for t in task.spec.outputs]
         if not timing:
             return new_result(task, candidate, Status.ok, checks=checks, **base)
-        # the machine code's hash: the cubin's own bytes carry the compile's temporary paths, new in every process
-        code = compiled.compile.code_hash or compiled.compile.cubin_sha256
-        seed_blob = json.dumps([code, plans], sort_keys=True, default=str)
-        digest = hashlib.sha256(seed_blob.encode()).digest()
+        digest = _digest(compiled.compile, plans)
         speed = self._speedup(task, candidate, notes, digest)
         rec, floor = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
         base["cost"].time_gpu_s = sum(sum(i["samples_ms"]) for i in rec["impls"].values()) / 1e3
@@ -119,6 +128,61 @@ class FakeSandbox(CompileOnlySandbox):
         if floor and rec["impls"]["candidate"]["median_ms"] < floor / REJECT_FACTOR:
             status, error = Status.rejected, f"{FLOOR_NOTE} (simulated): below the roofline floor / {REJECT_FACTOR}"
         return new_result(task, candidate, status, checks=checks, timing=Timing.model_validate(rec), error=error, **base)
+
+    def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
+               timeout_s: float = 10.0, best: float | None = None) -> list[Screened]:
+        """Simulated screening (``GPUSandbox.screen``): the time model of ``evaluate`` with noise of its own,
+        the same early stops (``sandbox.stats.screening_stop``); annotations script failures at the benchmark
+        size (``check_wrong`` is wrong at a check size only, which screening does not run: it passes)."""
+        if rounds < 5:
+            raise ValueError(f"screen: rounds must be at least 5 (got {rounds})")
+        self.builder.prefetch(task, candidates)
+        known = self.screen_best.get(task.fingerprint)
+        best = known if best is None else best if known is None else min(best, known)
+        labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)]
+        labelled.append(("benchmark", task.spec.sizes.benchmark))
+        out = []
+        for cand in candidates:
+            compiled = self.compile(task, cand)
+            if compiled.status is not Status.compiled:
+                out.append(Screened(compiled.status.value, error=compiled.error, compile_s=compiled.cost.compile_s))
+                continue
+            plans = [resolve(task, cand, compiled.compile, s) for _, s in labelled]
+            notes = annotations(cand.source)
+            failure = next((status for key, status in _FAILURES.items() if key in notes), None)
+            if failure is not None:
+                out.append(Screened(failure.value, error=f"simulated {failure.value} ('// fake: {failure.value}' "
+                                    "annotation)", compile_s=compiled.cost.compile_s))
+                continue
+            digest = _digest(compiled.compile, plans)
+            speed = self._speedup(task, cand, notes, digest)
+            found = self._screen_one(task, speed, float(notes.get("noise") or DEFAULT_NOISE), digest, rounds, best)
+            found.compile_s = compiled.cost.compile_s
+            out.append(found)
+            if found.ok and found.stopped != "slower":
+                best = found.relative if best is None else min(best, found.relative)
+        if best is not None:
+            self.screen_best[task.fingerprint] = best
+        return out
+
+    def _screen_one(self, task: Task, speed: float, noise: float, digest: bytes, rounds: int,
+                    best: float | None) -> Screened:
+        base_ms = self._timing(task, task.spec.sizes.benchmark, speed, noise, digest)[0]["impls"]["baseline"]["median_ms"]
+        rng = np.random.default_rng(int.from_bytes(digest[16:24], "big"))
+        cand = np.maximum(base_ms / speed * (1 + noise * rng.standard_normal(rounds)), 1e-6).tolist()
+        base = np.maximum(base_ms * (1 + noise * rng.standard_normal(rounds)), 1e-6).tolist()
+        stop_above, stopped, n = None if best is None else best * SCREEN_MARGIN, "", rounds
+        for n in range(1, rounds):
+            stopped = stats.screening_stop([c / b for c, b in zip(cand[:n], base[:n])], SCREEN_MIN_ROUNDS, 0.01, stop_above)
+            if stopped:
+                break
+        else:
+            n = rounds
+        cand, base = cand[:n], base[:n]
+        value, lo, hi = stats.speedup_ci(base, cand)
+        return Screened("ok", ms=float(np.median(cand)), baseline_ms=float(np.median(base)), relative=1.0 / value,
+                        relative_ci=(1.0 / hi, 1.0 / lo), gpu_s=(sum(cand) + sum(base)) / 1e3, samples=cand, rounds=n,
+                        stopped=stopped)
 
     def sanitize(self, task: Task, candidate: Candidate, tools=DEFAULT_TOOLS, check_sizes: int = 2,
                  timeout_s: float = 300.0) -> SanitizeReport:
@@ -180,6 +244,13 @@ class FakeSandbox(CompileOnlySandbox):
                    faster_than={k: v["low"] > 1.0 for k, v in speedup.items()}, primary=task.baselines[0],
                    roofline_ms=floor_ms or None, bound="memory" if t_mem >= t_cmp else "compute")
         return rec, floor_ms or None
+
+def _digest(info, plans: list[dict]) -> bytes:
+    """What the simulated time of a build derives from: its machine code's hash (the cubin's own bytes carry the
+    compile's temporary paths, new in every process) and its plans at every size."""
+    code = info.code_hash or info.cubin_sha256
+    return hashlib.sha256(json.dumps([code, plans], sort_keys=True, default=str).encode()).digest()
+
 
 def _check(sizes: dict, label: str, output: str, passed: bool) -> Check:
     mismatch = None if passed else Mismatch(index=[0], got=0.0, expected=1.0)

@@ -74,9 +74,12 @@ class GPUSandbox(CompileOnlySandbox):
         return self._ceilings
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
-               timeout_s: float = 10.0) -> list[Screened]:
-        """Screen ``candidates`` against the baseline at the benchmark size (``Screener.screen``)."""
-        return self.screener.screen(task, candidates, rounds, batch, timeout_s)
+               timeout_s: float = 10.0, best: float | None = None) -> list[Screened]:
+        """Screen ``candidates`` against the baseline at the benchmark size (``Screener.screen``); their
+        compiles run side by side first. ``best``: the best time relative to the baseline known so far
+        (candidates surely slower than it by 10% stop early)."""
+        self.builder.prefetch(task, candidates)
+        return self.screener.screen(task, candidates, rounds, batch, timeout_s, best=best)
 
     def sanitize(self, task: Task, candidate: Candidate, tools=DEFAULT_TOOLS, check_sizes: int = 2,
                  timeout_s: float = 300.0) -> SanitizeReport:

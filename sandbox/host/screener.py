@@ -31,7 +31,9 @@ from .pool import WorkerDied, WorkerProcess, WorkerTimeout
 
 @dataclass
 class Screened:
-    """One candidate's screening: ``relative`` is its median time over the baseline's, paired by round."""
+    """One candidate's screening: ``relative`` is its median time over the baseline's, paired by round.
+    ``rounds``: the timed rounds it ran; ``stopped``: why before the last (``settled``: its ratio was known
+    well enough; ``slower``: it was surely slower than the best so far by the margin), or empty."""
 
     status: str
     ms: float | None = None
@@ -42,6 +44,8 @@ class Screened:
     compile_s: float = 0.0
     gpu_s: float = 0.0
     samples: list[float] = field(default_factory=list)
+    rounds: int = 0
+    stopped: str = ""
 
     @property
     def ok(self) -> bool:
@@ -51,21 +55,31 @@ class Screened:
 class Screener:
     """The host side of screening for one GPU sandbox. ``build(task, candidate)`` compiles (the sandbox's
     builder); ``baseline(task)`` gives the task's baseline, checked in full once: (candidate, compile info,
-    cubin); ``gpu`` is the sandbox's GPU worker, which keeps the screening's state (``sandbox.worker.screening``);
-    ``harness`` is the device harness every GPU request carries; ``setup_timeout_s`` limits the set-up."""
+    cubin); ``gpu`` is the sandbox's GPU worker, which keeps the screening's state (``sandbox.worker.screening``)
+    from one ``screen`` to the next while it runs nothing else; ``harness`` is the device harness every GPU
+    request carries; ``setup_timeout_s`` limits the set-up."""
 
     def __init__(self, build: Callable, baseline: Callable, gpu: WorkerProcess, harness: dict, setup_timeout_s: float):
         self.build, self.baseline, self.gpu, self.harness = build, baseline, gpu, harness
         self.setup_timeout_s = setup_timeout_s
+        self._setup: tuple[str, dict] | None = None  # (task fingerprint, the set-up request) of the last screening
+        self._set_up_in = None                       # the worker process (its start count) holding that state
+        self.setups = 0                               # set-ups sent to the worker (a cost worth seeing)
+        self.best: dict[str, float] = {}              # task fingerprint -> the best ratio screened so far
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
-               timeout_s: float = 10.0) -> list[Screened]:
+               timeout_s: float = 10.0, best: float | None = None, min_rounds: int = 6, target: float = 0.01,
+               margin: float = 1.1) -> list[Screened]:
         """Screen ``candidates`` at the task's benchmark size, in the order given.
 
-        The GPU worker sets up the inputs and the baseline's outputs once (again only if it had to
-        be restarted); then batches of ``batch`` candidates share one request, each allowed
-        ``timeout_s`` seconds. A batch whose worker dies or passes its limit is split and retried
-        until the candidate responsible is alone; that candidate is ``crashed`` or ``timeout``."""
+        The GPU worker sets up the inputs and the baseline's outputs once per task (again only if it was
+        restarted or ran something else in between); then batches of ``batch`` candidates share one request,
+        each allowed ``timeout_s`` seconds. A candidate runs ``min_rounds`` to ``rounds`` timed rounds: it
+        stops once its ratio to the baseline is settled within ``target``, or is surely above the best ratio
+        known (``best``, or the best this screener measured for the task, in this call or an earlier one) times
+        ``margin``. A batch whose
+        worker dies or passes its limit is split and retried until the candidate responsible is alone; that
+        candidate is ``crashed`` or ``timeout``."""
         if rounds < 5:
             raise ValueError(f"screen: rounds must be at least 5 (got {rounds})")
         bench = task.spec.sizes.benchmark
@@ -82,24 +96,17 @@ class Screener:
                 out[i] = Screened(Status.launch_error.value, error=str(exc), compile_s=compiled.cost.compile_s)
                 continue
             ready.append((i, dict(key=i, cubin=cubin, plan=plan), compiled.cost.compile_s))
-        b_cand, b_info, b_cubin = self.baseline(task)
         rng = random.SystemRandom()
-        setup = dict(op="screen_setup", setup_id=rng.getrandbits(62),
-                     baseline=dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench)),
-                     inputs=[input_specs(task, bench, k) for k in range(2)], outputs=output_specs(task, bench),
-                     tolerance=task.tolerances(),
-                     seed=rng.getrandbits(40), hash_seed=rng.getrandbits(63), **self.harness)
-        set_up_in = None  # the worker process (its start count) that holds this screening's state
+        known = self.best.get(task.fingerprint)
+        best = known if best is None else best if known is None else min(best, known)
         pending = [ready[k:k + batch] for k in range(0, len(ready), batch)]
         while pending:
             group = pending.pop(0)
-            if set_up_in is None or not self.gpu.alive or self.gpu.started != set_up_in:
-                self.gpu.call_ok(setup, self.setup_timeout_s)
-                set_up_in = self.gpu.started
-            req = dict(op="screen", setup_id=setup["setup_id"], candidates=[c for _, c, _ in group], rounds=rounds,
+            req = dict(op="screen", candidates=[c for _, c, _ in group], rounds=rounds, min_rounds=min(min_rounds, rounds),
+                       target=target, margin=margin, stop_above=None if best is None else best * margin,
                        order_seed=rng.getrandbits(62))
             try:
-                reply = self.gpu.call_ok(req, timeout_s * len(group))
+                reply = self._call(task, req, timeout_s * len(group))
             except (WorkerDied, WorkerTimeout) as exc:
                 if len(group) > 1:
                     half = len(group) // 2
@@ -111,7 +118,39 @@ class Screener:
                 continue
             for (i, _, compile_s), rec in zip(group, reply["results"]):
                 out[i] = _screened(rec, compile_s)
+                if out[i].ok and out[i].stopped != "slower":
+                    best = out[i].relative if best is None else min(best, out[i].relative)
+        if best is not None:
+            self.best[task.fingerprint] = best
         return out  # type: ignore[return-value]
+
+    def _call(self, task: Task, req: dict, timeout: float) -> dict:
+        """Send a screen request to a worker that holds this task's screening state (set up first if not)."""
+        for attempt in range(2):
+            if self._setup is None or self._setup[0] != task.fingerprint:
+                self._setup, self._set_up_in = (task.fingerprint, self._setup_request(task)), None
+            setup = self._setup[1]
+            if self._set_up_in is None or not self.gpu.alive or self.gpu.started != self._set_up_in:
+                self.gpu.call_ok(setup, self.setup_timeout_s)
+                self._set_up_in = self.gpu.started
+                self.setups += 1
+            reply = self.gpu.call({**req, "setup_id": setup["setup_id"]}, timeout)
+            if reply.get("setup_lost") and attempt == 0:  # the worker ran another stage since: set up again
+                self._set_up_in = None
+                continue
+            if not reply["ok"]:
+                raise RuntimeError(f"gpu worker: {reply['error']}\n{reply.get('traceback', '')}")
+            return reply
+        raise RuntimeError("gpu worker: the screening state was lost twice in a row")
+
+    def _setup_request(self, task: Task) -> dict:
+        bench = task.spec.sizes.benchmark
+        b_cand, b_info, b_cubin = self.baseline(task)
+        rng = random.SystemRandom()
+        return dict(op="screen_setup", setup_id=rng.getrandbits(62),
+                    baseline=dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench)),
+                    inputs=[input_specs(task, bench, k) for k in range(2)], outputs=output_specs(task, bench),
+                    tolerance=task.tolerances(), seed=rng.getrandbits(40), hash_seed=rng.getrandbits(63), **self.harness)
 
 
 def _screened(rec: dict, compile_s: float) -> Screened:
@@ -120,7 +159,8 @@ def _screened(rec: dict, compile_s: float) -> Screened:
     cand, base = rec["samples"], rec["baseline_samples"]
     speed, lo, hi = stats.speedup_ci(base, cand)
     return Screened("ok", ms=statistics.median(cand), baseline_ms=statistics.median(base), relative=1.0 / speed,
-                    relative_ci=(1.0 / hi, 1.0 / lo), compile_s=compile_s, gpu_s=rec["gpu_s"], samples=cand)
+                    relative_ci=(1.0 / hi, 1.0 / lo), compile_s=compile_s, gpu_s=rec["gpu_s"], samples=cand,
+                    rounds=len(cand), stopped=rec.get("stopped", ""))
 
 
 __all__ = ["Screened", "Screener"]

@@ -16,17 +16,25 @@ def _safe(label: str) -> str:
 
 
 def violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> list[str]:
-    """Guard bands of every buffer, and input hashes against ``before``."""
-    problems = []
+    """Guard bands of every buffer, and input hashes against ``before``: every test on the device, then one
+    transfer of the verdicts to the host (a launch's checks wait on the GPU once, not once per buffer)."""
+    cp = h.cp
+    where, verdicts = [], []
     for kind, buffers in groups.items():
         for name, buf in buffers.items():
             lo, hi = buf.guards_intact()
-            if not bool(lo):
-                problems.append(f"out-of-bounds write: the guard band below {kind} {name!r} was overwritten")
-            if not bool(hi):
-                problems.append(f"out-of-bounds write: the guard band above {kind} {name!r} was overwritten")
-    for name, digest in before.items():
-        if int(groups["input"][name].data_hash(seed).get()[0]) != int(digest.get()[0]):
+            where += [(kind, name, "below"), (kind, name, "above")]
+            verdicts += [lo, hi]
+    names = list(before)
+    digests = [groups["input"][name].data_hash(seed) for name in names]
+    parts = [cp.stack(verdicts).astype(cp.uint64).ravel()] if verdicts else []
+    parts += [d.ravel() for d in digests] + [before[name].ravel() for name in names]
+    values = cp.concatenate(parts).get().tolist() if parts else []
+    problems = [f"out-of-bounds write: the guard band {side} {kind} {name!r} was overwritten"
+                for (kind, name, side), ok in zip(where, values) if not ok]
+    hashes = values[len(where):]
+    for i, name in enumerate(names):
+        if hashes[i] != hashes[len(names) + i]:
             problems.append(f"input {name!r} was modified by the kernel (inputs are read-only)")
     return problems
 

@@ -88,7 +88,7 @@ class GpuRole:
             return {"ok": True}
         if op == "screen":
             if self.screening is None or self.screening.id != req["setup_id"]:
-                return {"ok": False, "error": "no screening set up with this id"}
+                return {"ok": False, "setup_lost": True, "error": "no screening set up with this id"}
             return self.screening.screen(req)
         raise ValueError(f"unknown op {op!r}")
 

@@ -4,8 +4,10 @@ is ``sandbox.host.screener``)."""
 from __future__ import annotations
 
 import random
+import statistics
 import time
 
+from ..stats import screening_stop
 from .checks import Violation, violations
 from .harness import Harness, LaunchFailed, generate_into, poison_outputs
 
@@ -17,7 +19,8 @@ class Screening:
     first two distributions), guarded output buffers, the baseline loaded and its outputs on both sets
     kept, masked, as the expected values (the orchestrator checked the baseline against the reference).
     Per candidate (``op: screen``): a poisoned-output run on set 0, warm-up runs, interleaved A/B rounds
-    against the baseline with a cold L2, and a last run on set 1; every run of the candidate is compared
+    against the baseline with a cold L2 (fewer where the ratio is settled, or clearly worse than the best
+    so far: ``_one``), and a last run on set 1; every run of the candidate is compared
     on the device with the baseline's output for its set (``sandbox.agreement``), guard bands and input
     hashes checked. A candidate that breaks a rule (a guard band or an input overwritten) is rejected and
     the state rebuilt, so the next candidate starts clean."""
@@ -89,39 +92,60 @@ class Screening:
 
     def screen(self, req: dict) -> dict:
         self.rng = random.Random(req["order_seed"])
+        stop_above = req.get("stop_above")
         results = []
         for c in req["candidates"]:
             t0 = time.perf_counter()
-            rec = dict(key=c["key"], status="ok", error="", samples=[], baseline_samples=[])
+            rec = dict(key=c["key"], status="ok", error="", samples=[], baseline_samples=[], stopped="")
             try:
-                self._one(c, req["rounds"], rec)
+                self._one(c, req, stop_above, rec)
             except Violation as v:
                 rec.update(status="rejected", error=v.problems[0], samples=[], baseline_samples=[])
                 self._build()
             except LaunchFailed as exc:
                 rec.update(status="launch_error", error=str(exc), samples=[], baseline_samples=[])
             rec["gpu_s"] = time.perf_counter() - t0
+            if rec["status"] == "ok" and rec["stopped"] != "slower":  # a measured candidate sets the bar for the next
+                ratio = statistics.median(a / b for a, b in zip(rec["samples"], rec["baseline_samples"]))
+                bar = ratio * req.get("margin", 1.1)
+                stop_above = bar if stop_above is None else min(stop_above, bar)
             results.append(rec)
         return {"ok": True, "results": results}
 
-    def _one(self, c: dict, rounds: int, rec: dict) -> None:
-        """Every run of the candidate is checked before anything else writes the output buffers."""
+    def _one(self, c: dict, req: dict, stop_above: float | None, rec: dict) -> None:
+        """Every run of the candidate is checked before anything else writes the output buffers. The timed
+        rounds end at ``rounds``, or after ``min_rounds`` once the median of the candidate's time over the
+        baseline's (paired by round) is settled within ``target``, or is surely above ``stop_above`` (a
+        candidate clearly slower than the best screened so far); the last run follows either way."""
         loaded = self.h.load(c["cubin"], c["plan"])
         scratch = loaded.alloc_scratch()
         cand, base = ("samples", loaded, scratch), ("baseline_samples", self.base, self.base_scratch)
         steps = [("first run", 0, [cand], False)]
         steps += [(f"warm-up run {w}", w % 2, [cand, base], False) for w in range(2)]
-        steps += [(f"timed round {r}", r % 2, [cand, base], True) for r in range(rounds)]
-        steps += [("last run (other inputs, after the timed rounds)", 1, [cand], False)]
+        steps += [(f"timed round {r}", r % 2, [cand, base], True) for r in range(req["rounds"])]
+        last = ("last run (other inputs, after the timed rounds)", 1, [cand], False)
+        min_rounds, target = req.get("min_rounds", req["rounds"]), req.get("target", 0.0)
         for when, k, impls, timed in steps:
-            impls = impls[:]
-            self.rng.shuffle(impls)
-            for field, impl, scr in impls:
-                ms = self.run(impl, scr, k, flush=len(impls) > 1)
-                if impl is loaded:
-                    wrong = self.check(k, when)
-                    if wrong:
-                        rec.update(status="wrong", error=wrong, samples=[], baseline_samples=[])
-                        return
-                if timed:
-                    rec[field].append(ms)
+            if not self._run_step(when, k, impls, timed, loaded, rec):
+                return
+            if timed and len(rec["samples"]) < req["rounds"]:
+                ratios = [a / b for a, b in zip(rec["samples"], rec["baseline_samples"])]
+                rec["stopped"] = screening_stop(ratios, min_rounds, target, stop_above)
+                if rec["stopped"]:
+                    break
+        self._run_step(*last, loaded, rec)
+
+    def _run_step(self, when: str, k: int, impls: list, timed: bool, loaded, rec: dict) -> bool:
+        """One step in a shuffled order; False when the candidate's output was wrong (``rec`` says why)."""
+        impls = impls[:]
+        self.rng.shuffle(impls)
+        for field, impl, scr in impls:
+            ms = self.run(impl, scr, k, flush=len(impls) > 1)
+            if impl is loaded:
+                wrong = self.check(k, when)
+                if wrong:
+                    rec.update(status="wrong", error=wrong, samples=[], baseline_samples=[], stopped="")
+                    return False
+            if timed:
+                rec[field].append(ms)
+        return True
