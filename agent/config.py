@@ -94,7 +94,10 @@ class TuneConfig(_Strict):
 
     enabled: bool = Field(True, description="Sweep the winner's knobs and flags after a model-driven run.")
     strategy: str = Field("default", description="Search strategy of the tuner: default, bayes, random or exhaustive.")
-    max_evaluations: int | None = Field(None, ge=1, description="Candidates the tuner may evaluate; None: its own default.")
+    max_evaluations: int | None = Field(None, ge=1, description="Configurations the search may measure (screened on a GPU "
+                                        "or the fake sandbox, else evaluated in full); None: its own default.")
+    finalists: int = Field(3, ge=1, description="The best screened configurations evaluated in full (every check size, "
+                           "the full timing protocol) after the search; only those can win.")
     seed: int = Field(0, description="Seed of the tuner's random choices.")
 
     @field_validator("strategy")
@@ -131,9 +134,11 @@ class RunConfig(_Strict):
         "auto", description="gpu, compile-only (no GPU: real compiles, no timing), fake (simulated timings), auto.")
     sandbox_options: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits (arch, timing budget...).")
     parallel: int = Field(1, ge=1, le=64, description="Model requests in flight at once; the GPU still evaluates one candidate at a time.")
-    profile: Literal["promising", "all", "none"] = Field(
-        "promising", description="Which correct candidates Nsight Compute profiles (GPU sandbox with ncu): the baseline and "
-                                 "those within 5% of the best, every one, or none. The rest are diagnosed from timing and resources.")
+    profile: Literal["prompt", "promising", "all", "none"] = Field(
+        "prompt", description="Which candidates Nsight Compute profiles (GPU sandbox with ncu). prompt: where a model reads "
+                              "the diagnosis next (the baseline, each new best, a wrong candidate the model is asked to "
+                              "repair; none in a run without a model); promising: every correct candidate within 5% of "
+                              "the best; all; none. The rest are diagnosed from timing and resources.")
 
     def price(self) -> Price | None:
         return self.prices.get(self.model.name) if self.model else None

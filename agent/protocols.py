@@ -82,10 +82,15 @@ class Proposal:
     error: str = ""                  # why there is no candidate (format error, empty answer...)
     usage: Usage = field(default_factory=Usage)
     exchange: dict[str, Any] | None = None   # prompt and response, for the trace
+    stage: str = "evaluate"          # "screen": measured cheaply in a batch, never a result (see Proposer)
 
 
 @runtime_checkable
 class Proposer(Protocol):
+    """A proposer that marks proposals ``stage="screen"`` (the built-in search) also has
+    ``observe_screened(proposal, screened)``: the loop screens those in one batch (``sandbox.screen``) and
+    hands each its ``Screened`` record instead of an entry; they never enter the lineage."""
+
     name: str
 
     def propose(self, request: ProposalRequest) -> list[Proposal]: ...

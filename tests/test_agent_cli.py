@@ -47,15 +47,18 @@ def test_optimize_without_a_model_says_it_runs_the_built_in_search(kw, tmp_path,
     [tuning] = summary["tuning"]
     assert tuning["strategy"] == "default" and tuning["budget"] == 3 and tuning["evaluations"] == 3
     assert tuning["stop_reason"] == "budget of 3 evaluations used"
+    # the search screens; only its finalists are evaluated in full and become candidates
+    assert tuning["screened"] == summary["totals"]["screened"] == 3
+    assert tuning["evaluated_in_full"] == summary["totals"]["evaluations"] - 1 == summary["candidates"] - 1 <= 3
     from agent.report.html import render_report
     from agent.trace.reader import read
 
     html = render_report(read(tmp_path / "t" / summary["run_id"]))
-    assert "built-in search" in html and "3 evaluated of a budget of 3" in html
+    assert "built-in search" in html and "3 screened of a budget of 3" in html
     quiet = kw("optimize", "vector_add", "--sandbox", "fake", "--config", tune_small, "--traces", tmp_path / "t", "--quiet")
     assert "No model configured: running the built-in search" in quiet.stderr
-    assert re.search(r"search \(default\) from .*: [\d,]+ configurations \(.*\); 3 evaluated of a budget of 3, ",
-                     " ".join(quiet.stdout.split()))
+    assert re.search(r"search \(default\) from .*: [\d,]+ configurations \(.*\); 3 screened of a budget of 3, "
+                     r"\d evaluated in full", " ".join(quiet.stdout.split()))
     assert "or a [model] table in --config FILE" in " ".join(quiet.stderr.split())
     assert "--model NAME" in quiet.stderr
 

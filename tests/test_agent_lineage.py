@@ -127,3 +127,37 @@ def test_promising_policy_profiles_model_candidates_near_the_best_and_tuner_poin
     fresh, never = _entry(task, "c0003", speed=speed, origin=origin), _Profiler()
     text = diagnose(never, task, lineage, fresh.candidate, fresh.result, ["c0001"], "none", origin)
     assert text.startswith("counters: none (not profiled)") and never.profiled == []
+
+
+@pytest.mark.parametrize("origin, status, speed, prompts, profiled", [
+    ("baseline", Status.ok, 1.0, True, True),       # the first parent a model reads
+    ("baseline", Status.ok, 1.0, False, False),     # a run without a model: nobody reads it
+    ("llm", Status.ok, 2.05, True, True),           # a new best: the next parent
+    ("llm", Status.ok, 1.98, True, False),          # near the best but not better: its profile changes no prompt
+    ("tuner", Status.ok, 2.5, False, False),        # the search phase after a model: no prompt follows
+    ("llm", Status.wrong, None, True, True),        # the model will be asked to repair it: its diagnosis is shown
+    ("llm", Status.compile_error, None, True, False),
+])
+def test_prompt_policy_profiles_only_what_a_later_prompt_shows(task, origin, status, speed, prompts, profiled):
+    from agent.loop.judge import diagnose
+    from sandbox.result import CompileInfo
+
+    lineage = _lineage(task, _entry(task, "c0001", speed=2.0))
+    if origin == "baseline":
+        lineage = MemoryLineage(SelectionConfig())
+    sb = _Profiler()
+    entry = _entry(task, "c0002", status=status, speed=speed, parents=("c0001",), origin=origin)
+    entry.result.compile = CompileInfo(ok=True, arch="sm_90", nvrtc_version="13.0", options=[])
+    diagnose(sb, task, lineage, entry.candidate, entry.result, ["c0001"], "prompt", origin, prompts=prompts)
+    assert (sb.profiled == ["c0002"]) == profiled
+
+
+def test_a_wrong_candidate_past_its_repairs_is_not_profiled(task):
+    from agent.loop.judge import should_profile
+
+    lineage = _lineage(task, _entry(task, "c0001", Status.wrong), _entry(task, "c0002", Status.wrong, parents=("c0001",)),
+                       max_repairs=2)
+    third = _entry(task, "c0003", Status.wrong, parents=("c0002",))
+    assert not should_profile("prompt", lineage, third.result, ["c0002"], "llm", True)
+    second = _entry(task, "c0004", Status.wrong, parents=("c0001",))
+    assert should_profile("prompt", lineage, second.result, ["c0001"], "llm", True)

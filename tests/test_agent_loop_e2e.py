@@ -196,8 +196,11 @@ def test_without_a_model_the_built_in_search_runs(tmp_path):
     run = agent.optimize("vector_add", sandbox="fake", traces=tmp_path / "traces",
                          config={"tune": {"max_evaluations": 4}})
     assert [e["name"] for e in _events(run, "phase")] == ["search"]
-    assert {e.origin for e in run.entries} == {"baseline", "tuner"}
+    assert {e.origin for e in run.entries} <= {"baseline", "tuner"} and run.entries[0].origin == "baseline"
     assert run.summary["ledger"]["evaluations"] == len(run.entries)
+    # the search's configurations are screened; the entries after the baseline are its finalists
+    assert run.summary["totals"]["screened"] == len([c for e in _events(run, "screen") for c in e["configurations"]]) >= 3
+    assert run.summary["tuning"][0]["evaluated_in_full"] == len(run.entries) - 1
 
 
 def test_a_toml_run_config_sets_the_endpoint_and_request_fields(serve, tmp_path):

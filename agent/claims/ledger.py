@@ -4,6 +4,7 @@ time), what its winner saves per call at the benchmark size, and how many calls 
     ledger = Ledger()
     ledger.add_result(result)        # every evaluation (compile, check, time, profile seconds)
     ledger.add_compile(result)       # compiles run outside evaluations (the tuner's dedupe)
+    ledger.add_screening(n, gpu_s)   # configurations screened (the built-in search), their GPU-seconds
     ledger.add_usage(usage)          # every model request
     ledger.record_winner(best.result)
     ledger.break_even_calls()        # GPU-seconds spent / GPU-seconds saved per call
@@ -56,7 +57,9 @@ class Ledger:
     time_gpu_s: float = 0.0
     profile_gpu_s: float = 0.0
     sanitize_gpu_s: float = 0.0
+    screen_gpu_s: float = 0.0
     evaluations: int = 0
+    screened: int = 0
     compiles: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
@@ -81,6 +84,11 @@ class Ledger:
         """A compile outside an evaluation: only its compile seconds count."""
         self.compile_s += result.cost.compile_s
         self.compiles += 1
+
+    def add_screening(self, configurations: int, gpu_s: float) -> None:
+        """Configurations screened (measured cheaply in batches, never results) and the GPU time it took."""
+        self.screened += configurations
+        self.screen_gpu_s += gpu_s
 
     def add_usage(self, usage: Usage) -> None:
         self.usage = self.usage + usage
@@ -107,7 +115,7 @@ class Ledger:
 
     @property
     def gpu_s(self) -> float:
-        return self.check_gpu_s + self.time_gpu_s + self.profile_gpu_s + self.sanitize_gpu_s
+        return self.screen_gpu_s + self.check_gpu_s + self.time_gpu_s + self.profile_gpu_s + self.sanitize_gpu_s
 
     @property
     def wall_s(self) -> float:
@@ -164,11 +172,12 @@ class Ledger:
 
     def summary(self) -> str:
         """A few lines for the end of a run."""
-        lines = [f"cost: GPU {self.gpu_s:.1f} s (check {self.check_gpu_s:.1f}, time {self.time_gpu_s:.1f}, "
+        screen = f"screen {self.screen_gpu_s:.1f}, " if self.screened else ""
+        lines = [f"cost: GPU {self.gpu_s:.1f} s ({screen}check {self.check_gpu_s:.1f}, time {self.time_gpu_s:.1f}, "
                  f"profile {self.profile_gpu_s:.1f}" + (f", sanitize {self.sanitize_gpu_s:.1f}" if self.sanitize_gpu_s else "")
                  + f"), compile {self.compile_s:.1f} s, wall {self.wall_s:.1f} s, "
-                 f"{self.evaluations} evaluations"
-                 + (f" + {self.compiles} compiles" if self.compiles else "")]
+                 + (f"{self.screened} configurations screened, " if self.screened else "")
+                 + f"{self.evaluations} evaluations" + (f" + {self.compiles} compiles" if self.compiles else "")]
         u = self.usage
         if u.requests:
             lines.append(f"model: {u.requests} requests, {u.prompt_tokens} prompt + {u.completion_tokens} completion "

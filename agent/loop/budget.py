@@ -17,6 +17,8 @@ class Totals:
     iterations: int = 0          # proposer requests answered in the model phase
     in_flight: int = 0           # requests sent and not yet answered
     evaluations: int = 0
+    screened: int = 0            # configurations the built-in search screened (never entries)
+    screen_gpu_s: float = 0.0    # their GPU time (also in gpu_s)
     duplicates: int = 0          # candidates skipped because an identical build was evaluated
     since_improvement: int = 0   # timed candidates since the best last improved by the plateau gain
 
@@ -30,7 +32,8 @@ class Totals:
                 "reasoning_tokens": u.reasoning_tokens, "cached_tokens": u.cached_tokens, "tokens": self.tokens,
                 "usd": round(u.cost_usd, 6), "model_requests": u.requests, "model_seconds": round(u.seconds, 3),
                 "gpu_s": round(self.gpu_s, 4), "wall_s": round(self.wall_s, 3), "iterations": self.iterations,
-                "evaluations": self.evaluations, "duplicates": self.duplicates}
+                "evaluations": self.evaluations, "screened": self.screened,
+                "screen_gpu_s": round(self.screen_gpu_s, 4), "duplicates": self.duplicates}
 
 
 class Budget:

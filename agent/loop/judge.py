@@ -42,24 +42,52 @@ def judge(sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate) -> 
 
 
 def diagnose(sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate, result: Result,
-             parent_ids: list[str], policy: str, origin: str = "") -> str | None:
-    """Profile promising candidates where the sandbox can (ncu); diagnose the rest from timing and resources.
-    Under ``promising``, a model's candidate is profiled within 5% of the best; a tuner point only when it is
-    the new best (a sweep's many near-best points differ by a knob or a flag, and the tuner reads no
-    diagnosis). Simulated results get no diagnosis: there is nothing measured to diagnose."""
-    if result.status not in (Status.ok, Status.compiled) or result.env.get("simulated"):
+             parent_ids: list[str], policy: str, origin: str = "", prompts: bool = True) -> str | None:
+    """Profile where the sandbox can (ncu) when ``should_profile`` says so; diagnose the rest from timing and
+    resources. Simulated results get no diagnosis: there is nothing measured to diagnose."""
+    ran = result.status in (Status.ok, Status.compiled) or (result.status is Status.wrong and result.compile is not None)
+    if not ran or result.env.get("simulated"):
         return None
-    best = lineage.best()
-    new = score_of(result) or 0.0
-    promising = result.ok and (best is None or (new > score(best) if origin == "tuner" else new >= PROMISING * score(best)))
-    if hasattr(sandbox, "profile") and (policy == "all" or (policy == "promising" and promising)):
+    if hasattr(sandbox, "profile") and should_profile(policy, lineage, result, parent_ids, origin, prompts):
         parent = next((e for e in lineage.entries() if parent_ids and e.id == parent_ids[0]), None)
         sandbox.profile(task, candidate, result=result, parent_profile=parent.result.profile if parent else None)
     if result.profile and result.profile.get("diagnosis"):
         return result.profile["diagnosis"]
+    if result.status is Status.wrong:
+        return None
     from sandbox.profile.diagnosis import diagnose as from_timing
 
     return from_timing(task, result).text
+
+
+def should_profile(policy: str, lineage: MemoryLineage, result: Result, parent_ids: list[str], origin: str,
+                   prompts: bool) -> bool:
+    """Whether Nsight Compute should profile this result (its seconds are the profile stage of the ledger).
+
+    ``prompt`` (the default): only where the profile changes what a later prompt says (``prompts``: a model
+    reads this run's diagnoses later): the baseline (the first parent), a new best (the next parent, and the
+    best shown in every prompt), and a candidate that ran but was wrong when the model will be asked to repair
+    it (its diagnosis goes into the repair prompt). ``promising``: every correct candidate within 5% of the best
+    (a tuner's only when it is the new best). ``all`` and ``none`` say what they mean."""
+    if policy == "all":
+        return True
+    if policy == "none":
+        return False
+    best = lineage.best()
+    new = score_of(result)
+    if policy == "promising":
+        if not result.ok:
+            return False
+        return best is None or (new > score(best) if origin == "tuner" else new >= PROMISING * score(best))
+    if not prompts:
+        return False
+    if result.status is Status.wrong:
+        parent = next((e for e in lineage.entries() if parent_ids and e.id == parent_ids[0]), None)
+        depth = 1 + (lineage.failure_depth(parent) if parent is not None else 0)
+        return origin != "baseline" and depth <= lineage.config.max_repairs
+    if not result.ok:
+        return False
+    return origin == "baseline" or best is None or new > score(best)
 
 
 def invalid(task: Task, candidate: Candidate, error: str) -> Result:

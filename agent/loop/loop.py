@@ -13,7 +13,7 @@ import threading
 from typing import Callable
 
 from sandbox.candidate import Candidate
-from sandbox.task import Task
+from sandbox.task import Task, TaskError
 
 from .budget import Budget, Totals
 from ..config import SelectionConfig
@@ -22,7 +22,7 @@ from .lineage import MemoryLineage, score
 from ..proposers.llm import ModelEndpointError
 from ..protocols import Entry, Proposal, ProposalRequest, Proposer
 from ..trace.events import (BestEvent, ErrorEvent, EvaluationEvent, ModelCallEvent, PhaseEvent, ProposalEvent,
-                            RequestEvent, SkipEvent, StopEvent)
+                            RequestEvent, ScreenedConfig, ScreenEvent, SkipEvent, StopEvent)
 from ..trace.records import CandidateRecord
 from ..trace.writer import Trace
 from .stops import INTERRUPTED, NOTHING_LEFT, Stop, StopReason
@@ -31,9 +31,10 @@ from .stops import INTERRUPTED, NOTHING_LEFT, Stop, StopReason
 class Loop:
     def __init__(self, task: Task, sandbox, lineage: MemoryLineage, trace: Trace, budget: Budget, totals: Totals,
                  selection: SelectionConfig, on_progress: Callable[[str, "Loop"], None] | None = None,
-                 profile: str = "promising"):
+                 profile: str = "prompt", model_run: bool = True):
         self.task, self.sandbox, self.lineage, self.trace = task, sandbox, lineage, trace
         self.budget, self.totals, self.selection, self.profile = budget, totals, selection, profile
+        self.model_run = model_run   # a model reads diagnoses in this run's setup and model phases
         self.on_progress = on_progress or (lambda kind, loop: None)
         self.next_candidate = len(lineage.entries())
         self.next_request = 0
@@ -64,7 +65,11 @@ class Loop:
                     raise outcome
                 elif not outcome:
                     stop = stop or NOTHING_LEFT
-                for proposal in outcome if isinstance(outcome, list) else []:
+                proposals = outcome if isinstance(outcome, list) else []
+                screen = [p for p in proposals if p.stage == "screen"]
+                if screen and not (stop and stop.reason is StopReason.SANDBOX):
+                    stop = self.screen(screen, phase, proposer) or stop
+                for proposal in (p for p in proposals if p.stage != "screen"):
                     entry_id = self.record_proposal(request, proposal, phase)
                     if entry_id is not None and not (stop and stop.reason is StopReason.SANDBOX):
                         stop = self.evaluate(entry_id, proposal.candidate, proposal, request.iteration, phase, proposer) or stop
@@ -140,6 +145,34 @@ class Loop:
         self.on_progress("proposal", self)
         return entry_id
 
+    # ---- screen, evaluate + record --------------------------------------------------------------
+
+    def screen(self, proposals: list[Proposal], phase: str, proposer: Proposer) -> Stop | None:
+        """Screen a batch of the built-in search's configurations in one GPU process unless a GPU or wall limit
+        forbids; none of them becomes an entry (only finalists evaluated in full do). Returns why to stop, or None."""
+        limit = self.limit(phase)
+        if limit is not None and limit.reason.blocks_evaluation:
+            self.trace.event(SkipEvent(candidate_id=None,
+                                       reason=f"budget: {limit.message} ({len(proposals)} configurations not screened)"))
+            return limit
+        try:
+            found = self.sandbox.screen(self.task, [p.candidate for p in proposals])
+        except (RuntimeError, TaskError) as exc:
+            why = str(exc).splitlines()[0]
+            self.trace.event(SkipEvent(candidate_id=None,
+                                       reason=f"sandbox: {why} ({len(proposals)} configurations not screened)"))
+            return StopReason.SANDBOX.because(f"sandbox: {why}")
+        gpu_s = sum(s.gpu_s for s in found)
+        self.totals.gpu_s += gpu_s
+        self.totals.screen_gpu_s += gpu_s
+        self.totals.screened += len(found)
+        self.trace.event(ScreenEvent(phase=phase, parents=sorted({i for p in proposals for i in p.parent_ids}),
+                                     gpu_s=gpu_s, configurations=[screen_record(p, s) for p, s in zip(proposals, found)]))
+        for p, s in zip(proposals, found):
+            proposer.observe_screened(p, s)
+        self.on_progress("screen", self)
+        return None
+
     # ---- evaluate + record --------------------------------------------------------------------
 
     def evaluate(self, entry_id: str, candidate: Candidate, proposal: Proposal, iteration: int, phase: str,
@@ -159,7 +192,7 @@ class Loop:
             self.trace.event(SkipEvent(candidate_id=entry_id, reason="duplicate", duplicate_of=duplicate))
             return None
         diagnosis = diagnose(self.sandbox, self.task, self.lineage, candidate, result, proposal.parent_ids, self.profile,
-                             proposal.origin)
+                             proposal.origin, prompts=self.model_run and phase in ("setup", "model"))
         entry = Entry(entry_id, candidate, result, list(proposal.parent_ids), proposal.origin, iteration,
                       proposal.note, diagnosis)
         improved = self.account(entry, key)
@@ -188,3 +221,12 @@ class Loop:
         gain = self.budget.config.plateau_min_gain
         self.totals.since_improvement = 0 if old is None or new > old * (1 + gain) else self.totals.since_improvement + 1
         return old is None or new > old
+
+
+def screen_record(proposal: Proposal, screened) -> ScreenedConfig:
+    """One screened configuration as the trace keeps it: what it was, what screening measured."""
+    c = proposal.candidate
+    return ScreenedConfig(config=proposal.note, knobs=c.defines(), flags=list(c.flags), status=screened.status,
+                          relative=screened.relative, relative_ci=screened.relative_ci, ms=screened.ms,
+                          baseline_ms=screened.baseline_ms, rounds=screened.rounds, stopped=screened.stopped,
+                          error=screened.error[:300], gpu_s=screened.gpu_s)

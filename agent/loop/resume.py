@@ -4,7 +4,8 @@ proposals that were recorded but never evaluated (they are evaluated first; thei
 from __future__ import annotations
 
 from ..protocols import Entry, Proposal
-from ..trace.events import EvaluationEvent, Event, ProposalEvent, RequestEvent, SanitizeEvent, SkipEvent
+from ..trace.events import (EvaluationEvent, Event, ProposalEvent, RequestEvent, SanitizeEvent, ScreenEvent,
+                            SkipEvent)
 from .loop import Loop
 
 
@@ -26,6 +27,10 @@ def restore(loop: Loop, events: list[Event]) -> None:
             entry = Entry(ev.candidate_id, p.candidate.candidate(), ev.result, list(p.parents), p.origin, p.iteration,
                           p.note, ev.diagnosis)
             loop.account(entry, ev.identity)
+        elif isinstance(ev, ScreenEvent):
+            loop.totals.screened += len(ev.configurations)
+            loop.totals.gpu_s += ev.gpu_s
+            loop.totals.screen_gpu_s += ev.gpu_s
         elif isinstance(ev, SkipEvent) and ev.reason == "duplicate":
             loop.totals.duplicates += 1
         elif isinstance(ev, SanitizeEvent):

@@ -67,7 +67,7 @@ def tuner(cfg: RunConfig, sandbox=None):
     except ImportError as exc:
         raise ConfigError(f"the built-in search (agent.tune.proposer) is not available: {exc}") from None
     return TunerProposer(strategy=cfg.tune.strategy, max_evaluations=cfg.tune.max_evaluations, seed=cfg.tune.seed,
-                         sandbox=sandbox)
+                         sandbox=sandbox, finalists=cfg.tune.finalists)
 
 
 def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, replay: str | None,
@@ -166,7 +166,8 @@ def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session
         session.notes.append("--sandbox auto: no CUDA device answered, so this run only compiles")
     hook = (lambda kind, loop: on_progress(kind, summary_mod.snapshot(loop.lineage, loop.totals, loop.phase,
                                                                       loop.last))) if on_progress else None
-    session.loop = Loop(task, sandbox, lineage, trace, Budget(cfg.budget), totals, cfg.selection, hook, cfg.profile)
+    session.loop = Loop(task, sandbox, lineage, trace, Budget(cfg.budget), totals, cfg.selection, hook, cfg.profile,
+                        model_run=phase == "model")
     return session
 
 
@@ -291,6 +292,7 @@ def _extras(s: Session) -> dict:
     for t in s.tuners:
         for r in getattr(t, "compile_results", []):
             ledger.add_compile(r)
+    ledger.add_screening(loop.totals.screened, loop.totals.screen_gpu_s)
     ledger.add_usage(loop.totals.usage)
     if best is not None:
         ledger.record_winner(best.result)

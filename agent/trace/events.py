@@ -3,7 +3,7 @@
 Every line is one JSON object with ``schema`` (``kernelwright-events-2``; ``-1`` is read too), ``seq`` (0, 1,
 2... with no gap), ``t`` (Unix seconds), ``wall_s`` (the run's wall time so far, over resumed sessions) and
 ``kind``, which picks the model: ``phase``, ``request``, ``model_call``, ``proposal``, ``evaluation``, ``skip``,
-``best``, ``stop``, ``sanitize``, ``error``, ``end``. Unknown fields are an error. Version 2 changed three things, and version
+``screen``, ``best``, ``stop``, ``sanitize``, ``error``, ``end``. Unknown fields are an error. Version 2 changed three things, and version
 1 lines are upgraded when read: a ``stop`` carries ``reason`` (a ``StopReason`` value) and ``message`` (version
 1 had only the sentence, in ``reason``), an ``evaluation``'s ``fingerprint`` is called ``identity``, and the
 ``end`` event's summary is ``kernelwright-summary-2``.
@@ -113,6 +113,37 @@ class SkipEvent(_Event):
     duplicate_of: str | None = None
 
 
+class ScreenedConfig(BaseModel):
+    """One configuration of the built-in search as screening measured it (``sandbox.host.screener.Screened``):
+    never a candidate, never a result; ``relative`` is its median time over the baseline's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str                      # the search's description of the point
+    knobs: dict[str, int]
+    flags: list[str]
+    status: str                      # ok, compile_error, wrong, launch_error...
+    relative: float | None = None
+    relative_ci: tuple[float, float] | None = None
+    ms: float | None = None
+    baseline_ms: float | None = None
+    rounds: int = 0                  # timed rounds it ran
+    stopped: str = ""                # settled, slower or empty: why before the last round
+    error: str = ""                  # the first 300 characters
+    gpu_s: float = 0.0
+
+
+class ScreenEvent(_Event):
+    """A batch of the built-in search's configurations screened in one GPU process (``Loop.screen``); a resumed
+    run's search takes these values back instead of measuring them again."""
+
+    kind: Literal["screen"] = "screen"
+    phase: str
+    parents: list[str]               # the entries whose knobs were searched
+    gpu_s: float
+    configurations: list[ScreenedConfig]
+
+
 class BestEvent(_Event):
     kind: Literal["best"] = "best"
     candidate_id: str
@@ -153,8 +184,8 @@ class EndEvent(_Event):
     summary: Summary
 
 
-Event = Annotated[Union[PhaseEvent, RequestEvent, ModelCallEvent, ProposalEvent, EvaluationEvent, SkipEvent, BestEvent,
-                        StopEvent, SanitizeEvent, ErrorEvent, EndEvent], Field(discriminator="kind")]
+Event = Annotated[Union[PhaseEvent, RequestEvent, ModelCallEvent, ProposalEvent, EvaluationEvent, SkipEvent, ScreenEvent,
+                        BestEvent, StopEvent, SanitizeEvent, ErrorEvent, EndEvent], Field(discriminator="kind")]
 _EVENT = TypeAdapter(Event)
 
 
@@ -224,5 +255,6 @@ def _event(record: dict, where: str, seq: int) -> Event:
 
 
 __all__ = ["EVENTS_SCHEMA", "Event", "TraceError", "read_events", "to_line", "PhaseEvent", "RequestEvent",
-           "ModelCallEvent", "ProposalEvent", "EvaluationEvent", "SkipEvent", "BestEvent", "StopEvent", "SanitizeEvent",
+           "ModelCallEvent", "ProposalEvent", "EvaluationEvent", "SkipEvent", "ScreenedConfig", "ScreenEvent", "BestEvent", "StopEvent",
+           "SanitizeEvent",
            "ErrorEvent", "EndEvent"]

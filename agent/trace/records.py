@@ -205,10 +205,12 @@ class TotalsRecord(_Record):
     usd: float = 0.0                     # at the configured prices (0 without them)
     model_requests: int = 0              # HTTP requests, re-asks included
     model_seconds: float = 0.0
-    gpu_s: float = 0.0                   # checking, timing and profiling
+    gpu_s: float = 0.0                   # screening, checking, timing and profiling
     wall_s: float = 0.0                  # over every session of the run
     iterations: int = 0                  # answered requests of the model phase
-    evaluations: int = 0
+    evaluations: int = 0                 # evaluated in full (entries)
+    screened: int = 0                    # configurations the built-in search screened (never entries)
+    screen_gpu_s: float = 0.0            # their GPU time (part of gpu_s)
     duplicates: int = 0                  # skipped: a build already evaluated
 
 

@@ -3,23 +3,33 @@
 ``TunerProposer`` implements ``agent.protocols.Proposer``. It tunes ``request.parents[0]``: the
 space is the candidate's declared knobs times the NVRTC option catalogue of
 ``agent.tune.space`` (fast math only where the task allows it). Before a configuration is
-proposed it is compiled through the sandbox; configurations that compile to the same machine code
-with the same launch plan as one already tried are not proposed again, and ones that fail to
-compile or whose plan cannot launch are kept as failed values (``inf``) and passed over. The
-search ends at its budget, when the strategy has nothing left, or early, when ``patience``
-evaluations in a row have not beaten the best by more than 1%.
+proposed it is compiled through the sandbox (``agent.tune.source``: in a pool, ahead of the GPU, and not at
+all where it is known to give code already built); configurations that compile to the same machine code
+with the same launch plan as one already tried are not proposed again, and ones that fail to compile or
+whose plan cannot launch are kept as failed values (``inf``) and passed over.
+
+Where the sandbox can screen (``GPUSandbox.screen``, or the fake sandbox's simulation), the search's
+configurations are proposed with ``stage="screen"``: the loop measures them in batches in one GPU process
+(``observe_screened``) and they never become results. Once the search is over, the best screened
+configurations faster than the start (``finalists``, 3 by default) are proposed for a full evaluation
+(every check size, the full timing protocol); a finalist that fails it gives way to the next best, up to
+twice ``finalists`` in all. Only fully evaluated configurations can be a run's winner. Without screening,
+every configuration is evaluated in full. The search ends at its budget (configurations measured), when the
+strategy has nothing left, or early, when ``patience`` evaluations in a row have not beaten the best by
+more than 1%.
 
 Used by the loop (``kernelwright optimize TASK`` with no model configured)::
 
-    tuner = TunerProposer()                 # or TunerProposer(sandbox=the_loops_sandbox)
-    proposals = tuner.propose(request)      # [] once the search is over
-    ...evaluate each proposal.candidate, then tuner.observe(entry) for every evaluated entry...
-    tuner.summaries()                       # what was searched, duplicates, failures, best, why it stopped
+    tuner = TunerProposer(sandbox=the_loops_sandbox)
+    proposals = tuner.propose(request)      # [] once the search and its finalists are over
+    ...screen the proposals marked stage="screen" (then tuner.observe_screened(proposal, screened) for each),
+    ...evaluate the others, then tuner.observe(entry) for every evaluated entry...
+    tuner.summaries()                       # screened, fully evaluated, duplicates, failures, why it stopped
     tuner.compile_results                   # its own compiles, for the ledger (Ledger.add_compile)
     tuner.close()
 
 One request at a time: a proposal that is not observed by the next ``propose`` (skipped by the loop
-as a duplicate, or not evaluated because a budget ran out) counts as failed. Each new source (a
+as a duplicate, or not measured because a budget ran out) counts as failed. Each new source (a
 parent whose source or knob declarations differ) gets its own search and its own budget.
 
 or alone: ``tune(sandbox, task, candidate)`` runs the search to its end and returns the entries.
@@ -28,23 +38,24 @@ or alone: ``tune(sandbox, task, candidate)`` runs the search to its end and retu
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 import hashlib
 import math
-from dataclasses import dataclass, field
 
 from sandbox.candidate import Candidate, load_candidate
-from sandbox.plan import identity
-from sandbox.result import Result, Status
+from sandbox.result import Result
 from sandbox.task import Task
 
 from ..protocols import Entry, Proposal, ProposalRequest
-from .search import INF, Search, SharedEvaluations, Space
+from .search import INF, Search, Space
+from .source import SourceSearch
 from .strategies import get_strategy
 from .space import TuningSpace, flag_groups
 
 
 COMPILES_PER_EVALUATION = 5   # configurations compiled (duplicates included) per evaluation in the budget
 MAX_DEFAULT_BUDGET = 200
+SCREEN_BATCH = 32             # configurations of a non-adaptive strategy proposed for screening at once
 
 
 def objective(result: Result) -> float:
@@ -59,8 +70,8 @@ def objective(result: Result) -> float:
 
 
 def default_budget(strategy: str, size: int) -> int:
-    """Exhaustive: the whole space; otherwise a fifth of it, at least 20 and at most 200 (evaluations,
-    not compiles: duplicates and compile failures are free)."""
+    """Exhaustive: the whole space; otherwise a fifth of it, at least 20 and at most 200 (configurations
+    measured, not compiles: duplicates and compile failures are free)."""
     if strategy == "exhaustive":
         return size
     return min(size, max(20, min(MAX_DEFAULT_BUDGET, math.ceil(0.2 * size))))
@@ -78,52 +89,46 @@ def default_max_points(strategy: str, budget: int) -> int | None:
     return None if strategy == "exhaustive" else COMPILES_PER_EVALUATION * budget
 
 
-@dataclass
-class _Session:
-    """The search over one source (and its knob declarations)."""
-
-    task: Task
-    tspace: TuningSpace
-    search: Search
-    shared: SharedEvaluations
-    parent_id: str
-    label: str
-    proposed: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-
-
 class TunerProposer:
     """Search knobs x flags of the parent candidate; see the module docstring.
 
     strategy: ``default`` (random start, then coordinate sweeps and iterated local search),
-        ``random`` or ``exhaustive``.
-    max_evaluations: candidates proposed for evaluation per tuned source (duplicates and compile
-        failures are free); None: ``default_budget`` (a fifth of the space, 20 to 200; the whole
-        space for exhaustive).
+        ``bayes``, ``random`` or ``exhaustive``.
+    max_evaluations: configurations the search measures per tuned source (screened, or evaluated in full
+        without screening; duplicates and compile failures are free); None: ``default_budget`` (a fifth of
+        the space, 20 to 200; the whole space for exhaustive).
     seed: the strategy's random seed (same seed, same proposals).
     flags: search the compiler-option catalogue too (False: knobs only).
-    sandbox: used to compile before proposing (any ``sandbox.Sandbox``); None: a compile-only
-        sandbox for the request's device arch, opened on first use and closed by ``close()``.
+    sandbox: compiles before proposing, and screens (any ``sandbox.Sandbox``; screening where it has
+        ``screen``); None: a compile-only sandbox for the request's device arch, opened on first use and
+        closed by ``close()``.
     patience: evaluations without a 1% gain before stopping; "auto": ``default_patience``; None: never.
+    screen: measure the search's configurations by screening and evaluate finalists in full; None: where
+        the sandbox can screen.
+    finalists: screened configurations evaluated in full after the search.
     """
 
     name = "tuner"
 
     def __init__(self, strategy: str = "default", max_evaluations: int | None = None, seed: int = 0,
-                 flags: bool = True, sandbox=None, patience: int | str | None = "auto"):
+                 flags: bool = True, sandbox=None, patience: int | str | None = "auto", screen: bool | None = None,
+                 finalists: int = 3):
         get_strategy(strategy)
         if max_evaluations is not None and max_evaluations < 1:
             raise ValueError(f"max_evaluations must be at least 1, got {max_evaluations}")
+        if finalists < 1:
+            raise ValueError(f"finalists must be at least 1, got {finalists}")
         self.strategy = strategy
         self.max_evaluations = max_evaluations
         self.seed = seed
         self.flags = flags
         self.patience = patience
         self.sandbox = sandbox
+        self.screen = screen
+        self.finalists = finalists
         self._owns_sandbox = False
-        self._sessions: dict[str, _Session] = {}
-        self._pending: dict[str, tuple[_Session, str]] = {}   # candidate.key -> (session, code key)
-        self.compile_results: list[Result] = []               # every compile the tuner ran (for the ledger)
+        self._sources: dict[str, SourceSearch] = {}
+        self._pending: dict[str, tuple[SourceSearch, str, object]] = {}   # candidate.key -> (source, key, what)
 
     # ---- Proposer ----------------------------------------------------------------------------
 
@@ -131,50 +136,58 @@ class TunerProposer:
         if not request.parents:
             return []
         self._expire_unobserved()
-        session = self._session(request, request.parents[0])
+        source = self._source(request, request.parents[0])
+        screening = self._screening()
+        wanted = SCREEN_BATCH if screening and not source.search.adaptive else 1
         proposals: list[Proposal] = []
-        while not proposals:
-            batch = session.search.ask()
+        while len(proposals) < wanted:
+            batch = source.search.ask()
             if not batch:
                 break
-            for point in batch:
-                cand = session.tspace.candidate_at(point)
-                key = self._key(session, cand, request)
-                if not session.shared.route(point, key):
-                    continue
-                session.proposed += 1
-                cand = dataclasses.replace(cand, label=f"{session.label}.tune{session.proposed}")
-                self._pending[cand.key] = (session, key)
-                proposals.append(Proposal(candidate=cand, parent_ids=[session.parent_id], origin="tuner",
-                                          note=f"tuner ({self.strategy}): {session.tspace.describe(point)}"))
-        return proposals
+            for point, key in source.route(batch):
+                source.proposed += 1
+                cand = dataclasses.replace(source.tspace.candidate_at(point), label=f"{source.label}.tune{source.proposed}")
+                self._pending[cand.key] = (source, key, "search")
+                proposals.append(Proposal(candidate=cand, parent_ids=[source.parent_id], origin="tuner",
+                                          note=f"tuner ({self.strategy}): {source.tspace.describe(point)}",
+                                          stage="screen" if screening else "evaluate"))
+        if proposals:
+            source.look_ahead()
+            return proposals
+        return self._finalist_proposals(source) if screening and source.search.finished else []
 
     def observe(self, entry: Entry) -> None:
         found = self._pending.pop(entry.candidate.key, None)
+        if found is None:
+            return
+        source, key, what = found
+        if what == "search":
+            source.shared.resolve(key, objective(entry.result))
+        else:
+            what.status, what.value, what.entry_id = entry.result.status.value, objective(entry.result), entry.id
+
+    def observe_screened(self, proposal: Proposal, screened) -> None:
+        """What screening measured for a proposal marked ``stage="screen"`` (a ``sandbox.host.screener.Screened``)."""
+        found = self._pending.pop(proposal.candidate.key, None)
         if found is not None:
-            session, key = found
-            session.shared.resolve(key, objective(entry.result))
+            source, key, _ = found
+            source.shared.resolve(key, source.record_screened(key, screened))
 
     # ---- reporting and lifecycle -----------------------------------------------------------
 
     def summaries(self) -> list[dict]:
-        """One record per tuned source: space, evaluations, duplicates, failures, best, stop reason."""
-        out = []
-        for s in self._sessions.values():
-            point, value = s.search.best
-            out.append(dict(
-                strategy=self.strategy, space_points=s.tspace.space.size,
-                dimensions={n: len(c) for n, c in zip(s.tspace.space.names, s.tspace.space.choices)},
-                start=s.tspace.describe(s.tspace.start), budget=s.search.budget, evaluations=s.search.evaluations,
-                duplicates=s.shared.duplicates, failed_before_running=s.shared.failed_early,
-                compile_statuses=dict(s.statuses), best=s.tspace.describe(point) if point is not None else None,
-                best_value=value if value < INF else None, finished=s.search.finished,
-                stop_reason=s.search.stop_reason))
-        return out
+        """One record per tuned source: space, screened and fully evaluated configurations, duplicates,
+        failures, finalists, best, stop reason."""
+        return [s.summary(self.strategy) for s in self._sources.values()]
+
+    @property
+    def compile_results(self) -> list[Result]:
+        """Every compile the tuner ran (for the ledger)."""
+        return [r for s in self._sources.values() for r in s.compile_results]
 
     @property
     def finished(self) -> bool:
-        return bool(self._sessions) and all(s.search.finished for s in self._sessions.values())
+        return bool(self._sources) and all(s.search.finished for s in self._sources.values())
 
     def close(self) -> None:
         if self._owns_sandbox and self.sandbox is not None:
@@ -184,33 +197,47 @@ class TunerProposer:
 
     # ---- internals ---------------------------------------------------------------------------
 
-    def _session(self, request: ProposalRequest, parent: Entry) -> _Session:
+    def _screening(self) -> bool:
+        if self.screen is not None:
+            return self.screen
+        return self.sandbox is not None and callable(getattr(self.sandbox, "screen", None))
+
+    def _finalist_proposals(self, source: SourceSearch) -> list[Proposal]:
+        out = []
+        new = source.next_finalists(self.finalists)
+        for number, f in enumerate(new, len(source.finalists) - len(new) + 1):
+            source.proposed += 1
+            cand = dataclasses.replace(source.tspace.candidate_at(f.point), label=f"{source.label}.tune{source.proposed}")
+            self._pending[cand.key] = (source, f.key, f)
+            lo, hi = f.screened["relative_ci"] or (f.screened["relative"],) * 2
+            out.append(Proposal(candidate=cand, parent_ids=[source.parent_id], origin="tuner",
+                                note=f"tuner ({self.strategy}) finalist {number}: "
+                                     f"{source.tspace.describe(f.point)}; screened at {f.screened['relative']:.3f} of "
+                                     f"the baseline's time [{lo:.3f}, {hi:.3f}]"))
+        return out
+
+    def _source(self, request: ProposalRequest, parent: Entry) -> SourceSearch:
         cand = parent.candidate
         ident = hashlib.sha256(repr((cand.source, sorted(cand.knobs.items()))).encode()).hexdigest()[:16]
-        if ident in self._sessions:
-            return self._sessions[ident]
+        if ident in self._sources:
+            return self._sources[ident]
         tspace = TuningSpace(cand, flag_groups(request.task, self.flags))
         size = tspace.space.size
         budget = self.max_evaluations or default_budget(self.strategy, size)
         patience = default_patience(self.strategy, tspace.space) if self.patience == "auto" else self.patience
         search = Search(tspace.space, self.strategy, budget=budget, seed=self.seed, start=tspace.start,
                         patience=patience, max_points=default_max_points(self.strategy, budget))
-        session = _Session(request.task, tspace, search, SharedEvaluations(search), parent.id,
-                           cand.label.split(".tune")[0])
-        self._sessions[ident] = session
-        key = self._key(session, cand, request)
-        if session.shared.route(tspace.start, key):
-            session.shared.resolve(key, objective(parent.result), counted=False)
-        return session
-
-    def _key(self, session: _Session, cand: Candidate, request: ProposalRequest) -> str | None:
-        """Compile ``cand``; its code key, or None when it cannot run (counted by status)."""
-        result = self._sandbox(request).compile(session.task, cand)
-        self.compile_results.append(result)
-        key = identity(session.task, cand, result.compile) if result.status is Status.compiled else None
-        status = result.status.value if result.status is not Status.compiled else "compiled" if key else "launch_error"
-        session.statuses[status] = session.statuses.get(status, 0) + 1
-        return key
+        sandbox, task = self._sandbox(request), request.task
+        source = SourceSearch(task, tspace, search, parent.id, cand.label.split(".tune")[0], objective(parent.result),
+                              compile=lambda c: sandbox.compile(task, c),
+                              prefetch=(lambda cs: sandbox.prefetch(task, cs)) if hasattr(sandbox, "prefetch") else None)
+        self._sources[ident] = source
+        key = source.key_of(tspace.start)
+        if key is not None:
+            source.points[key] = tspace.start
+        if source.shared.route(tspace.start, key):
+            source.shared.resolve(key, objective(parent.result), counted=False)
+        return source
 
     def _sandbox(self, request: ProposalRequest):
         if self.sandbox is None:
@@ -222,20 +249,31 @@ class TunerProposer:
 
     def _expire_unobserved(self) -> None:
         """Proposals never observed (the loop skipped them) count as failed, so the search moves on."""
-        for session, key in self._pending.values():
-            session.shared.resolve(key, INF)
+        for source, key, what in self._pending.values():
+            if what == "search":
+                source.shared.resolve(key, INF)
+            else:
+                what.status = "not evaluated"
         self._pending.clear()
 
 
 def format_tuning(summaries: list[dict]) -> str:
-    """One line per tuned source: what was searched and why the search stopped."""
+    """One line per tuned source: what was searched, screened and evaluated in full, and why it stopped."""
     lines = []
     for t in summaries:
         dims = " x ".join(f"{n} {k}" for n, k in t["dimensions"].items())
+        if t.get("screened"):
+            measured = (f"{t['screened']} screened of a budget of {t['budget']}"
+                        + (f" ({t['screen_failed']} failed)" if t.get("screen_failed") else "")
+                        + f", {t['evaluated_in_full']} evaluated in full")
+            if not t["evaluated_in_full"]:
+                measured += " (no screened configuration was faster than the start)"
+        else:
+            measured = f"{t['evaluations']} evaluated of a budget of {t['budget']}"
+        unbuilt = f" ({t['not_compiled']} known without compiling)" if t.get("not_compiled") else ""
         lines.append(f"search ({t['strategy']}) from {t['start'] or 'the start'}: {t['space_points']:,} configurations "
-                     f"({dims}); {t['evaluations']} evaluated of a budget of {t['budget']}, {t['duplicates']} duplicates "
-                     f"of code already measured, {t['failed_before_running']} failed before running; "
-                     f"{t['stop_reason'] or 'not finished'}")
+                     f"({dims}); {measured}, {t['duplicates']} duplicates of code already measured{unbuilt}, "
+                     f"{t['failed_before_running']} failed before running; {t['stop_reason'] or 'not finished'}")
     return "\n".join(lines)
 
 
@@ -271,9 +309,10 @@ class TuneOutcome:
 
 def tune(sandbox, task: Task, candidate: Candidate | None = None, proposer: TunerProposer | None = None,
          ledger=None) -> TuneOutcome:
-    """Evaluate ``candidate`` (default: the task's baseline), then run the tuner on it to the end.
+    """Evaluate ``candidate`` (default: the task's baseline), then run the tuner on it to the end: screening
+    where the sandbox can, then the finalists in full. The outcome's entries are the full evaluations only.
 
-    ``ledger`` (an ``agent.claims.ledger.Ledger``), when given, receives every result and compile.
+    ``ledger`` (an ``agent.claims.ledger.Ledger``), when given, receives every result, compile and screening.
     """
     if candidate is None:
         candidate = dataclasses.replace(load_candidate(task.baseline_path), label="baseline")
@@ -284,13 +323,20 @@ def tune(sandbox, task: Task, candidate: Candidate | None = None, proposer: Tune
     start = Entry(id="e0", candidate=candidate, result=sandbox.evaluate(task, candidate), parent_ids=[],
                   origin=origin, iteration=0)
     entries = [start]
+    screened = []
     while True:
         request = ProposalRequest(task=task, parents=[start], best=None, baseline=start, recent_failures=[],
                                   device=dict(getattr(sandbox, "device", {})), iteration=len(entries))
         proposals = proposer.propose(request)
         if not proposals:
             break
+        screen = [p for p in proposals if p.stage == "screen"]
+        for p, found in zip(screen, sandbox.screen(task, [p.candidate for p in screen]) if screen else []):
+            screened.append(found)
+            proposer.observe_screened(p, found)
         for p in proposals:
+            if p.stage == "screen":
+                continue
             entry = Entry(id=f"e{len(entries)}", candidate=p.candidate, result=sandbox.evaluate(task, p.candidate),
                           parent_ids=p.parent_ids, origin=p.origin, iteration=request.iteration, note=p.note)
             entries.append(entry)
@@ -300,5 +346,6 @@ def tune(sandbox, task: Task, candidate: Candidate | None = None, proposer: Tune
             ledger.add_compile(r)
         for e in entries:
             ledger.add_result(e.result)
+        ledger.add_screening(len(screened), sum(s.gpu_s for s in screened))
     best = min(entries, key=lambda e: (objective(e.result), e is not start))
     return TuneOutcome(start=start, best=best, entries=entries, summary=(proposer.summaries() or [{}])[-1])

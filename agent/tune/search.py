@@ -14,11 +14,15 @@ it. ``SharedEvaluations`` lets points that compile to the same code share one ev
 from __future__ import annotations
 
 import random
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
 from .points import INF, Memory, Point, Space
 from .strategies import get_strategy
+
+NON_ADAPTIVE = frozenset({"exhaustive", "random"})   # strategies whose next points do not depend on values
+
 
 class Search:
     """One search: strategy, budget (counted evaluations) and early stop against the current best.
@@ -27,6 +31,10 @@ class Search:
     ``evaluated=False`` (duplicates, failures found before running) are free. ``patience``: stop after
     this many evaluations in a row that do not beat the best by more than ``min_gain`` (relative).
     ``max_points``: stop after this many points have values, free ones included (bounds compiles).
+
+    A strategy that does not read values (``NON_ADAPTIVE``) may have several batches handed out at once, so
+    that a caller can measure many points together; ``upcoming`` names the points likely to be asked next
+    (to compile them ahead).
     """
 
     def __init__(self, space: Space, strategy: str = "default", budget: int | None = None, seed: int = 0,
@@ -42,7 +50,9 @@ class Search:
         self.start = start if start is not None else tuple(0 for _ in space.choices)
         self._gen = get_strategy(strategy)(space, self.memory, random.Random(seed), self.start, budget)
         self._batch: list[Point] = []
+        self._ahead: deque[list[Point]] = deque()   # batches pulled from a non-adaptive strategy, not yet asked
         self._handed: set[Point] = set()
+        self._outstanding: set[Point] = set()       # handed out and awaiting a value
         self.evaluations = 0
         self._since_gain = 0
         self._gain_ref = INF
@@ -69,21 +79,54 @@ class Search:
     def remaining(self) -> int | None:
         return None if self.budget is None else max(0, self.budget - self.evaluations)
 
+    @property
+    def adaptive(self) -> bool:
+        """Whether the strategy's next points depend on the values of the last ones."""
+        return self.strategy not in NON_ADAPTIVE
+
     def ask(self) -> list[Point]:
-        """The next points to evaluate: [] while handed-out points still await values, or when finished."""
+        """The next points to evaluate, or [] when finished or while handed-out points await values (an adaptive
+        strategy's, or as many as the budget has left)."""
         while not self.finished:
-            waiting = [p for p in self._batch if p not in self.memory]
-            if waiting:
-                new = [p for p in waiting if p not in self._handed]
-                if self.budget is not None:
-                    new = new[:max(0, self.remaining - (len(waiting) - len(new)))]
+            self._outstanding = {p for p in self._outstanding if p not in self.memory}
+            room = None if self.budget is None else self.remaining - len(self._outstanding)
+            new = [p for p in self._batch if p not in self.memory and p not in self._handed]
+            if room is not None:
+                new = new[:max(0, room)]
+            if new:
                 self._handed.update(new)
+                self._outstanding.update(new)
                 return new
+            if (room is not None and room <= 0) or (self._outstanding and self.adaptive):
+                return []
             try:
-                self._batch = list(dict.fromkeys(next(self._gen)))
+                self._batch = self._ahead.popleft() if self._ahead else list(dict.fromkeys(next(self._gen)))
             except StopIteration:
-                self._exhausted = True
+                self._exhausted = not self._outstanding
+                return []
         return []
+
+    def upcoming(self, n: int) -> list[Point]:
+        """Up to ``n`` points without a value that the search is likely to ask for next, without handing them
+        out: a non-adaptive strategy's own next points; for the others, the neighbours of the best point
+        (a coordinate sweep's next lines run through it)."""
+        if self.adaptive:
+            best = self.memory.best_point
+            if best is None:
+                return []
+            near = [q for d in range(len(self.space.choices)) for q in self.space.line(best, d)]
+            return [q for q in near if q not in self.memory and q not in self._handed][:n]
+        out = [p for p in self._batch if p not in self.memory and p not in self._handed]
+        for batch in self._ahead:
+            out += [p for p in batch if p not in self.memory]
+        while len(out) < n:
+            try:
+                batch = list(dict.fromkeys(next(self._gen)))
+            except StopIteration:
+                break
+            self._ahead.append(batch)
+            out += [p for p in batch if p not in self.memory]
+        return list(dict.fromkeys(out))[:n]
 
     def tell(self, point: Point, value: float, evaluated: bool = True) -> None:
         if point in self.memory:

@@ -16,8 +16,11 @@ from pathlib import Path
 
 from ..host.tools import find_tool
 
+# The sections the diagnosis reads (bound, traffic, coalescing and bank conflicts, occupancy, launch, stalls,
+# compute pipes) and whose rules it quotes. SchedulerStats is left out: the diagnosis reads none of its
+# metrics, and its one rule (issue slots) restates the stall reasons WarpStateStats gives.
 SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "Occupancy", "LaunchStats",
-            "WarpStateStats", "ComputeWorkloadAnalysis", "SchedulerStats")
+            "WarpStateStats", "ComputeWorkloadAnalysis")
 
 # Metrics collected beside the sections (most sections already hold the rest).
 METRICS = ("gpu__time_duration.sum",

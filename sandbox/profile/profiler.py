@@ -15,7 +15,8 @@ sections and metrics. It returns a JSON-ready dict:
   estimated speedups);
 - ``diagnosis`` (short text, for ``Entry.diagnosis`` and prompts) and ``diagnosis_data`` (the same as a
   dict: bound, roofline, issues, changes, resources), from ``sandbox.profile.diagnosis``;
-- ``seconds``: wall time of the ncu runs, also added to ``result.cost.profile_gpu_s``.
+- ``seconds``: wall time of the ncu runs, also added to ``result.cost.profile_gpu_s``; ``stage_seconds`` splits
+  it into the profiling run and the report's page imports.
 
 Counters never feed the timing: the timed numbers come from the timing stage alone.
 """
@@ -184,6 +185,7 @@ class Profiler:
         if not rep.is_file():
             return _failed(f"ncu wrote no report (exit code {code})", output, seconds)
         # the two page exports read the same report: run them side by side (each is a whole ncu start-up)
+        profiled_s = seconds
         t0 = time.perf_counter()
         with ThreadPoolExecutor(2) as pool:
             done = {page: pool.submit(run_tool, ncu.import_command(exe, rep, page), work / "cwd", self._profile_env(),
@@ -203,7 +205,8 @@ class Profiler:
             for page, text in pages.items():
                 (save_to / f"ncu-{page}.csv").write_text(text)
         return dict(outcome("ok", seconds=seconds), tool=self._ncu_version(exe), kernels=kernels_from(rows, plan),
-                    messages=ncu.messages(output)[:10])
+                    messages=ncu.messages(output)[:10],
+                    stage_seconds={"profile": round(profiled_s, 3), "import": round(seconds - profiled_s, 3)})
 
     def _target(self, task, plan: dict, cubin: bytes, sizes: dict, work: Path) -> list[str]:
         """Write the profiled program's request into ``work``; return its command line."""
