@@ -137,7 +137,7 @@ class TunerProposer:
             return []
         self._expire_unobserved()
         source = self._source(request, request.parents[0])
-        screening = self._screening()
+        screening = self._screening(request.task)
         wanted = SCREEN_BATCH if screening and not source.search.adaptive else 1
         proposals: list[Proposal] = []
         while len(proposals) < wanted:
@@ -197,10 +197,12 @@ class TunerProposer:
 
     # ---- internals ---------------------------------------------------------------------------
 
-    def _screening(self) -> bool:
+    def _screening(self, task: Task) -> bool:
+        """Screening compares every run with the task's own CUDA baseline: a task without one (imported from
+        PyTorch) has every configuration evaluated in full."""
         if self.screen is not None:
-            return self.screen
-        return self.sandbox is not None and callable(getattr(self.sandbox, "screen", None))
+            return self.screen and task.has_baseline
+        return task.has_baseline and self.sandbox is not None and callable(getattr(self.sandbox, "screen", None))
 
     def _finalist_proposals(self, source: SourceSearch) -> list[Proposal]:
         out = []

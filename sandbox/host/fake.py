@@ -136,6 +136,8 @@ class FakeSandbox(CompileOnlySandbox):
         size (``check_wrong`` is wrong at a check size only, which screening does not run: it passes)."""
         if rounds < 5:
             raise ValueError(f"screen: rounds must be at least 5 (got {rounds})")
+        if not task.has_baseline:
+            raise ValueError(f"screening compares every run with the task's CUDA baseline, and {task.name} has none")
         self.builder.prefetch(task, candidates)
         known = self.screen_best.get(task.fingerprint)
         best = known if best is None else best if known is None else min(best, known)

@@ -78,6 +78,8 @@ class GPUSandbox(CompileOnlySandbox):
         """Screen ``candidates`` against the baseline at the benchmark size (``Screener.screen``); their
         compiles run side by side first. ``best``: the best time relative to the baseline known so far
         (candidates surely slower than it by 10% stop early)."""
+        if not task.has_baseline:
+            raise ValueError(f"screening compares every run with the task's CUDA baseline, and {task.name} has none")
         self.builder.prefetch(task, candidates)
         return self.screener.screen(task, candidates, rounds, batch, timeout_s, best=best)
 
