@@ -8,10 +8,12 @@ Repeatability: measure the same kernel in two separate sandboxes (fresh worker p
 compare the medians.
 
 At the benchmark size (--at-benchmark TASK): evaluate the task's baseline at each of its knob values
-with the sandbox's default settings, as the tuner does, and split each evaluation's wall time.
+with the sandbox's default settings, as a model's candidate is evaluated, and split each evaluation's wall time
+(compile, the correctness stage's launches, the reference worker, the timing stage, the rest); --profile
+also profiles each with Nsight Compute, as a run profiles a new best.
 
     python bench/sandbox_bench.py [--candidates 40] [--size 1048576] [--task softmax]
-    python bench/sandbox_bench.py --at-benchmark softmax [--candidates 4]
+    python bench/sandbox_bench.py --at-benchmark softmax [--candidates 4] [--profile]
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ def throughput(n_candidates: int, size: int) -> dict:
     return dict(n=len(stream), wall=wall, per_hour=len(stream) / wall * 3600, split=split, statuses=statuses)
 
 
-def at_benchmark(task_name: str, n_candidates: int) -> list[dict]:
-    """Default-settings evaluations of the baseline's knob values at the benchmark size, one row each."""
+def at_benchmark(task_name: str, n_candidates: int, profile: bool = False) -> tuple[list[dict], dict]:
+    """Default-settings evaluations of the baseline's knob values at the benchmark size, one row each (and with
+    ``profile``, an Nsight Compute profile of each, as a run profiles a new best); and how outputs travelled."""
     task = load_task(task_name)
     base = load_candidate(task.baseline_path)
     name, values = next(iter(base.knobs.items()), (None, ()))
@@ -65,13 +68,20 @@ def at_benchmark(task_name: str, n_candidates: int) -> list[dict]:
     with GPUSandbox(SandboxConfig()) as sb:
         sb.evaluate(task, base)  # the baseline checked, ceilings measured, workers warm
         for cand in stream:
+            t0 = time.perf_counter()
             r = sb.evaluate(task, cand)
+            wall = time.perf_counter() - t0
             c = r.cost
-            rows.append(dict(config=" ".join(f"{k}={v}" for k, v in cand.defines().items()) or "defaults",
-                             status=r.status.value, rounds=r.timing.rounds if r.timing else 0, wall=c.wall_s,
-                             compile=c.compile_s, check=c.check_gpu_s, time=c.time_gpu_s,
-                             other=max(0.0, c.wall_s - c.compile_s - c.check_gpu_s - c.time_gpu_s)))
-    return rows
+            row = dict(config=" ".join(f"{k}={v}" for k, v in cand.defines().items()) or "defaults",
+                       status=r.status.value, rounds=r.timing.rounds if r.timing else 0, wall=wall,
+                       compile=c.compile_s, check=c.check_gpu_s, time=c.time_gpu_s, reference=c.reference_s,
+                       other=max(0.0, wall - c.compile_s - c.check_gpu_s - c.time_gpu_s - c.reference_s))
+            if profile:
+                prof = sb.profile(task, cand, result=r)
+                row.update(profile=prof["seconds"], profile_status=prof["status"], profile_split=prof.get("stage_seconds"))
+            rows.append(row)
+        transport = dict(ipc=sb.referee.ipc, why_not=sb.referee.ipc_error)
+    return rows, transport
 
 
 def repeatability(task_name: str, runs: int = 2) -> list[float]:
@@ -92,16 +102,29 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1 << 20, help="vector_add n for the throughput stream")
     ap.add_argument("--task", default="softmax", help="task whose baseline is measured twice")
     ap.add_argument("--at-benchmark", metavar="TASK", help="only: evaluations at TASK's benchmark size, split by stage")
+    ap.add_argument("--profile", action="store_true", help="with --at-benchmark: profile each candidate too (ncu)")
     args = ap.parse_args()
 
     if args.at_benchmark:
-        rows = at_benchmark(args.at_benchmark, args.candidates)
-        print(f"\n{args.at_benchmark} at its benchmark size, default sandbox settings (seconds per evaluation):")
-        print("| configuration | status | rounds | wall | compile | check launches | timing stage | other |")
-        print("|---|---|---|---|---|---|---|---|")
+        rows, transport = at_benchmark(args.at_benchmark, args.candidates, args.profile)
+        how = "CUDA IPC handles" if transport["ipc"] else f"files (no IPC: {transport['why_not'] or 'refused'})"
+        print(f"\n{args.at_benchmark} at its benchmark size, default sandbox settings (seconds per evaluation; large "
+              f"outputs reached the reference worker by {how}):")
+        extra = " profile | ncu run / imports |" if args.profile else ""
+        print("| configuration | status | rounds | wall | compile | check launches | reference | timing stage | other |"
+              + extra)
+        print("|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.profile else ""))
         for r in rows:
-            print(f"| {r['config']} | {r['status']} | {r['rounds']} | {r['wall']:.2f} | {r['compile']:.2f} | "
-                  f"{r['check']:.2f} | {r['time']:.2f} | {r['other']:.2f} |")
+            line = (f"| {r['config']} | {r['status']} | {r['rounds']} | {r['wall']:.2f} | {r['compile']:.2f} | "
+                    f"{r['check']:.2f} | {r['reference']:.2f} | {r['time']:.2f} | {r['other']:.2f} |")
+            if args.profile:
+                split = r.get("profile_split") or {}
+                line += (f" {r['profile']:.2f} ({r['profile_status']}) | {split.get('profile', 0):.2f} / "
+                         f"{split.get('import', 0):.2f} |")
+            print(line)
+        walls = sorted(r["wall"] for r in rows)
+        print(f"median wall {statistics.median(walls):.2f} s over {len(rows)} evaluations"
+              + (f"; median profile {statistics.median(r['profile'] for r in rows):.2f} s" if args.profile else ""))
         return
 
     tp = throughput(args.candidates, args.size)

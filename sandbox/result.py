@@ -120,6 +120,7 @@ class Cost(_Record):
     time_gpu_s: float = 0.0
     profile_gpu_s: float = 0.0
     sanitize_gpu_s: float = 0.0
+    reference_s: float = 0.0    # the trusted worker regenerating inputs, computing the reference, comparing
     wall_s: float = 0.0
 
     @property

@@ -1,7 +1,7 @@
 """Orchestrator rules that need no GPU: the roofline floor, first compile error line, trials per size."""
 
 from sandbox.host.ceilings import roofline_ms
-from sandbox.host.compile_only import _first_error
+from sandbox.host.builder import _first_error
 from sandbox.task import Tolerance, load_task
 
 

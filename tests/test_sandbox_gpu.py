@@ -123,7 +123,7 @@ def test_screen_gives_each_cheat_its_status_and_times_honest_kernels(sandbox):
     assert base.relative_ci[0] <= base.relative <= base.relative_ci[1]
     assert 0.9 < base.relative < 1.1, "the baseline screened against itself should be about 1x"
     assert honest.ok and 0.5 < honest.relative < 1.2, honest
-    assert len(honest.samples) == 10 and honest.gpu_s > 0
+    assert 6 <= len(honest.samples) == honest.rounds <= 10 and honest.gpu_s > 0   # fewer once its ratio is settled
     got = {n: s.status for n, s in zip(names, found[2:])}
     assert got == {n: s.value for n, s in SCREEN_STATUS.items()}, [(n, s.error) for n, s in zip(names, found[2:])]
 

@@ -1,5 +1,6 @@
-"""Outputs handed from the GPU worker to the reference process as .npy files: written straight into
-the file's memory map from a device array, read back memory-mapped (empty arrays by a plain load)."""
+"""Outputs handed from the GPU worker to the reference process as .npy files (small ones, or all where CUDA
+IPC does not work between the workers): written straight into the file's memory map from a device array, read
+back memory-mapped (empty arrays by a plain load)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ class DeviceLike:
     def __init__(self, host: np.ndarray):
         self._host = host
         self.size, self.dtype, self.shape, self.flags = host.size, host.dtype, host.shape, host.flags
+        self.nbytes = host.nbytes
         self.copied_into = None
 
     def get(self, out=None):
@@ -43,3 +45,13 @@ def test_host_arrays_and_empty_arrays_are_saved_and_loaded_too(tmp_path):
     empty = DeviceLike(np.zeros((0, 4), dtype=np.float32))
     back = _load(save(empty, tmp_path / "e.npy"))
     assert back.shape == (0, 4) and empty.copied_into is None
+
+
+def test_small_outputs_and_outputs_without_ipc_are_handed_over_as_files(tmp_path):
+    from sandbox.worker.harness import IPC_MIN_BYTES, hand_over
+
+    small = DeviceLike(np.ones(16, dtype=np.float32))
+    assert hand_over(None, small, tmp_path / "s.npy", ipc=True) == str(tmp_path / "s.npy")
+    large = DeviceLike(np.ones(IPC_MIN_BYTES // 4, dtype=np.float32))
+    assert hand_over(None, large, tmp_path / "l.npy", ipc=False) == str(tmp_path / "l.npy")
+    assert np.array_equal(np.load(tmp_path / "l.npy"), np.ones(IPC_MIN_BYTES // 4, dtype=np.float32))

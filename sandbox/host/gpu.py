@@ -24,7 +24,7 @@ from ..agreement import DEVICE_NAMES
 from ..candidate import Candidate, load_candidate
 from ..inputs import distribution_count, input_specs, output_specs
 from ..plan import PlanError, resolve
-from ..result import Check, CompileInfo, Cost, Mismatch, Result, Status, Timing
+from ..result import Check, CompileInfo, Cost, Result, Status, Timing
 from ..task import Task, TaskError, describe_sizes
 from .ceilings import FLOOR_NOTE, cached_ceilings, roofline_ms
 from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
@@ -32,6 +32,7 @@ from .config import SandboxConfig
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from . import tempdirs
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
+from .referee import Referee, mismatch_text
 from .sanitizer import Sanitizer
 from .screener import Screened, Screener
 
@@ -61,6 +62,7 @@ class GPUSandbox(CompileOnlySandbox):
         self.harness = dict(arch=self.arch, harness_cubin=harness_cubin, harness_names=harness_names)
         self.screener = Screener(self.builder.build, self.baseline, self._gpu, self.harness, self.config.check_timeout_s)
         self.sanitizer = Sanitizer(self.builder.build, self.arch, harness_cubin)
+        self.referee = Referee(self._gpu, self._ref, self.harness, self.config.compare_timeout_s)
         self._baselines: dict[str, tuple[Candidate, CompileInfo, bytes]] = {}
         self._ceilings: dict | None = None
         self._rng = random.SystemRandom()
@@ -163,7 +165,7 @@ class GPUSandbox(CompileOnlySandbox):
                                    seed=self._rng.getrandbits(62)))
         hash_seed = self._rng.getrandbits(63)
         req = dict(op="check", cubin=cubin, trials=trials, data_dir=str(self.data_dir), hash_seed=hash_seed,
-                   **self.harness)
+                   ipc=self.referee.ipc, **self.harness)
         try:
             reply = self._gpu.call_ok(req, self.config.check_timeout_s)
         except WorkerTimeout as exc:
@@ -172,17 +174,16 @@ class GPUSandbox(CompileOnlySandbox):
             return Status.crashed, [], str(exc), exc.tail
         checks: list[Check] = []
         by_label = {t["label"]: t for t in trials}
+        ran, failed = [], None
         for tr in reply["trials"]:
             cost.check_gpu_s += tr.get("gpu_s", 0.0)
             trial = by_label[tr["label"]]
-            dists = ", ".join(f"{spec['name']}: {spec['dist']}" for spec in trial["inputs"])
-            where = f"{tr['label']} ({describe_sizes(trial['sizes'])}; {dists})"
             if tr["status"] != "ran":
-                return Status(tr["status"]), checks, f"{where}: {tr['error']}", tr.get("detail", "")
-            found = self._compare(task, trial, sorted(tr["files"].items()), tr["input_hashes"], hash_seed, tr["label"])
-            if isinstance(found, str):
-                raise RuntimeError(found)
-            if not tr["identical"]:
+                failed = (Status(tr["status"]), f"{_where(trial)}: {tr['error']}", tr.get("detail", ""))
+                break
+            ran.append(dict(trial, runs=sorted(tr["files"].items()), input_hashes=tr["input_hashes"], reply=tr))
+        for trial, found in zip(ran, self.referee.compare(task, ran, hash_seed, cost)):
+            if not trial["reply"]["identical"]:
                 for c in found:
                     c.note = (c.note + "; " if c.note else "") + "the two runs on the same inputs differ bitwise"
             checks += found
@@ -190,30 +191,10 @@ class GPUSandbox(CompileOnlySandbox):
             if bad:
                 c = bad[0]
                 again = " on the second run (a race or state kept between launches?)" if "run2" in c.label else ""
-                return Status.wrong, checks, f"{where}: output {c.output!r} is wrong{again}: {_mismatch_text(c)}", ""
+                return Status.wrong, checks, f"{_where(trial)}: output {c.output!r} is wrong{again}: {mismatch_text(c)}", ""
+        if failed:
+            return failed[0], checks, failed[1], failed[2]
         return Status.ok, checks, "", ""
-
-    def _compare(self, task: Task, trial: dict, runs, input_hashes, hash_seed: int, label: str) -> list[Check] | str:
-        req = dict(op="compare", task_folder=str(task.folder), sizes=task.env(trial["sizes"]), inputs=trial["inputs"],
-                   outputs=trial["outputs"], seed=trial["seed"], scalars={s.name: s.value for s in task.spec.scalars},
-                   tolerance=task.tolerances(), runs=[dict(label=r, files=f) for r, f in runs], input_hashes=input_hashes,
-                   hash_seed=hash_seed, **self.harness)
-        try:
-            reply = self._ref.call(req, timeout=self.config.compare_timeout_s)
-        except (WorkerTimeout, WorkerDied) as exc:
-            return f"reference worker failed: {exc}"
-        if not reply["ok"]:
-            if reply.get("task_error"):
-                raise TaskError(reply["error"])
-            return f"reference: {reply['error']}"
-        dist = ",".join(s["dist"] for s in trial["inputs"])
-        out = []
-        for c in reply["checks"]:
-            fm = Mismatch(**c["first_mismatch"]) if c["first_mismatch"] else None
-            out.append(Check(sizes=trial["sizes"], label=f"{label} {c['run']}", output=c["output"], distribution=dist,
-                             passed=c["passed"], max_abs_error=c["max_abs_error"], max_rel_error=c["max_rel_error"],
-                             mismatches=c["mismatches"], first_mismatch=fm, note=c["note"]))
-        return out
 
     def _timing(self, task: Task, bench: dict, cubin: bytes, plan: dict, baseline, cost: Cost):
         cfg = self.config
@@ -233,7 +214,7 @@ class GPUSandbox(CompileOnlySandbox):
                    hash_seed=self._rng.getrandbits(63), budget_ms=cfg.timing_budget_s * 1e3, min_rounds=cfg.min_rounds,
                    max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, wall_cap_s=cfg.wall_cap_s,
                    launches_to=self._rng.randint(cfg.min_launches, 2 * cfg.min_launches), full_checks=cfg.full_checks,
-                   primary=task.baselines[0],
+                   primary=task.baselines[0], ipc=self.referee.ipc,
                    data_dir=str(self.data_dir), **self.harness)
         try:
             reply = self._gpu.call_ok(req, cfg.time_timeout_s)
@@ -248,17 +229,16 @@ class GPUSandbox(CompileOnlySandbox):
         cost.time_gpu_s += reply["gpu_s"]
 
         # launches drawn at random from the whole stage: full comparison with the reference
+        kept = [dict(label=f"timing launch {e['launch']} ({e['phase']})", sizes=bench, inputs=variants[e["variant"]],
+                     outputs=output_specs(task, bench), seed=e["seed"], runs=[("full", e["files"])])
+                for e in reply["full"]]
         checks: list[Check] = []
-        for entry in reply["full"]:
-            trial = dict(sizes=bench, inputs=variants[entry["variant"]], outputs=output_specs(task, bench), seed=entry["seed"])
-            where = f"timing launch {entry['launch']} ({entry['phase']})"
-            found = self._compare(task, trial, [("full", entry["files"])], None, 0, where)
-            if isinstance(found, str):
-                raise RuntimeError(found)
+        for trial, found in zip(kept, self.referee.compare(task, kept, cost=cost)):
             checks += found
             bad = [c for c in found if not c.passed]
             if bad:
-                return Status.wrong, None, checks, f"{where}: output {bad[0].output!r} is wrong: {_mismatch_text(bad[0])}", ""
+                return (Status.wrong, None, checks,
+                        f"{trial['label']}: output {bad[0].output!r} is wrong: {mismatch_text(bad[0])}", "")
 
         impls_rec = {}
         ceil = self.ceilings
@@ -294,16 +274,9 @@ class GPUSandbox(CompileOnlySandbox):
         return Status.ok, rec, checks, "", ""
 
 
-def _mismatch_text(c: Check) -> str:
-    parts = [f"{c.mismatches} mismatches"]
-    if c.first_mismatch:
-        m = c.first_mismatch
-        parts.append(f"first at {m.index}: got {m.got}, expected {m.expected}")
-    if c.max_abs_error is not None:
-        parts.append(f"max abs error {c.max_abs_error:.3g}")
-    if c.note:
-        parts.append(c.note)
-    return ", ".join(parts)
+def _where(trial: dict) -> str:
+    dists = ", ".join(f"{spec['name']}: {spec['dist']}" for spec in trial["inputs"])
+    return f"{trial['label']} ({describe_sizes(trial['sizes'])}; {dists})"
 
 
 def trial_count(task: Task, label: str, per_check_size: int) -> int:

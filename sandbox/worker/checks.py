@@ -1,6 +1,7 @@
 """Correctness trials in the GPU worker: fresh guarded buffers, seeded inputs, poisoned outputs, two runs
 each; guard bands and input hashes checked after every launch (``violations``, also used by timing and
-screening). Each returns a plain dict; the orchestrator compares the saved outputs with the reference."""
+screening). Each returns a plain dict; the orchestrator has the outputs handed over (``harness.hand_over``)
+compared with the reference."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 import time
 from pathlib import Path
 
-from .harness import Harness, LaunchFailed, Poisoned, generate_into, poison_outputs, save
+from .harness import Harness, LaunchFailed, Poisoned, generate_into, hand_over, poison_outputs
 
 
 def _safe(label: str) -> str:
@@ -51,7 +52,7 @@ def run_checks(h: Harness, req: dict) -> dict:
         return {"ok": True, "trials": [dict(label=trials[0]["label"], status="launch_error", error=f"loading the module: {exc}")]}
     for t in trials:
         try:
-            result = _trial(h, loaded.with_plan(t["plan"]), t, data_dir, req["hash_seed"])
+            result = _trial(h, loaded.with_plan(t["plan"]), t, data_dir, req["hash_seed"], req.get("ipc", False))
         except LaunchFailed as exc:
             result = dict(label=t["label"], status="launch_error", error=str(exc))
         except Poisoned as exc:
@@ -63,7 +64,7 @@ def run_checks(h: Harness, req: dict) -> dict:
     return {"ok": True, "trials": out}
 
 
-def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int) -> dict:
+def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int, ipc: bool) -> dict:
     cp = h.cp
     ins = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["inputs"]}
     outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["outputs"]}
@@ -84,11 +85,13 @@ def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int) -> dict:
         if problems:
             return dict(label=t["label"], status="rejected", error=problems[0], detail="\n".join(problems))
         if run == 1:
-            files["run1"] = {n: save(b.view, data_dir / f"{_safe(t['label'])}-run1-{n}.npy") for n, b in outs.items()}
+            files["run1"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run1-{n}.npy", ipc)
+                             for n, b in outs.items()}
             first = {n: b.view.copy() for n, b in outs.items()}
     identical = all(bool(cp.array_equal(first[n].view(cp.uint8), outs[n].view.view(cp.uint8))) for n in outs)
     if not identical:  # the second run is compared with the reference only when it differs from the first
-        files["run2"] = {n: save(b.view, data_dir / f"{_safe(t['label'])}-run2-{n}.npy") for n, b in outs.items()}
+        files["run2"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run2-{n}.npy", ipc)
+                         for n, b in outs.items()}
     hashes = {n: int(d.get()[0]) for n, d in before.items()}
     return dict(label=t["label"], status="ran", files=files, identical=identical, input_hashes=hashes, gpu_s=gpu_s)
 

@@ -53,6 +53,7 @@ class Harness:
         self._hash = self.function("hash_words")
         self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
         self._agreement = self._flush = None
+        self.handed: list = []   # copies handed to the reference worker by IPC handle: kept until the next request
 
     def function(self, name: str):
         """A harness kernel by its source name (a template-id is looked up through the lowered names)."""
@@ -253,6 +254,24 @@ def save(array, path: Path) -> str:
     else:
         np.save(path, array.get() if hasattr(array, "get") else array, allow_pickle=False)
     return str(path)
+
+
+IPC_MIN_BYTES = 1 << 20   # smaller outputs travel as files: a handle costs more to open than they take to copy
+
+
+def hand_over(h: Harness, array, path: Path, ipc: bool) -> str | dict:
+    """How the reference worker will read ``array`` (a device array): where ``ipc`` (the two workers share the
+    device and CUDA IPC works between them) and the array is large, a CUDA IPC handle to a copy in an
+    allocation of its own, kept in ``h.handed`` until the worker's next request; else a ``.npy`` file."""
+    if not ipc or array.nbytes < IPC_MIN_BYTES:
+        return save(array, path)
+    cp = h.cp
+    mem = cp.cuda.Memory(array.nbytes)   # its own cudaMalloc, outside the pool: what a handle can name
+    copy = cp.ndarray(array.shape, array.dtype, cp.cuda.MemoryPointer(mem, 0))
+    cp.copyto(copy, array)
+    h.sync()
+    h.handed.append(copy)
+    return {"ipc": bytes(cp.cuda.runtime.ipcGetMemHandle(mem.ptr)), "dtype": array.dtype.str, "shape": list(array.shape)}
 
 
 def now() -> float:

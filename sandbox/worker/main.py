@@ -62,6 +62,8 @@ class GpuRole:
 
     def handle(self, req: dict) -> dict:
         op = req["op"]
+        if self.h is not None:
+            self.h.handed.clear()  # the reference worker has read what the last request handed over
         if not op.startswith("screen"):
             self.screening = None  # its buffers are freed for the stage at hand
         if op == "hello":
@@ -80,6 +82,16 @@ class GpuRole:
             from .timing import run_timing
 
             return run_timing(self.harness(req), req)
+        if op == "ipc_probe":  # a known pattern handed over as the outputs are (harness.hand_over)
+            from .harness import IPC_MIN_BYTES, hand_over
+
+            h = self.harness(req)
+            pattern = h.cp.arange(IPC_MIN_BYTES // 4, dtype=h.cp.uint32)
+            try:
+                entry = hand_over(h, pattern, None, ipc=True)
+            except Exception as exc:  # no IPC here: outputs travel as files
+                return {"ok": True, "entry": None, "error": f"{type(exc).__name__}: {exc}"}
+            return {"ok": True, "entry": entry, "sum": int(pattern.sum())}
         if op == "screen_setup":
             from .screening import Screening
 
@@ -94,12 +106,23 @@ class GpuRole:
 
 
 class ReferenceRole:
-    def handle(self, req: dict) -> dict:
-        if req["op"] != "compare":
-            raise ValueError(f"unknown op {req['op']!r}")
-        from .reference import run_compare
+    def __init__(self):
+        from .reference import ReferenceCache
 
-        return run_compare(req)
+        self.cache = ReferenceCache()
+
+    def handle(self, req: dict) -> dict:
+        from .reference import open_handed, run_compare, run_compares
+
+        if req["op"] == "compare":
+            return run_compare(req, self.cache)
+        if req["op"] == "compares":
+            return run_compares(req, self.cache)
+        if req["op"] == "ipc_probe":
+            import cupy
+
+            return {"ok": True, "sum": int(open_handed(cupy, req["entry"]).sum())}
+        raise ValueError(f"unknown op {req['op']!r}")
 
 
 ROLES = {"compile": CompileRole, "gpu": GpuRole, "reference": ReferenceRole}

@@ -1,8 +1,15 @@
 """The reference role: regenerate a trial's inputs from its seed, compute the trusted reference and compare
-every saved output of the candidate with it. It never loads candidate code."""
+every output of the candidate handed over with it. It never loads candidate code.
+
+Outputs arrive as ``.npy`` files, or, for large ones where the GPU worker and this one share the device, as
+CUDA IPC handles to copies the GPU worker keeps until its next request: read device to device, with no trip
+through host memory or a file. ``run_compares`` takes every trial of a stage in one request and stops at the
+first that fails; a trial's reference is kept for the next one with the same inputs (the timing stage's
+launches compared in full often share the last round's inputs)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -13,35 +20,79 @@ from ..task_reference import ReferenceOutputError, checked_outputs, load_referen
 from .harness import Harness, reference_inputs
 
 
-def run_compare(req: dict) -> dict:
+class ReferenceCache:
+    """The last reference computed (key -> expected outputs), and the harness that hashes regenerated inputs."""
+
+    def __init__(self):
+        self.key, self.expected, self.harness = None, None, None
+
+    def hasher(self, req: dict) -> Harness:
+        if self.harness is None:
+            self.harness = Harness(req["arch"], req["harness_cubin"])
+        return self.harness
+
+
+def run_compares(req: dict, cache: ReferenceCache | None = None) -> dict:
+    """Every trial of ``req["trials"]`` (each: label, sizes, inputs, outputs, seed, runs, input_hashes), with
+    the fields they share at the top of ``req``; stops after the first trial with a failed check."""
+    cache = cache or ReferenceCache()
+    shared = {k: v for k, v in req.items() if k != "trials"}
+    t0 = time.perf_counter()
+    done = []
+    for trial in req["trials"]:
+        reply = run_compare({**shared, **trial}, cache)
+        if not reply["ok"]:
+            return reply
+        done.append(dict(label=trial["label"], checks=reply["checks"]))
+        if not all(c["passed"] for c in reply["checks"]):
+            break
+    return {"ok": True, "trials": done, "seconds": time.perf_counter() - t0}
+
+
+def run_compare(req: dict, cache: ReferenceCache | None = None) -> dict:
     """Reference role: regenerate the inputs from the seed, compute the reference, compare each run."""
     xp = _xp(req.get("backend", "cupy"))
     t0 = time.perf_counter()
+    cache = cache or ReferenceCache()
     module = load_reference(Path(req["task_folder"]) / "reference.py")
-    ins = reference_inputs(xp, req["inputs"], req["seed"])
-    if req.get("input_hashes") and xp.__name__ == "cupy":
-        h = Harness(req["arch"], req["harness_cubin"])
-        for name, expected in req["input_hashes"].items():
-            if int(h.hash_array(ins[name], req["hash_seed"]).get()[0]) != expected:
-                return {"ok": False, "error": f"regenerated input {name!r} differs from the worker's (infrastructure fault)"}
-    try:
-        returned = module.reference(xp, **ins, **req["sizes"], **req["scalars"])
-    except Exception as exc:  # the task's own code failed: a task error, with the exception's words
-        return {"ok": False, "task_error": True, "error": f"{module.__file__}: reference() raised {type(exc).__name__}: {exc}"}
-    try:
-        expected = checked_outputs(xp, returned, req["outputs"])
-    except ReferenceOutputError as exc:
-        return {"ok": False, "task_error": True, "error": f"{module.__file__}: {exc}"}
+    key = json.dumps([xp.__name__, req["task_folder"], req["sizes"], req["inputs"], req["seed"], req["scalars"]],
+                     sort_keys=True, default=str)
+    if cache.key == key:
+        expected = cache.expected
+    else:
+        cache.key = cache.expected = None  # the last reference's memory goes before the next is computed
+        ins = reference_inputs(xp, req["inputs"], req["seed"])
+        if req.get("input_hashes") and xp.__name__ == "cupy":
+            h = cache.hasher(req)
+            for name, digest in req["input_hashes"].items():
+                if int(h.hash_array(ins[name], req["hash_seed"]).get()[0]) != digest:
+                    return {"ok": False, "error": f"regenerated input {name!r} differs from the worker's (infrastructure fault)"}
+        try:
+            returned = module.reference(xp, **ins, **req["sizes"], **req["scalars"])
+        except Exception as exc:  # the task's own code failed: a task error, with the exception's words
+            return {"ok": False, "task_error": True,
+                    "error": f"{module.__file__}: reference() raised {type(exc).__name__}: {exc}"}
+        try:
+            expected = checked_outputs(xp, returned, req["outputs"])
+        except ReferenceOutputError as exc:
+            return {"ok": False, "task_error": True, "error": f"{module.__file__}: {exc}"}
+        del ins, returned
+        cache.key, cache.expected = key, expected
     checks = []
     for spec in req["outputs"]:
         name = spec["name"]
         ref = expected[name]
         atol, rtol = req["tolerance"][name]
         for run in req["runs"]:
-            got = xp.asarray(_load(run["files"][name]))
+            got = _fetch(xp, run["files"][name])
             stats = compare(xp, got, ref, atol, rtol)
             checks.append(dict(output=name, run=run["label"], **stats))
     return {"ok": True, "checks": checks, "seconds": time.perf_counter() - t0}
+
+
+def _fetch(xp, entry):
+    """An output handed over: a CUDA IPC handle (copied here, then closed), or a ``.npy`` file."""
+    return open_handed(xp, entry) if isinstance(entry, dict) else xp.asarray(_load(entry))
 
 
 def _load(path: str):
@@ -50,6 +101,20 @@ def _load(path: str):
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError:
         return np.load(path, allow_pickle=False)
+
+
+def open_handed(cp, entry: dict):
+    """A copy, in this process, of a device array another process handed over by a CUDA IPC handle."""
+    dtype = np.dtype(entry["dtype"])
+    nbytes = int(np.prod(entry["shape"], dtype=np.int64)) * dtype.itemsize
+    ptr = cp.cuda.runtime.ipcOpenMemHandle(entry["ipc"])
+    try:
+        mem = cp.cuda.UnownedMemory(ptr, nbytes, None)
+        out = cp.ndarray(tuple(entry["shape"]), dtype, cp.cuda.MemoryPointer(mem, 0)).copy()
+        cp.cuda.get_current_stream().synchronize()   # the copy is done before the mapping goes
+        return out
+    finally:
+        cp.cuda.runtime.ipcCloseMemHandle(ptr)
 
 
 def _xp(backend: str):

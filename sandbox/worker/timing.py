@@ -18,7 +18,7 @@
 - After each timed launch, NVML's SM and memory clocks, temperature and power are read: the result's
   environment says what the rounds ran at (median, min, max), not what an idle GPU showed at the start.
 - ``full_checks`` launches of the candidate, drawn uniformly from all of them after each launch
-  (reservoir sampling), are saved for a full comparison with the float64 reference.
+  (reservoir sampling), are handed over (``harness.hand_over``) for a full comparison with the float64 reference.
 - The baseline is the request's ``primary`` implementation: the task's starting kernel, or for a task
   imported from PyTorch the module run eagerly, whose outputs are copied into the baseline's buffers
   (after its timed region) and masked there; ``torch.compile`` is timed beside it, compiled by an untimed
@@ -40,7 +40,7 @@ from ..envinfo import ClockSampler, clocks
 from ..stats import settled
 from ..task_reference import load_reference
 from .checks import Violation, violations
-from .harness import Harness, LaunchFailed, generate_into, poison_outputs, save
+from .harness import Harness, LaunchFailed, generate_into, hand_over, poison_outputs
 
 
 class Disagreement(Exception):
@@ -132,7 +132,7 @@ class TimingStage:
                 break
         while self.launches["candidate"] < req["launches_to"]:
             self._launch("candidate", inputs, "untimed, after the timed rounds")
-        full = self._save_kept(Path(req["data_dir"]))
+        full = self._save_kept(Path(req["data_dir"]), req.get("ipc", False))
         return {"ok": True, "status": "ran", "rounds": r, "round_cap": cap, "sets": self.n_sets,
                 "flush_bytes": self.flush_bytes, "samples": samples, "walls": walls, "full": full,
                 "launches": self.launches["candidate"], "clocks_start": clocks_start, "clocks_end": clocks(),
@@ -266,10 +266,11 @@ class TimingStage:
             self.cp.copyto(self.kept[slot]["out"][n], b.view)
         self.kept[slot].update(launch=self.launches["candidate"], phase=phase, seed=inputs.seed, variant=inputs.variant)
 
-    def _save_kept(self, data_dir: Path) -> list[dict]:
+    def _save_kept(self, data_dir: Path, ipc: bool) -> list[dict]:
         full = []
         for slot in sorted(self.kept, key=lambda s: s["launch"]):
-            files = {n: save(a, data_dir / f"timed-{slot['launch']}-{n}.npy") for n, a in slot["out"].items()}
+            files = {n: hand_over(self.h, a, data_dir / f"timed-{slot['launch']}-{n}.npy", ipc)
+                     for n, a in slot["out"].items()}
             full.append(dict(launch=slot["launch"], phase=slot["phase"], seed=slot["seed"], variant=slot["variant"],
                              files=files))
         return full
