@@ -15,6 +15,7 @@ from sandbox import CompileOnlySandbox, Status, load_candidate, load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 CANDIDATES = {"sgemm_blocked.cu": "sgemm", "softmax_tuned.cu": "softmax", "transpose_tuned.cu": "transpose",
+              "row_sum_vec.cu": "row_sum",
               "histogram_tuned.cu": "histogram"}
 
 
@@ -24,6 +25,7 @@ def run(*args, timeout=120):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", ["bench/suite.py", "bench/tuner.py", "bench/sandbox_bench.py", "bench/check_power.py",
+                                    "bench/vs_kernel_tuner.py",
                                     "bench/l2_flush.py", "bench/kernelbench.py"])
 def test_bench_script_imports_and_explains_itself(script):
     out = run(script, "--help")

@@ -181,6 +181,11 @@ class TunerProposer:
         return [s.summary(self.strategy) for s in self._sources.values()]
 
     @property
+    def sources(self) -> list[SourceSearch]:
+        """The searches so far, one per tuned source (what a bench reads after a search)."""
+        return list(self._sources.values())
+
+    @property
     def compile_results(self) -> list[Result]:
         """Every compile the tuner ran (for the ledger)."""
         return [r for s in self._sources.values() for r in s.compile_results]

@@ -1,0 +1,240 @@
+"""kernelwright's built-in search against Kernel Tuner on the same GPU, the same kernels and the same knob spaces.
+
+For each case, in one run:
+- Kernel Tuner 1.5 (the optional extra ``kerneltuner``; in this process, CuPy backend, no isolation, its default
+  7 iterations per configuration, no output verification) tunes the whole space by brute force;
+- kernelwright screens the whole space (``strategy = "exhaustive"``, knobs only, as optimize's search does:
+  compiles in a pool ahead of the GPU, batches in one GPU worker process, every run of every configuration
+  compared on the device with the task baseline's output, interleaved A/B rounds with a cold L2), then
+  evaluates its 3 best screened configurations in full (every check size, the full timing protocol);
+- the best configuration each found is evaluated in full by the sandbox (one and the same protocol for both).
+
+It prints configurations per hour for both (every point of the space the tool has a value for, compile failures
+included, over the search's wall time: for kernelwright from the first compile to the last screening, after the
+starting configuration's full evaluation, which also warms the sandbox; for Kernel Tuner the tune_kernel call,
+after a CUDA context exists), their ratio, the finalists' time apart, the re-measured bests, and the gap to the
+exhaustive best of kernelwright's default and bayes strategies replayed at 20% of the space on the screened
+values (over many seeds; no GPU time).
+
+    python bench/vs_kernel_tuner.py                              # row_sum (24), softmax_tuned (144), sgemm_blocked (243)
+    python bench/vs_kernel_tuner.py --cases row_sum,softmax_tuned --json out.json
+
+Cases: row_sum is bench/candidates/row_sum_vec.cu (block size x vector width: 24 configurations) on the row_sum
+task at rows=16384, cols=8192; softmax_tuned and sgemm_blocked are bench/candidates/ on the softmax and sgemm
+tasks at their benchmark sizes. Needs a CUDA device and Kernel Tuner (``pip install -e ".[kerneltuner]"``; on a
+machine without a package index: ``pip install --no-index --find-links .whl kernel_tuner``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+import kernel_tuner_live as klive  # noqa: E402
+from agent.protocols import Entry, ProposalRequest  # noqa: E402
+from agent.tune.proposer import TunerProposer, objective  # noqa: E402
+from agent.tune.search import INF, Search, minimize  # noqa: E402
+from sandbox import load_candidate, load_task  # noqa: E402
+from sandbox.task import Task  # noqa: E402
+
+INSTALL = ('pip install -e ".[kerneltuner]" (without a package index: '
+           "pip install --no-index --find-links .whl kernel_tuner)")
+
+
+@dataclass(frozen=True)
+class Case:
+    task: str
+    candidate: str
+    benchmark: dict | None = None    # another benchmark size for the task
+
+
+CASES = {"row_sum": Case("row_sum", "bench/candidates/row_sum_vec.cu", {"rows": 16384, "cols": 8192}),
+         "softmax_tuned": Case("softmax", "bench/candidates/softmax_tuned.cu"),
+         "sgemm_blocked": Case("sgemm", "bench/candidates/sgemm_blocked.cu")}
+
+
+def case_task(case: Case, folder: Path) -> Task:
+    """The case's task; with another benchmark size, a copy of the suite's task folder that says so."""
+    task = load_task(case.task)
+    if case.benchmark is None:
+        return task
+    copy = folder / case.task
+    shutil.copytree(task.folder, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = copy / "task.toml"
+    size = ", ".join(f"{k} = {v}" for k, v in case.benchmark.items())
+    text, n = re.subn(r"^benchmark = .*$", f"benchmark = {{ {size} }}", toml.read_text(), count=1, flags=re.M)
+    if n != 1:
+        raise SystemExit(f"{toml}: no benchmark line to change")
+    toml.write_text(text)
+    return load_task(copy)
+
+
+def kernelwright(sb, task: Task, cand, finalists: int = 3) -> dict:
+    """The exhaustive screened search and its finalists, timed apart; the full evaluation of the start first."""
+    start = Entry("e0", cand, sb.evaluate(task, cand), [], "start", 0)
+    tuner = TunerProposer(strategy="exhaustive", flags=False, sandbox=sb, finalists=finalists)
+    entries, screened_gpu, search_s = [start], 0.0, None
+    t0 = time.perf_counter()
+    while proposals := tuner.propose(ProposalRequest(task, [start], None, start, [], sb.device, len(entries))):
+        screen = [p for p in proposals if p.stage == "screen"]
+        if screen:
+            for p, s in zip(screen, sb.screen(task, [p.candidate for p in screen])):
+                screened_gpu += s.gpu_s
+                tuner.observe_screened(p, s)
+            continue
+        search_s = search_s if search_s is not None else time.perf_counter() - t0
+        for p in proposals:
+            entry = Entry(f"e{len(entries)}", p.candidate, sb.evaluate(task, p.candidate), p.parent_ids, p.origin, 0)
+            entries.append(entry)
+            tuner.observe(entry)
+    total = time.perf_counter() - t0
+    search_s = total if search_s is None else search_s
+    [source] = tuner.sources
+    summary = source.summary("exhaustive")
+    best = min(entries, key=lambda e: (objective(e.result), e is not start))
+    return dict(source=source, summary=summary, search_s=search_s, finalists_s=total - search_s,
+                covered=len(source.search.memory.values) - 1, screened=summary["screened"], screen_gpu_s=screened_gpu,
+                start_s=start.result.cost.wall_s, best=best.candidate.defines(), finalists=summary["finalists"])
+
+
+def replay(source, fraction: float, seeds: int) -> dict:
+    """kernelwright's strategies at ``fraction`` of the space, replayed on the screened values."""
+    values = {k: v for k, v in source.shared.values.items() if v < INF}
+    truth = min(values.values())
+    budget = max(1, math.ceil(fraction * source.tspace.space.size))
+    out = {}
+    for strategy in ("default", "bayes"):
+        gaps = []
+        for seed in range(seeds):
+            search = Search(source.tspace.space, strategy, budget=budget, seed=seed, start=source.tspace.start)
+            minimize(search, source.key_of, lambda key: source.shared.values[key])
+            gaps.append(100 * (search.best[1] / truth - 1))
+        out[strategy] = dict(budget=budget, mean_gap=statistics.mean(gaps), worst_gap=max(gaps),
+                             within_2=sum(g <= 2.0 for g in gaps) / len(gaps))
+    return out
+
+
+def remeasure(sb, task: Task, cand, knobs: dict | None) -> dict | None:
+    """A configuration evaluated in full by the sandbox: median ms with its interval, speedup over the baseline."""
+    if knobs is None:
+        return None
+    r = sb.evaluate(task, cand.with_knobs(knobs))
+    if not r.ok:
+        return dict(knobs=knobs, status=r.status.value, error=r.error[:200])
+    t, s = r.timing.impls["candidate"], r.speedup("baseline")
+    return dict(knobs=knobs, status="ok", ms=t.median_ms, ms_ci=[t.ci_ms.low, t.ci_ms.high],
+                speedup=[s.value, s.low, s.high])
+
+
+def kt_inputs(task: Task):
+    """The benchmark-size inputs, generated on the device as the sandbox generates them, as host arrays."""
+    import cupy
+
+    from sandbox.inputs import generate_all, input_specs
+
+    specs = input_specs(task, task.spec.sizes.benchmark, 0)
+    return {name: array.get() for name, array in generate_all(cupy, specs, 12345).items()}
+
+
+def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: int) -> dict:
+    task = case_task(case, folder)
+    cand = load_candidate(ROOT / case.candidate)
+    spec = klive.spec(task, cand)
+    print(f"[{name}] Kernel Tuner {klive.version()} brute force over {klive.configurations(spec)} configurations",
+          flush=True)
+    kt = klive.tune(task, spec, inputs=lambda: kt_inputs(task))
+    print(f"[{name}] Kernel Tuner: {kt.tried} configurations in {kt.seconds:.1f} s ({kt.failed} failed)", flush=True)
+    kw = kernelwright(sb, task, cand)
+    print(f"[{name}] kernelwright: {kw['covered']} configurations ({kw['screened']} screened) in {kw['search_s']:.1f} s, "
+          f"finalists {kw['finalists_s']:.1f} s", flush=True)
+    kt_best = remeasure(sb, task, cand, kt.best)
+    kw_best = kt_best if kw["best"] == kt.best else remeasure(sb, task, cand, kw["best"])
+    row = dict(case=name, task=task.name, sizes=task.spec.sizes.benchmark, space=kw["source"].tspace.space.size,
+               kernel_tuner=dict(version=klive.version(), configurations=kt.tried, failed=kt.failed, seconds=kt.seconds,
+                                 per_hour=3600 * kt.tried / kt.seconds, best=kt.best, best_ms_own=kt.best_ms,
+                                 remeasured=kt_best),
+               kernelwright=dict(configurations=kw["covered"], screened=kw["screened"], seconds=kw["search_s"],
+                                 per_hour=3600 * kw["covered"] / kw["search_s"],
+                                 screened_per_hour=3600 * kw["screened"] / kw["search_s"],
+                                 screen_gpu_s=kw["screen_gpu_s"], finalists_s=kw["finalists_s"], start_s=kw["start_s"],
+                                 finalists=kw["finalists"], best=kw["best"], remeasured=kw_best,
+                                 replay=replay(kw["source"], fraction, seeds)))
+    row["ratio"] = row["kernelwright"]["per_hour"] / row["kernel_tuner"]["per_hour"]
+    return row
+
+
+def _ms(m: dict | None) -> str:
+    if m is None:
+        return "-"
+    if m["status"] != "ok":
+        return f"{m['status']}"
+    v, lo, hi = m["speedup"]
+    return f"{m['ms']:.4g} ms, {v:.3f}x [{lo:.3f}, {hi:.3f}]"
+
+
+def print_rows(rows: list[dict], fraction: float, seeds: int) -> None:
+    print("\n| case | space | Kernel Tuner configs / s / per hour | kernelwright configs (screened) / s / per hour | "
+          "ratio | kernelwright finalists s |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        kt, kw = r["kernel_tuner"], r["kernelwright"]
+        print(f"| {r['case']} | {r['space']} | {kt['configurations']} / {kt['seconds']:.1f} / {kt['per_hour']:,.0f} | "
+              f"{kw['configurations']} ({kw['screened']}) / {kw['seconds']:.1f} / {kw['per_hour']:,.0f} | "
+              f"**{r['ratio']:.2f}x** | {kw['finalists_s']:.1f} |")
+    print(f"\nBest configuration each found, evaluated in full by the sandbox (median, speedup over the task's baseline "
+          f"with its 95% interval); kernelwright's strategies replayed at {fraction:.0%} of the space on the screened "
+          f"values ({seeds} seeds: mean gap to the exhaustive best / worst seed / seeds within 2%):")
+    print("\n| case | Kernel Tuner best | kernelwright best | default@20% | bayes@20% |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        kt, kw = r["kernel_tuner"], r["kernelwright"]
+        cfg = lambda k: " ".join(f"{a}={b}" for a, b in (k or {}).items())  # noqa: E731
+        rep = [f"{d['mean_gap']:.2f}% / {d['worst_gap']:.1f}% / {d['within_2']:.0%}" for d in kw["replay"].values()]
+        print(f"| {r['case']} | {cfg(kt['best'])}: {_ms(kt['remeasured'])} | {cfg(kw['best'])}: {_ms(kw['remeasured'])} "
+              f"| {rep[0]} | {rep[1]} |")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from: {', '.join(CASES)}")
+    ap.add_argument("--fraction", type=float, default=0.2, help="budget of the replayed strategies, share of the space")
+    ap.add_argument("--seeds", type=int, default=50, help="seeds of each replayed strategy")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
+    args = ap.parse_args(argv)
+    names = [n.strip() for n in args.cases.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        ap.error(f"unknown cases {unknown} (known: {', '.join(CASES)})")
+    if klive.version() is None:
+        print(f"error: Kernel Tuner is not installed, and this bench runs it: {INSTALL}", file=sys.stderr)
+        return 2
+    import cupy
+
+    cupy.zeros(1).sum()  # this process's CUDA context (Kernel Tuner's) exists before anything is timed
+    from sandbox import GPUSandbox
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kw-vs-kt-") as folder, GPUSandbox() as sb:
+        print(f"GPU: {sb.device.get('gpu')} ({sb.arch}), driver {sb.device.get('driver')}", flush=True)
+        for name in names:
+            rows.append(run_case(name, CASES[name], sb, Path(folder), args.fraction, args.seeds))
+    print_rows(rows, args.fraction, args.seeds)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

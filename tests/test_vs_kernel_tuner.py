@@ -1,0 +1,66 @@
+"""bench/vs_kernel_tuner.py without a GPU: the same spaces handed to Kernel Tuner, the case tasks, and the
+arithmetic of the comparison on the fake sandbox's simulated search (Kernel Tuner's run replaced by a record)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "bench")]
+
+import kernel_tuner_live as klive  # noqa: E402
+import vs_kernel_tuner as vs  # noqa: E402
+from sandbox import FakeSandbox, load_candidate  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.mark.parametrize("name, ours, theirs", [("row_sum", 24, 24), ("softmax_tuned", 144, 144),
+                                                ("sgemm_blocked", 243, 228)])
+def test_kernel_tuner_gets_the_same_space(tmp_path, name, ours, theirs):
+    case = vs.CASES[name]
+    task = vs.case_task(case, tmp_path)
+    cand = load_candidate(ROOT / case.candidate)
+    spec = klive.spec(task, cand)
+    assert math.prod(len(v) for v in cand.knobs.values()) == ours
+    # Kernel Tuner leaves out blocks of more than 1024 threads itself; those do not compile for us either
+    assert klive.configurations(spec) == theirs
+    defaults = {k: v[0] for k, v in cand.knobs.items()}
+    assert spec.problem_size({**defaults, **{n: 1 for n in spec.block_size_names}})[0] > 1
+    assert [a for a, _ in spec.args].count("array") == len(task.spec.inputs) + len(task.spec.outputs)
+
+
+def test_the_row_sum_case_runs_at_its_own_benchmark_size(tmp_path):
+    task = vs.case_task(vs.CASES["row_sum"], tmp_path)
+    assert task.spec.sizes.benchmark == {"rows": 16384, "cols": 8192}
+    suite = vs.load_task("row_sum")
+    assert task.spec.sizes.check == suite.spec.sizes.check and task.fingerprint != suite.fingerprint
+
+
+def test_the_comparison_arithmetic_on_a_simulated_search(tmp_path, monkeypatch, capsys):
+    fake_kt = klive.KTRun(seconds=3.6, tried=24, failed=0, best={"BLOCK": 256, "VEC": 4}, best_ms=0.12)
+    monkeypatch.setattr(klive, "tune", lambda task, spec, **kw: fake_kt)
+    monkeypatch.setattr(vs, "kt_inputs", lambda task: {})
+    with FakeSandbox() as sb:
+        row = vs.run_case("row_sum", vs.CASES["row_sum"], sb, tmp_path, fraction=0.2, seeds=4)
+    kt, kw = row["kernel_tuner"], row["kernelwright"]
+    assert kt["per_hour"] == pytest.approx(24 * 3600 / 3.6)
+    assert kw["configurations"] == 23                       # every point but the start, screened or a duplicate
+    assert 1 <= kw["screened"] <= 23 and kw["seconds"] > 0
+    assert row["ratio"] == pytest.approx(kw["per_hour"] / kt["per_hour"])
+    assert kt["remeasured"]["status"] == "ok" and kw["remeasured"]["status"] == "ok"
+    for d in kw["replay"].values():
+        assert d["budget"] == 5 and 0 <= d["mean_gap"] <= d["worst_gap"] and 0 <= d["within_2"] <= 1
+    vs.print_rows([row], 0.2, 4)
+    out = capsys.readouterr().out
+    assert "| row_sum | 24 | 24 / 3.6 / 24,000 |" in out and f"**{row['ratio']:.2f}x**" in out
+
+
+def test_the_bench_says_so_and_stops_when_kernel_tuner_is_missing(monkeypatch, capsys):
+    monkeypatch.setattr(klive, "version", lambda: None)
+    assert vs.main(["--cases", "row_sum"]) == 2
+    assert "Kernel Tuner is not installed" in capsys.readouterr().err
