@@ -178,3 +178,22 @@ def test_a_gpu_time_budget_stops_the_screening(tmp_path, monkeypatch):
                          config={"tune": {"max_evaluations": 40}, "budget": {"gpu_seconds": 0.1}})
     assert run.summary["stops"]["search"].startswith("GPU time")
     assert run.summary["totals"]["screened"] < 40
+
+
+def test_a_resumed_search_takes_back_what_it_screened_and_measures_none_of_it_again(tmp_path, monkeypatch):
+    import agent
+    from agent.trace.writer import read_events
+
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    first = agent.optimize("softmax", sandbox="fake", traces=tmp_path / "t",
+                           config={"tune": {"max_evaluations": 12}, "budget": {"gpu_seconds": 0.12}})
+    assert first.summary["stops"]["search"].startswith("GPU time")
+    before = [c for e in read_events(first.path) if e["kind"] == "screen" for c in e["configurations"]]
+    again = agent.optimize(resume=first.path, sandbox="fake", config={"budget": {"gpu_seconds": 100}})
+    events = read_events(first.path)
+    screens = [i for i, e in enumerate(events) if e["kind"] == "screen"]
+    after = [c for e in events[screens[0]:] if e["kind"] == "screen" for c in e["configurations"]][len(before):]
+    seen = {(tuple(sorted(c["knobs"].items())), tuple(c["flags"])) for c in before}
+    assert before and after and not any((tuple(sorted(c["knobs"].items())), tuple(c["flags"])) in seen for c in after)
+    [tuning] = again.summary["tuning"]
+    assert tuning["screened"] == len(before) + len(after) == again.summary["totals"]["screened"]

@@ -29,7 +29,7 @@ from ..config import ConfigError, RunConfig, api_key, run_name
 from ..protocols import Entry, Proposal, Proposer
 from ..redact import Redactor
 from ..report import summary as summary_mod
-from ..trace.events import EndEvent, ProposalEvent, StopEvent, read_events
+from ..trace.events import EndEvent, ProposalEvent, ScreenEvent, StopEvent, read_events
 from ..trace.lock import FolderLock
 from ..trace.records import (CandidateRecord, HeldoutRow, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary,
                              TaskInfo)
@@ -55,6 +55,7 @@ class Session:
     stops: dict[str, Stop] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     tuners: list = field(default_factory=list)
+    screened: list[ScreenEvent] = field(default_factory=list)   # a resumed run's recorded screenings (tuners reuse them)
 
 
 def new_run_id(task: Task) -> str:
@@ -155,6 +156,7 @@ def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progr
     session = _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
     restore(session.loop, events)
     session.stops = {e.phase: Stop(e.reason, e.message) for e in events if isinstance(e, StopEvent)}
+    session.screened = [e for e in events if isinstance(e, ScreenEvent)]
     return session, pending_proposals(events)
 
 
@@ -207,6 +209,7 @@ def _phases(s: Session) -> None:
     if s.main_phase == "search":
         if _should_run(s, "search"):
             target = loop.lineage.best() or loop.lineage.baseline()
+            s.proposer.restore_screened(s.screened)
             s.stops["search"] = loop.run(s.proposer, "search", parallel=1, target=target)
         return
     if _should_run(s, "model"):
@@ -226,6 +229,7 @@ def _phases(s: Session) -> None:
     except ConfigError as exc:
         s.notes.append(f"tuning skipped: {exc}")
         return
+    tune.restore_screened(s.screened)
     try:
         s.stops["tune"] = loop.run(tune, "tune", parallel=1, target=target)
     finally:

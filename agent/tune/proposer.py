@@ -47,6 +47,7 @@ from sandbox.result import Result
 from sandbox.task import Task
 
 from ..protocols import Entry, Proposal, ProposalRequest
+from ..trace.events import ScreenedConfig, ScreenEvent
 from .search import INF, Search, Space
 from .source import SourceSearch
 from .strategies import get_strategy
@@ -129,6 +130,7 @@ class TunerProposer:
         self._owns_sandbox = False
         self._sources: dict[str, SourceSearch] = {}
         self._pending: dict[str, tuple[SourceSearch, str, object]] = {}   # candidate.key -> (source, key, what)
+        self._restored: dict[tuple, ScreenedConfig] = {}   # (parent id, knobs, flags) -> a screening a resumed run recorded
 
     # ---- Proposer ----------------------------------------------------------------------------
 
@@ -139,14 +141,20 @@ class TunerProposer:
         source = self._source(request, request.parents[0])
         screening = self._screening(request.task)
         wanted = SCREEN_BATCH if screening and not source.search.adaptive else 1
+        source.look_ahead()  # what comes next compiles side by side while it is routed one point at a time
         proposals: list[Proposal] = []
         while len(proposals) < wanted:
             batch = source.search.ask()
             if not batch:
                 break
             for point, key in source.route(batch):
+                cand = source.tspace.candidate_at(point)
+                earlier = self._restored.get((source.parent_id, _config(cand.defines(), cand.flags)))
+                if earlier is not None:  # screened before the run was resumed: not measured again
+                    source.shared.resolve(key, source.record_screened(key, _screened(earlier)))
+                    continue
                 source.proposed += 1
-                cand = dataclasses.replace(source.tspace.candidate_at(point), label=f"{source.label}.tune{source.proposed}")
+                cand = dataclasses.replace(cand, label=f"{source.label}.tune{source.proposed}")
                 self._pending[cand.key] = (source, key, "search")
                 proposals.append(Proposal(candidate=cand, parent_ids=[source.parent_id], origin="tuner",
                                           note=f"tuner ({self.strategy}): {source.tspace.describe(point)}",
@@ -172,6 +180,14 @@ class TunerProposer:
         if found is not None:
             source, key, _ = found
             source.shared.resolve(key, source.record_screened(key, screened))
+
+    def restore_screened(self, events: list[ScreenEvent]) -> None:
+        """Screenings a resumed run recorded (its ``screen`` events): a configuration of one of an event's
+        parents found again takes its recorded value, unmeasured."""
+        for event in events:
+            for parent in event.parents:
+                for r in event.configurations:
+                    self._restored[(parent, _config(r.knobs, r.flags))] = r
 
     # ---- reporting and lifecycle -----------------------------------------------------------
 
@@ -237,7 +253,8 @@ class TunerProposer:
         sandbox, task = self._sandbox(request), request.task
         source = SourceSearch(task, tspace, search, parent.id, cand.label.split(".tune")[0], objective(parent.result),
                               compile=lambda c: sandbox.compile(task, c),
-                              prefetch=(lambda cs: sandbox.prefetch(task, cs)) if hasattr(sandbox, "prefetch") else None)
+                              prefetch=(lambda cs: sandbox.prefetch(task, cs)) if hasattr(sandbox, "prefetch") else None,
+                              speculate=getattr(sandbox, "kind", "") == "gpu")
         self._sources[ident] = source
         key = source.key_of(tspace.start)
         if key is not None:
@@ -262,6 +279,18 @@ class TunerProposer:
             else:
                 what.status = "not evaluated"
         self._pending.clear()
+
+
+def _config(knobs: dict, flags) -> tuple:
+    return tuple(sorted(knobs.items())), tuple(flags)
+
+
+def _screened(record: ScreenedConfig):
+    from sandbox.host.screener import Screened
+
+    return Screened(record.status, ms=record.ms, baseline_ms=record.baseline_ms, relative=record.relative,
+                    relative_ci=record.relative_ci, error=record.error, gpu_s=record.gpu_s, rounds=record.rounds,
+                    stopped=record.stopped)
 
 
 def format_tuning(summaries: list[dict]) -> str:

@@ -59,6 +59,7 @@ class SourceSearch:
     start_value: float
     compile: Callable[[Candidate], Result]
     prefetch: Callable[[list[Candidate]], object] | None = None
+    speculate: bool = False     # compile the best point's neighbours ahead (an adaptive strategy's likely next asks)
     proposed: int = 0
     statuses: Counter = field(default_factory=Counter)
     not_compiled: int = 0                              # points answered through an inert flag, never compiled
@@ -98,8 +99,10 @@ class SourceSearch:
         return key
 
     def look_ahead(self) -> None:
-        """Start compiling the points the search is likely to ask for next."""
-        self._ahead([self.flags.canonical(p) for p in self.search.upcoming(LOOKAHEAD)])
+        """Start compiling the points the search will ask for next (a non-adaptive strategy's), or is likely to
+        (an adaptive one's, where ``speculate``: worth it where a GPU would otherwise wait)."""
+        if self.speculate or not self.search.adaptive:
+            self._ahead([self.flags.canonical(p) for p in self.search.upcoming(LOOKAHEAD)])
 
     def _ahead(self, points: list[Point]) -> None:
         if self.prefetch is None:
