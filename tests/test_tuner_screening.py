@@ -151,16 +151,16 @@ def test_a_non_adaptive_strategy_hands_out_many_points_at_once_and_says_which_co
 
 def test_an_optimize_run_without_a_model_records_its_screening_and_only_finalists_as_candidates(tmp_path, monkeypatch):
     import agent
-    from agent.trace.writer import read_events
+    from agent.trace.events import ScreenEvent, read_events
 
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
     run = agent.optimize("softmax", sandbox="fake", traces=tmp_path / "t", config={"tune": {"max_evaluations": 8}})
     events = read_events(run.path)
-    screens = [e for e in events if e["kind"] == "screen"]
-    configs = [c for e in screens for c in e["configurations"]]
+    screens = [e for e in events if isinstance(e, ScreenEvent)]
+    configs = [c for e in screens for c in e.configurations]
     assert len(configs) == run.summary["totals"]["screened"] == run.summary["tuning"][0]["screened"]
-    assert all(c["status"] == "ok" and c["relative"] > 0 and 6 <= c["rounds"] <= 15 for c in configs)
-    assert sum(e["gpu_s"] for e in screens) == pytest.approx(run.summary["totals"]["screen_gpu_s"], abs=1e-3)
+    assert all(c.status == "ok" and c.relative > 0 and 6 <= c.rounds <= 15 for c in configs)
+    assert sum(e.gpu_s for e in screens) == pytest.approx(run.summary["totals"]["screen_gpu_s"], abs=1e-3)
     ids = [e.id for e in run.entries]
     assert sorted(p.name for p in (run.path / "candidates").iterdir()) == ids   # screened ones are no candidates
     assert all("finalist" in e.note for e in run.entries[1:])
@@ -176,24 +176,24 @@ def test_a_gpu_time_budget_stops_the_screening(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
     run = agent.optimize("softmax", sandbox="fake", traces=tmp_path / "t",
                          config={"tune": {"max_evaluations": 40}, "budget": {"gpu_seconds": 0.1}})
-    assert run.summary["stops"]["search"].startswith("GPU time")
+    assert run.summary["stops"]["search"]["reason"] == "gpu_time"
     assert run.summary["totals"]["screened"] < 40
 
 
 def test_a_resumed_search_takes_back_what_it_screened_and_measures_none_of_it_again(tmp_path, monkeypatch):
     import agent
-    from agent.trace.writer import read_events
+    from agent.trace.events import ScreenEvent, read_events
 
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
     first = agent.optimize("softmax", sandbox="fake", traces=tmp_path / "t",
                            config={"tune": {"max_evaluations": 12}, "budget": {"gpu_seconds": 0.12}})
-    assert first.summary["stops"]["search"].startswith("GPU time")
-    before = [c for e in read_events(first.path) if e["kind"] == "screen" for c in e["configurations"]]
+    assert first.summary["stops"]["search"]["reason"] == "gpu_time"
+    before = [c for e in read_events(first.path) if isinstance(e, ScreenEvent) for c in e.configurations]
     again = agent.optimize(resume=first.path, sandbox="fake", config={"budget": {"gpu_seconds": 100}})
     events = read_events(first.path)
-    screens = [i for i, e in enumerate(events) if e["kind"] == "screen"]
-    after = [c for e in events[screens[0]:] if e["kind"] == "screen" for c in e["configurations"]][len(before):]
-    seen = {(tuple(sorted(c["knobs"].items())), tuple(c["flags"])) for c in before}
-    assert before and after and not any((tuple(sorted(c["knobs"].items())), tuple(c["flags"])) in seen for c in after)
+    screens = [i for i, e in enumerate(events) if isinstance(e, ScreenEvent)]
+    after = [c for e in events[screens[0]:] if isinstance(e, ScreenEvent) for c in e.configurations][len(before):]
+    seen = {(tuple(sorted(c.knobs.items())), tuple(c.flags)) for c in before}
+    assert before and after and not any((tuple(sorted(c.knobs.items())), tuple(c.flags)) in seen for c in after)
     [tuning] = again.summary["tuning"]
     assert tuning["screened"] == len(before) + len(after) == again.summary["totals"]["screened"]
