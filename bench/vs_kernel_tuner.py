@@ -22,7 +22,8 @@ values (over many seeds; no GPU time).
 Cases: row_sum is bench/candidates/row_sum_vec.cu (block size x vector width: 24 configurations) on the row_sum
 task at rows=16384, cols=8192; softmax_tuned and sgemm_blocked are bench/candidates/ on the softmax and sgemm
 tasks at their benchmark sizes. Needs a CUDA device and Kernel Tuner (``pip install -e ".[kerneltuner]"``; on a
-machine without a package index: ``pip install --no-index --find-links .whl kernel_tuner``).
+machine without a package index, from a folder of wheels: ``pip install --no-index --no-deps --find-links DIR
+kernel_tuner python-constraint2 xmltodict jsonschema jsonschema-specifications referencing rpds-py``).
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ from agent.tune.search import INF, Search, minimize  # noqa: E402
 from sandbox import load_candidate, load_task  # noqa: E402
 from sandbox.task import Task  # noqa: E402
 
-INSTALL = ('pip install -e ".[kerneltuner]" (without a package index: '
-           "pip install --no-index --find-links .whl kernel_tuner)")
+INSTALL = ('pip install -e ".[kerneltuner]" (without a package index, from a folder of wheels: pip install '
+           "--no-index --no-deps --find-links DIR kernel_tuner python-constraint2 xmltodict jsonschema "
+           "jsonschema-specifications referencing rpds-py)")
 
 
 @dataclass(frozen=True)

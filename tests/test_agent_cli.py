@@ -59,6 +59,7 @@ def test_optimize_without_a_model_says_it_runs_the_built_in_search(kw, tmp_path,
     assert "No model configured: running the built-in search" in quiet.stderr
     assert re.search(r"search \(default\) from .*: [\d,]+ configurations \(.*\); 3 screened of a budget of 3, "
                      r"\d evaluated in full", " ".join(quiet.stdout.split()))
+    assert re.search(r"totals: 0 iterations, 3 configurations screened, \d evaluations in full, ", " ".join(quiet.stdout.split()))
     assert "or a [model] table in --config FILE" in " ".join(quiet.stderr.split())
     assert "--model NAME" in quiet.stderr
 

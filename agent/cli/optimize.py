@@ -186,7 +186,9 @@ def print_summary(run) -> None:
     elif summary.get("sandbox") != "compile-only":
         console.print(f"best: no candidate beat {'PyTorch eager' if against == 'eager' else 'the baseline'}")
     t = summary["totals"]
-    console.print(f"totals: {t['iterations']} iterations, {t['evaluations']} evaluations, {t['duplicates']} duplicates "
+    screened = f"{t['screened']} configurations screened, " if t.get("screened") else ""
+    console.print(f"totals: {t['iterations']} iterations, {screened}{t['evaluations']} evaluations in full, "
+                  f"{t['duplicates']} duplicates "
                   f"skipped, {t['tokens']:,} tokens ({t['prompt_tokens']:,} prompt, {t['completion_tokens']:,} completion, "
                   f"{t['reasoning_tokens']:,} reasoning, {t['cached_tokens']:,} cached), ${t['usd']:.4f}, "
                   f"{t['gpu_s']:.2f} GPU-s{' (simulated)' if run.simulated else ''}, {t['wall_s']:.1f} s wall", soft_wrap=True)
