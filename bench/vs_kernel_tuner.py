@@ -6,8 +6,10 @@ For each case, in one run:
 - kernelwright screens the whole space (``strategy = "exhaustive"``, knobs only, as optimize's search does:
   compiles in a pool ahead of the GPU, batches in one GPU worker process, every run of every configuration
   compared on the device with the task baseline's output, interleaved A/B rounds with a cold L2), then
-  evaluates its 3 best screened configurations in full (every check size, the full timing protocol);
-- the best configuration each found is evaluated in full by the sandbox (one and the same protocol for both).
+  evaluates its best screened configurations in full (``--finalists``, 3 by default: every check size, the
+  full timing protocol);
+- the best configuration each found is evaluated in full by the sandbox (one and the same protocol for both;
+  one already evaluated in full as the start or a finalist keeps that evaluation).
 
 It prints configurations per hour for both (every point of the space the tool has a value for, compile failures
 included, over the search's wall time: for kernelwright from the first compile to the last screening, after the
@@ -18,6 +20,12 @@ values (over many seeds; no GPU time).
 
     python bench/vs_kernel_tuner.py                              # row_sum (24), softmax_tuned (144), sgemm_blocked (243)
     python bench/vs_kernel_tuner.py --cases row_sum,softmax_tuned --json out.json
+    python bench/vs_kernel_tuner.py --finalists 1 --max-seconds 150 --json out.json   # bounded: see below
+
+Bounding the run: ``--finalists N`` evaluates fewer screened configurations in full (each full evaluation checks
+every check size and runs the full timing protocol: seconds, not milliseconds); ``--max-seconds S`` starts no
+case once S seconds have passed (the cases run in the order given, and the ones left out are named). Each case's
+rows are printed, and written to ``--json``, as soon as it is done, so a run cut short keeps what it measured.
 
 Cases: row_sum is bench/candidates/row_sum_vec.cu (block size x vector width: 24 configurations) on the row_sum
 task at rows=16384, cols=8192; softmax_tuned and sgemm_blocked are bench/candidates/ on the softmax and sgemm
@@ -108,7 +116,12 @@ def kernelwright(sb, task: Task, cand, finalists: int = 3) -> dict:
     best = min(entries, key=lambda e: (objective(e.result), e is not start))
     return dict(source=source, summary=summary, search_s=search_s, finalists_s=total - search_s,
                 covered=len(source.search.memory.values) - 1, screened=summary["screened"], screen_gpu_s=screened_gpu,
-                start_s=start.result.cost.wall_s, best=best.candidate.defines(), finalists=summary["finalists"])
+                start_s=start.result.cost.wall_s, best=best.candidate.defines(), finalists=summary["finalists"],
+                evaluated={_knobs(e.candidate.defines()): e.result for e in entries})
+
+
+def _knobs(knobs: dict) -> tuple:
+    return tuple(sorted(knobs.items()))
 
 
 def replay(source, fraction: float, seeds: int) -> dict:
@@ -128,11 +141,12 @@ def replay(source, fraction: float, seeds: int) -> dict:
     return out
 
 
-def remeasure(sb, task: Task, cand, knobs: dict | None) -> dict | None:
-    """A configuration evaluated in full by the sandbox: median ms with its interval, speedup over the baseline."""
+def remeasure(sb, task: Task, cand, knobs: dict | None, evaluated: dict | None = None) -> dict | None:
+    """A configuration evaluated in full by the sandbox: median ms with its interval, speedup over the baseline.
+    One this run already evaluated in full (the start, a finalist) keeps that evaluation: the same protocol."""
     if knobs is None:
         return None
-    r = sb.evaluate(task, cand.with_knobs(knobs))
+    r = (evaluated or {}).get(_knobs(knobs)) or sb.evaluate(task, cand.with_knobs(knobs))
     if not r.ok:
         return dict(knobs=knobs, status=r.status.value, error=r.error[:200])
     t, s = r.timing.impls["candidate"], r.speedup("baseline")
@@ -150,7 +164,8 @@ def kt_inputs(task: Task):
     return {name: array.get() for name, array in generate_all(cupy, specs, 12345).items()}
 
 
-def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: int) -> dict:
+def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: int, finalists: int = 3) -> dict:
+    t0 = time.perf_counter()
     task = case_task(case, folder)
     cand = load_candidate(ROOT / case.candidate)
     spec = klive.spec(task, cand)
@@ -158,11 +173,11 @@ def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: in
           flush=True)
     kt = klive.tune(task, spec, inputs=lambda: kt_inputs(task))
     print(f"[{name}] Kernel Tuner: {kt.tried} configurations in {kt.seconds:.1f} s ({kt.failed} failed)", flush=True)
-    kw = kernelwright(sb, task, cand)
+    kw = kernelwright(sb, task, cand, finalists)
     print(f"[{name}] kernelwright: {kw['covered']} configurations ({kw['screened']} screened) in {kw['search_s']:.1f} s, "
           f"finalists {kw['finalists_s']:.1f} s", flush=True)
-    kt_best = remeasure(sb, task, cand, kt.best)
-    kw_best = kt_best if kw["best"] == kt.best else remeasure(sb, task, cand, kw["best"])
+    kt_best = remeasure(sb, task, cand, kt.best, kw["evaluated"])
+    kw_best = remeasure(sb, task, cand, kw["best"], kw["evaluated"])
     row = dict(case=name, task=task.name, sizes=task.spec.sizes.benchmark, space=kw["source"].tspace.space.size,
                kernel_tuner=dict(version=klive.version(), configurations=kt.tried, failed=kt.failed, seconds=kt.seconds,
                                  per_hour=3600 * kt.tried / kt.seconds, best=kt.best, best_ms_own=kt.best_ms,
@@ -174,6 +189,8 @@ def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: in
                                  finalists=kw["finalists"], best=kw["best"], remeasured=kw_best,
                                  replay=replay(kw["source"], fraction, seeds)))
     row["ratio"] = row["kernelwright"]["per_hour"] / row["kernel_tuner"]["per_hour"]
+    row["case_s"] = time.perf_counter() - t0
+    print(f"[{name}] done in {row['case_s']:.0f} s", flush=True)
     return row
 
 
@@ -213,12 +230,17 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from: {', '.join(CASES)}")
     ap.add_argument("--fraction", type=float, default=0.2, help="budget of the replayed strategies, share of the space")
     ap.add_argument("--seeds", type=int, default=50, help="seeds of each replayed strategy")
-    ap.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
+    ap.add_argument("--finalists", type=int, default=3, help="screened configurations kernelwright evaluates in full")
+    ap.add_argument("--max-seconds", type=float, default=None,
+                    help="start no case once this many seconds have passed (the cases left out are named)")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON to this file (after every case)")
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.cases.split(",") if n.strip()]
     unknown = [n for n in names if n not in CASES]
     if unknown:
         ap.error(f"unknown cases {unknown} (known: {', '.join(CASES)})")
+    if args.finalists < 1 or (args.max_seconds is not None and args.max_seconds <= 0):
+        ap.error("--finalists must be at least 1 and --max-seconds above 0")
     if klive.version() is None:
         print(f"error: Kernel Tuner is not installed, and this bench runs it: {INSTALL}", file=sys.stderr)
         return 2
@@ -227,14 +249,21 @@ def main(argv=None) -> int:
     cupy.zeros(1).sum()  # this process's CUDA context (Kernel Tuner's) exists before anything is timed
     from sandbox import GPUSandbox
 
-    rows = []
+    rows, t0 = [], time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kw-vs-kt-") as folder, GPUSandbox() as sb:
         print(f"GPU: {sb.device.get('gpu')} ({sb.arch}), driver {sb.device.get('driver')}", flush=True)
-        for name in names:
-            rows.append(run_case(name, CASES[name], sb, Path(folder), args.fraction, args.seeds))
-    print_rows(rows, args.fraction, args.seeds)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1, default=str))
+        for i, name in enumerate(names):
+            if args.max_seconds is not None and time.perf_counter() - t0 >= args.max_seconds:
+                print(f"not run, {args.max_seconds:g} s passed: {', '.join(names[i:])}", flush=True)
+                break
+            rows.append(run_case(name, CASES[name], sb, Path(folder), args.fraction, args.seeds, args.finalists))
+            print_rows(rows[-1:], args.fraction, args.seeds)
+            if args.json:
+                args.json.write_text(json.dumps(rows, indent=1, default=str))
+    if len(rows) > 1:
+        print("\nAll cases:")
+        print_rows(rows, args.fraction, args.seeds)
+    print(f"\n{len(rows)} of {len(names)} cases in {time.perf_counter() - t0:.0f} s", flush=True)
     return 0
 
 

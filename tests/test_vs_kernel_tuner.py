@@ -46,8 +46,16 @@ def test_the_comparison_arithmetic_on_a_simulated_search(tmp_path, monkeypatch, 
     monkeypatch.setattr(klive, "tune", lambda task, spec, **kw: fake_kt)
     monkeypatch.setattr(vs, "kt_inputs", lambda task: {})
     with FakeSandbox() as sb:
-        row = vs.run_case("row_sum", vs.CASES["row_sum"], sb, tmp_path, fraction=0.2, seeds=4)
+        evaluated = []
+        real = sb.evaluate
+        monkeypatch.setattr(sb, "evaluate", lambda task, cand, **kw: evaluated.append(cand.defines())
+                            or real(task, cand, **kw))
+        row = vs.run_case("row_sum", vs.CASES["row_sum"], sb, tmp_path, fraction=0.2, seeds=4, finalists=2)
     kt, kw = row["kernel_tuner"], row["kernelwright"]
+    # the start and the finalists are evaluated in full once; only a best found by Kernel Tuner alone is added
+    assert len(kw["finalists"]) <= 2 and kw["best"] in evaluated
+    full = 1 + len(kw["finalists"])
+    assert len(evaluated) == full + (fake_kt.best not in evaluated[:full])
     assert kt["per_hour"] == pytest.approx(24 * 3600 / 3.6)
     assert kw["configurations"] == 23                       # every point but the start, screened or a duplicate
     assert 1 <= kw["screened"] <= 23 and kw["seconds"] > 0
@@ -58,6 +66,13 @@ def test_the_comparison_arithmetic_on_a_simulated_search(tmp_path, monkeypatch, 
     vs.print_rows([row], 0.2, 4)
     out = capsys.readouterr().out
     assert "| row_sum | 24 | 24 / 3.6 / 24,000 |" in out and f"**{row['ratio']:.2f}x**" in out
+
+
+@pytest.mark.parametrize("args", [["--finalists", "0"], ["--max-seconds", "0"], ["--cases", "row_sum,gemm"]])
+def test_the_bench_refuses_bad_options_before_it_starts(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        vs.main(args)
+    assert exc.value.code == 2 and "error:" in capsys.readouterr().err
 
 
 def test_the_bench_says_so_and_stops_when_kernel_tuner_is_missing(monkeypatch, capsys):
