@@ -45,14 +45,13 @@ def _numpy_cp():
                                  __name__="numpy")
 
 
-class _Host:
-    """A device scalar's stand-in: ``.get()`` gives it back as an array."""
+class _Host(np.ndarray):
+    """A device array's stand-in: a NumPy array with CuPy's ``.get()``, which gives it back as a host array."""
 
-    def __init__(self, value):
-        self.value = value
+    __array_priority__ = 1.0     # what NumPy builds from it (a concatenation) is one too
 
     def get(self):
-        return np.array([self.value])
+        return np.asarray(self)
 
 
 class _Buffer:
@@ -64,7 +63,7 @@ class _Buffer:
         return True, True
 
     def data_hash(self, seed):
-        return _Host(hash(self.view.tobytes()) & 0xFFFFFFFF)
+        return np.array([hash(self.view.tobytes()) & 0xFFFFFFFF], dtype=np.uint64).view(_Host)
 
     def fill(self, value):
         self.view.fill(value)
