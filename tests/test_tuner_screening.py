@@ -10,7 +10,8 @@ import pytest
 from agent.protocols import Entry, ProposalRequest
 from agent.tune.inert import FlagEvidence
 from agent.tune.proposer import TunerProposer, format_tuning, tune
-from agent.tune.search import Search, Space
+from agent.tune.points import Space
+from agent.tune.search import Search
 from sandbox import CompileOnlySandbox, FakeSandbox, load_candidate, load_task
 from sandbox.plan import identity
 from sandbox.result import Status

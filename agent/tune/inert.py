@@ -11,7 +11,7 @@ the evidence; the summary counts the configurations resolved this way, as predic
 
 from __future__ import annotations
 
-from .search import Point
+from .points import Point
 
 
 class FlagEvidence:

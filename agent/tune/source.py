@@ -21,7 +21,8 @@ from sandbox.result import Result, Status
 from sandbox.task import Task
 
 from .inert import FlagEvidence
-from .search import INF, Point, Search, SharedEvaluations
+from .points import INF, Point
+from .search import Search, SharedEvaluations
 from .space import TuningSpace
 
 FINALIST_SLACK = 0.01   # a finalist's screened time may be this much above the start's and still be tried
