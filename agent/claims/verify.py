@@ -91,11 +91,9 @@ def prepare(stored: RunTrace):
     """(task, candidate, winner entry) as the run measured them; NothingToVerify where that is impossible."""
     from sandbox.candidate import CandidateError, load_candidate
 
-    from ..report.views import load_task
-
     best = winner(stored)
     recorded = stored.info.task
-    task = load_task(stored)
+    task = stored.unchanged_task()
     if task is None:
         raise NothingToVerify(f"task {recorded.name!r} (fingerprint {recorded.fingerprint}) was not found "
                               f"unchanged: not at {recorded.folder} and not in the suite; the claim was made on "

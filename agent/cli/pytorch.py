@@ -104,7 +104,6 @@ def export_cmd(run: RunArg,
     from sandbox.compiler import atomic_write
 
     from ..report.export_torch import module_name, render
-    from ..report.views import load_task
     from ..trace.reader import TraceError, read
 
     try:
@@ -123,7 +122,7 @@ def export_cmd(run: RunArg,
         atomic_write(out, cand.render())
         console.print(f"wrote {out}: {_claim(entry, stored.simulated)}", soft_wrap=True)
         return
-    task = load_task(stored)
+    task = stored.unchanged_task()
     if task is None:
         recorded = stored.info.task
         raise BadInput(f"task {recorded.name!r} (fingerprint {recorded.fingerprint}) was not found unchanged")

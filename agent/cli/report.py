@@ -54,7 +54,7 @@ def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = F
     from ..report import views
 
     stored = _stored(run, traces)
-    s = views.summary_view(stored, views.load_task(stored))
+    s = views.summary_view(stored, stored.unchanged_task())
     lineage = views.lineage_lines(stored)
     if as_json:
         print(json.dumps({**s, "lineage": lineage}, indent=2, default=str))

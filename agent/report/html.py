@@ -66,7 +66,7 @@ def render_report(stored: RunTrace) -> str:
         version = metadata.version("kernelwright")
     except metadata.PackageNotFoundError:
         version = "(checkout)"
-    task = views.load_task(stored)
+    task = stored.unchanged_task()
     return environment().get_template("report.html.j2").render(
         s=views.summary_view(stored, task), css=_css(), plots=[_plot(stored, over) for over in PLOTS],
         lineage=views.lineage_lines(stored), candidates=[_candidate(stored, e) for e in stored.entries],
@@ -88,7 +88,7 @@ def run_fragment(stored: RunTrace, rows: list[dict]) -> str:
     """A run in a notebook; ``rows`` are ``Run.rows()``."""
     plot = _plot(stored, "evaluations")
     return environment().get_template("run.html.j2").render(
-        s=views.summary_view(stored, views.load_task(stored)), css=_css(), plot=plot["svg"],
+        s=views.summary_view(stored, stored.unchanged_task()), css=_css(), plot=plot["svg"],
         lineage=views.lineage_lines(stored), rows=views.rows_view(rows))
 
 

@@ -55,21 +55,6 @@ def _calls(n) -> str:
     return f"{math.ceil(n):,}"
 
 
-def load_task(stored: RunTrace):
-    """The run's task when it can be found unchanged (its recorded folder, else the suite); else None."""
-    from sandbox.task import TaskError, load_task as load
-
-    recorded = stored.info.task
-    for ref in (recorded.folder, recorded.name):
-        try:
-            task = load(ref)
-        except (TaskError, OSError):
-            continue
-        if task.fingerprint == recorded.fingerprint:
-            return task
-    return None
-
-
 # ---- the summary ---------------------------------------------------------------------------------
 
 

@@ -110,6 +110,20 @@ class RunTrace:
     def parent(self, entry: Entry) -> Entry | None:
         return self.by_id.get(entry.parent_ids[0]) if entry.parent_ids else None
 
+    def unchanged_task(self):
+        """The run's task when it can be found unchanged (its recorded folder, else the suite); else None."""
+        from sandbox.task import TaskError, load_task
+
+        recorded = self.info.task
+        for ref in (recorded.folder, recorded.name):
+            try:
+                task = load_task(ref)
+            except (TaskError, OSError):
+                continue
+            if task.fingerprint == recorded.fingerprint:
+                return task
+        return None
+
     def source(self, entry_id: str) -> str | None:
         """The candidate file as written to the trace (knob values and flags in its plan)."""
         path = self.path / "candidates" / entry_id / "candidate.cu"
