@@ -1,4 +1,5 @@
-"""No import cycle between the modules of ``agent`` and ``sandbox``, function-local imports included.
+"""No import cycle between the modules of ``agent`` and ``sandbox``, function-local imports included; each package
+imports only what its ``__init__.py`` says it may.
 
 Every module's imports are read with ``ast`` (nothing is imported): ``import a.b`` and ``from a import b`` (where
 ``a/b.py`` or ``a/b/`` exists) point at ``a.b``; ``from a.b import name`` at ``a.b``. Only edges between our own
@@ -182,6 +183,53 @@ def test_sandbox_imports_nothing_from_agent():
     assert not wrong, "sandbox must not import agent:\n" + "\n".join(wrong)
 
 
+# What each package may import, as its __init__.py says: an allow-list (its own modules always allowed) ...
+MAY_IMPORT = {
+    "agent.claims": ("sandbox", "agent.protocols", "agent.trace"),
+    "agent.proposers": ("sandbox", "agent.protocols", "agent.config", "agent.redact", "agent.trace"),
+    "agent.report": ("sandbox", "agent.protocols", "agent.trace", "agent.claims", "agent.loop.lineage",
+                     "agent.loop.budget", "agent.loop.stops"),
+    "agent.trace": ("sandbox", "agent.protocols", "agent.redact", "agent.loop.lineage", "agent.loop.stops"),
+    "agent.tune": ("sandbox", "agent.protocols", "agent.trace"),
+}
+# ... or a deny-list, with the exceptions it names: (importer or its package, imported).
+MAY_NOT_IMPORT = {
+    "agent.loop": ("agent.api", "agent.cli", "agent.report.html", "agent.report.notebook"),
+    "sandbox.host": ("sandbox.worker",),
+    "sandbox.worker": ("sandbox.host", "sandbox.profile"),
+    "sandbox.pytorch": ("sandbox.host", "sandbox.worker", "sandbox.profile"),
+    "sandbox.profile": ("sandbox.host", "sandbox.worker"),
+}
+EXCEPT = {("sandbox.profile", "sandbox.host.pool"), ("sandbox.profile", "sandbox.host.tools"),
+          ("sandbox.profile", "sandbox.host.tempdirs"), ("sandbox.profile.target", "sandbox.worker.harness")}
+
+
+def _under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def layer_breaches(graph: dict[str, dict[str, int]], files: dict[str, Path]) -> list[str]:
+    out = []
+    for importer, targets in graph.items():
+        for target, line in targets.items():
+            where = f"{files[importer].relative_to(ROOT)}:{line} imports {target}"
+            for package, allowed in MAY_IMPORT.items():
+                if (_under(importer, package) and target.split(".")[0] == "agent" and not _under(target, package)
+                        and not any(_under(target, a) for a in allowed)):
+                    out.append(f"{where}: {package} may import only {', '.join(allowed)} (and itself)")
+            for package, denied in MAY_NOT_IMPORT.items():
+                excused = any(_under(importer, i) and _under(target, t) for i, t in EXCEPT)
+                if _under(importer, package) and any(_under(target, d) for d in denied) and not excused:
+                    out.append(f"{where}: {package} may not import {', '.join(denied)}")
+    return out
+
+
+def test_each_package_imports_only_what_its_init_allows():
+    """The rules each package's __init__.py states; change the docstring and the table together."""
+    breaches = layer_breaches(import_graph(), module_files())
+    assert not breaches, "imports across the layers' rules:\n" + "\n".join(breaches)
+
+
 def test_the_checker_finds_a_cycle_and_names_its_imports(tmp_path):
     """The checker itself: a made-up three-module circle, one edge a function-local import."""
     graph = {"p.a": {"p.b": 3}, "p.b": {"p.c": 7}, "p.c": {"p.a": 12}, "p.d": {"p.a": 1}}
@@ -195,3 +243,9 @@ def test_the_checker_finds_a_cycle_and_names_its_imports(tmp_path):
     source.write_text("import os\n\ndef f():\n    from .sub import thing, other\n    from . import b\n")
     modules = {"p.m": source, "p.sub": source, "p.b": source}
     assert imports_of("p.m", source, modules) == [("p.sub", 4), ("p.b", 5)]
+    layered = {"agent.tune.x": {"agent.loop.y": 4, "agent.protocols": 2, "agent.tune.z": 5}, "sandbox.worker.w": {"sandbox.host.h": 9}}
+    files.update({name: ROOT / (name.replace(".", "/") + ".py") for name in layered})
+    assert layer_breaches(layered, files) == [
+        "agent/tune/x.py:4 imports agent.loop.y: agent.tune may import only sandbox, agent.protocols, agent.trace "
+        "(and itself)",
+        "sandbox/worker/w.py:9 imports sandbox.host.h: sandbox.worker may not import sandbox.host, sandbox.profile"]
