@@ -93,12 +93,17 @@ class Token:
     first: bool  # first token of its line
 
 
+def _read(source: str) -> tuple[list[Token], _LineMap]:
+    """The source's tokens (line splices joined) and the map from an offset to its line; FilterError if unreadable."""
+    text, splices = _splice(source)
+    line = _LineMap(text, splices)
+    return _Lexer(text, splices, line).tokens(), line
+
+
 def check(source: str) -> list[str]:
     """Reasons to refuse ``source`` before compiling (``line N: ...``); an empty list when it is allowed."""
     try:
-        text, splices = _splice(source)
-        line = _LineMap(text, splices)
-        tokens = _Lexer(text, splices, line).tokens()
+        tokens, line = _read(source)
     except FilterError as exc:
         return [str(exc)]
     problems = _directive_problems(tokens, line) + _operator_problems(tokens, line)
@@ -109,9 +114,7 @@ def approximate_math(source: str) -> list[str]:
     """Reasons to refuse ``source`` for a task whose tolerance does not admit fast math: the fast-math
     intrinsics and approximate PTX instructions, however the text spells them (empty: none found)."""
     try:
-        text, splices = _splice(source)
-        line = _LineMap(text, splices)
-        tokens = _Lexer(text, splices, line).tokens()
+        tokens, line = _read(source)
     except FilterError as exc:
         return [str(exc)]
     pastes = any(t.kind == "punct" and t.text == "##" for t in tokens)
