@@ -70,6 +70,24 @@ def test_exploration_picks_a_good_candidate_other_than_the_best(task):
     assert {greedy.select(1)[0].id for _ in range(5)} == {"c0002"}
 
 
+def test_picks_replayed_from_a_trace_leave_the_same_state_as_the_picks_made(task):
+    """A resumed run replays its recorded picks (``note_pick``), so it draws the parents an unbroken run draws."""
+    grow = [_entry(task, "c0001", speed=1.3), _entry(task, "c0002", Status.wrong), _entry(task, "c0003", speed=1.5),
+            _entry(task, "c0004", speed=1.1), _entry(task, "c0005", Status.compile_error), _entry(task, "c0006", speed=1.2)]
+    live, resumed = _lineage(task, explore=0.5, pool=3, seed=7), _lineage(task, explore=0.5, pool=3, seed=7)
+    picks = []
+    for i, e in enumerate(grow):
+        for _ in range(1 + i % 2):  # every other step, an answer without a candidate: a pick and nothing added
+            picks.append(live.select(1)[0].id)
+            resumed.note_pick()
+        live.add(e)
+        resumed.add(e)
+    assert picks.count("c0002") == 1 and picks.count("c0005") == 1  # each failure repaired once
+    assert [live.select(1)[0].id for _ in range(12)] == [resumed.select(1)[0].id for _ in range(12)]
+    fresh = _lineage(task, *grow, explore=0.5, pool=3, seed=7)  # the same entries, no replayed picks
+    assert [fresh.select(1)[0].id for _ in range(12)] != [resumed.select(1)[0].id for _ in range(12)]
+
+
 def test_without_measurements_the_latest_compiled_candidate_is_refined(task):
     lineage = MemoryLineage(SelectionConfig(explore=0))
     lineage.add(_entry(task, "c0000", Status.compiled, parents=(), origin="baseline"))

@@ -102,16 +102,32 @@ class MemoryLineage:
     def _has_children(self, entry_id: str) -> bool:
         return any(entry_id in e.parent_ids for e in self._entries.values())
 
+    def note_pick(self) -> None:
+        """Replay a selection recorded in a trace: leave the state as ``select(1)`` would have left it, so a
+        resumed run draws the same parents as one that never stopped."""
+        if self.entries():
+            repair = self._repair_pick()
+            if repair is not None:
+                self._repair_picked.add(repair.id)
+            else:
+                self._draws += 1
+
+    def _repair_pick(self) -> Entry | None:
+        latest = self.entries()[-1]
+        if (latest.result.status in REPAIRABLE and latest.origin != "baseline"
+                and latest.id not in self._repair_picked and not self._has_children(latest.id)
+                and self.failure_depth(latest) <= self.config.max_repairs):
+            return latest
+        return None
+
     def _select_one(self) -> Entry | None:
         entries = self.entries()
         if not entries:
             return None
-        latest = entries[-1]
-        if (latest.result.status in REPAIRABLE and latest.origin != "baseline"
-                and latest.id not in self._repair_picked and not self._has_children(latest.id)
-                and self.failure_depth(latest) <= self.config.max_repairs):
-            self._repair_picked.add(latest.id)
-            return latest
+        repair = self._repair_pick()
+        if repair is not None:
+            self._repair_picked.add(repair.id)
+            return repair
         ranked = self.ranked()
         self._draws += 1
         rng = random.Random(hash((self.config.seed, len(entries), self._draws)))

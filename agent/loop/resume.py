@@ -1,10 +1,11 @@
-"""Rebuilding a run's state from its ``events.jsonl``: the lineage, the totals, the counters, and the
-proposals that were recorded but never evaluated (they are evaluated first; their tokens are spent)."""
+"""Rebuilding a run's state from its ``events.jsonl``: the lineage, the totals, the counters, the proposals that
+were recorded but never evaluated (they are evaluated first; their tokens are spent), and the built-in search's
+recorded steps, which a fresh search replays before it proposes anything new."""
 
 from __future__ import annotations
 
-from ..protocols import Entry, Proposal
-from ..trace.events import (EvaluationEvent, Event, ProposalEvent, RequestEvent, SanitizeEvent, ScreenEvent,
+from ..protocols import Entry, Proposal, ProposalRequest, Proposer
+from ..trace.events import (EvaluationEvent, Event, PhaseEvent, ProposalEvent, RequestEvent, SanitizeEvent, ScreenEvent,
                             SkipEvent)
 from .loop import Loop
 
@@ -12,9 +13,12 @@ from .loop import Loop
 def restore(loop: Loop, events: list[Event]) -> None:
     """Re-apply recorded events to a fresh loop (nothing is written)."""
     proposals: dict[str, ProposalEvent] = {}
+    answered = {ev.request for ev in events if isinstance(ev, ProposalEvent) and ev.request}
     for ev in events:
         if isinstance(ev, RequestEvent):
             loop.next_request = max(loop.next_request, int(ev.request[1:]) + 1)
+            if ev.phase == "model" and ev.request in answered:
+                loop.lineage.note_pick()  # a request the kill cut off is asked again: its pick is not replayed
         elif isinstance(ev, ProposalEvent):
             loop.totals.usage = loop.totals.usage + ev.usage
             if ev.phase == "model":
@@ -51,3 +55,44 @@ def pending_proposals(events: list[Event]) -> list[dict]:
                     "iteration": ev.iteration, "phase": ev.phase,
                     "proposal": Proposal(cand, list(ev.parents), ev.origin, note=ev.note)})
     return out
+
+
+def recorded_search(events: list[Event], phase: str, lineage) -> tuple[str | None, list[tuple[str, Entry | None]]]:
+    """What a search phase did before: its target's id, and each proposal's candidate key with its entry (None
+    when it was skipped as a duplicate or never evaluated), in order."""
+    target = next((ev.target for ev in events if isinstance(ev, PhaseEvent) and ev.name == phase), None)
+    entries = {e.id: e for e in lineage.entries()}
+    steps = [(ev.candidate.candidate().key, entries.get(ev.candidate_id)) for ev in events
+             if isinstance(ev, ProposalEvent) and ev.phase == phase and ev.candidate is not None]
+    return target, steps
+
+
+class FastForward:
+    """A search resumed after a stop: a fresh search (same strategy and seed) is led through the steps it had
+    taken, each proposal matched with the recorded one and its recorded result observed, nothing evaluated
+    again, so it goes on exactly where it was and a killed run ends with the lineage of one that never stopped.
+    From the first proposal that differs from the record, every proposal is new."""
+
+    def __init__(self, inner: Proposer, steps: list[tuple[str, Entry | None]]):
+        self.inner, self.steps, self.name = inner, list(steps), inner.name
+
+    def propose(self, request: ProposalRequest) -> list[Proposal]:
+        while self.steps:
+            fresh: list[Proposal] = []
+            for p in self.inner.propose(request) or [None]:
+                if p is None:
+                    self.steps.clear()
+                    return []
+                if fresh or not self.steps or p.candidate.key != self.steps[0][0]:
+                    self.steps.clear()
+                    fresh.append(p)
+                    continue
+                _, entry = self.steps.pop(0)
+                if entry is not None:
+                    self.inner.observe(entry)
+            if fresh:
+                return fresh
+        return self.inner.propose(request)
+
+    def observe(self, entry: Entry) -> None:
+        self.inner.observe(entry)

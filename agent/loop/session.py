@@ -29,7 +29,7 @@ from ..config import ConfigError, RunConfig, api_key, run_name
 from ..protocols import Entry, Proposal, Proposer
 from ..redact import Redactor
 from ..report import summary as summary_mod
-from ..trace.events import EndEvent, ProposalEvent, ScreenEvent, StopEvent, read_events
+from ..trace.events import EndEvent, Event, ProposalEvent, ScreenEvent, StopEvent, read_events
 from ..trace.lock import FolderLock
 from ..trace.records import (CandidateRecord, HeldoutRow, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary,
                              TaskInfo)
@@ -37,7 +37,7 @@ from ..trace.writer import Trace
 from .budget import Budget, Totals
 from .lineage import MemoryLineage
 from .loop import Loop
-from .resume import pending_proposals, restore
+from .resume import FastForward, pending_proposals, recorded_search, restore
 from .stops import Stop, StopReason
 
 
@@ -56,6 +56,7 @@ class Session:
     notes: list[str] = field(default_factory=list)
     tuners: list = field(default_factory=list)
     screened: list[ScreenEvent] = field(default_factory=list)   # a resumed run's recorded screenings (tuners reuse them)
+    events: list[Event] = field(default_factory=list)   # what a resumed run had recorded
 
 
 def new_run_id(task: Task) -> str:
@@ -155,6 +156,7 @@ def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progr
     trace.update_run_info(config=cfg.public(), sessions=info.sessions + [SessionInfo(started=time.time(), resumed=True)])
     session = _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
     restore(session.loop, events)
+    session.events = events
     session.stops = {e.phase: Stop(e.reason, e.message) for e in events if isinstance(e, StopEvent)}
     session.screened = [e for e in events if isinstance(e, ScreenEvent)]
     return session, pending_proposals(events)
@@ -208,9 +210,8 @@ def _phases(s: Session) -> None:
     loop = s.loop
     if s.main_phase == "search":
         if _should_run(s, "search"):
-            target = loop.lineage.best() or loop.lineage.baseline()
             s.proposer.restore_screened(s.screened)
-            s.stops["search"] = loop.run(s.proposer, "search", parallel=1, target=target)
+            s.stops["search"] = _search(s, s.proposer, "search")
         return
     if _should_run(s, "model"):
         s.stops["model"] = loop.run(s.proposer, "model", parallel=s.config.parallel)
@@ -220,8 +221,7 @@ def _phases(s: Session) -> None:
     if s.sandbox.kind == "compile-only":
         s.notes.append("tuning skipped: a compile-only run times nothing, so there is nothing to rank")
         return
-    target = loop.lineage.best() or loop.lineage.baseline()
-    if target is None:
+    if (loop.lineage.best() or loop.lineage.baseline()) is None:
         s.notes.append("tuning skipped: no candidate was measured, so there is nothing to tune")
         return
     try:
@@ -231,9 +231,17 @@ def _phases(s: Session) -> None:
         return
     tune.restore_screened(s.screened)
     try:
-        s.stops["tune"] = loop.run(tune, "tune", parallel=1, target=target)
+        s.stops["tune"] = _search(s, tune, "tune")
     finally:
         s.tuners.append(tune)
+
+
+def _search(s: Session, search: Proposer, phase: str) -> Stop:
+    """Run the built-in search from the best so far; a resumed one first retraces its recorded steps."""
+    lineage = s.loop.lineage
+    target_id, steps = recorded_search(s.events, phase, lineage)
+    target = next((e for e in lineage.entries() if e.id == target_id), None) or lineage.best() or lineage.baseline()
+    return s.loop.run(FastForward(search, steps) if steps else search, phase, parallel=1, target=target)
 
 
 def _should_run(s: Session, phase: str) -> bool:

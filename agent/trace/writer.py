@@ -50,8 +50,11 @@ class Trace:
         existed = path.exists()
         lock = FolderLock(path).acquire()
         try:
-            if (path / "events.jsonl").exists() or (path / "run.json").exists():
+            if (path / "run.json").exists():
                 raise FileExistsError(f"{path}: a run already exists there (use --resume to continue it)")
+            events = path / "events.jsonl"
+            if events.exists() and events.stat().st_size:  # an empty one is a start that was killed at once
+                raise FileExistsError(f"{events}: events without a run.json: not a run to continue or overwrite")
             trace = cls(path, redactor, lock=lock)
             trace._open()
             trace.write_json("run.json", run_info)

@@ -1,0 +1,88 @@
+"""`kernelwright optimize` killed with SIGKILL at random moments, and resumed each time, ends with the lineage of
+a run that was never interrupted: the same candidate ids, sources, parents and statuses, model phase and tuning."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import agent
+from agent.trace.events import ProposalEvent
+from agent.trace.reader import read
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
+from answers import answer  # noqa: E402
+from scripted_server import Script, serve_in_background  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+KILLS = 5
+
+
+@pytest.fixture
+def answers_run(tmp_path, monkeypatch):
+    """A stored run whose model answers the others replay: good ones, a compile error, one without code."""
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    steps = [answer(fake="speedup=1.2", variant=1), answer(broken=True, variant=2), "I would unroll the loop.",
+             answer(fake="speedup=1.4", variant=3), answer(fake="speedup=1.1", variant=4),
+             answer(fake="speedup=1.5", variant=5)]
+    server, url = serve_in_background(Script(steps))
+    try:
+        run = agent.optimize("vector_add", model="scripted", base_url=url, iterations=len(steps), sandbox="fake",
+                             tune=False, traces=tmp_path / "source",
+                             config={"model": {"name": "scripted", "semantic_retries": 0}})
+    finally:
+        server.shutdown()
+    return run.path
+
+
+def _lineage(run: Path) -> list[tuple]:
+    stored = read(run)
+    proposals = [(e.candidate_id, e.phase, e.parents, e.origin) for e in stored.events if isinstance(e, ProposalEvent)]
+    results = {e.id: e.result.status.value for e in stored.entries}
+    sources = {p[0]: (run / "candidates" / p[0] / "candidate.cu").read_text() for p in proposals if p[0]}
+    return [p + (results.get(p[0], "not evaluated"), sources.get(p[0])) for p in proposals]
+
+
+@pytest.mark.timeout(300)
+def test_a_run_killed_five_times_at_random_moments_resumes_to_the_lineage_of_an_unbroken_run(answers_run, tmp_path, kw):
+    config = tmp_path / "run.toml"
+    config.write_text("[tune]\nmax_evaluations = 4\n[selection]\nexplore = 0.5\n")
+    traces = tmp_path / "t"
+    start = ["optimize", "vector_add", "--replay", answers_run, "--sandbox", "fake", "--config", config,
+             "--traces", traces, "--no-sanitize", "--quiet"]
+    unbroken = kw(*start, "--run-id", "unbroken")
+    assert unbroken.returncode == 0, unbroken.stderr
+
+    seed = random.randrange(10**6)
+    rng = random.Random(seed)
+    events, kills, sessions = traces / "killed" / "events.jsonl", 0, 0
+    while kills < KILLS:
+        resuming = (traces / "killed" / "run.json").is_file()
+        args = ["optimize", "--resume", "killed", "--traces", traces, "--quiet"] if resuming else [*start, "--run-id", "killed"]
+        proc = subprocess.Popen([sys.executable, "-m", "agent", *map(str, args)], cwd=ROOT, env=kw.env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        sessions += 1
+        lines = events.read_bytes().count(b"\n") if events.exists() else 0
+        grow, deadline = rng.randint(0, 6), time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline and \
+                (not events.exists() or events.read_bytes().count(b"\n") < lines + grow):
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0, 0.2))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait(timeout=30)
+        assert proc.returncode in (0, -signal.SIGKILL), (seed, proc.stderr.read())
+        assert sessions < 3 * KILLS, f"seed {seed}: the run ended before {KILLS} kills landed"
+    final = kw("optimize", "--resume", "killed", "--traces", traces, "--quiet")
+    assert final.returncode == 0, (seed, final.stderr)
+
+    expected, got = _lineage(traces / "unbroken"), _lineage(traces / "killed")
+    assert {p[1] for p in expected} == {"setup", "model", "tune"} and len(expected) > 8
+    assert got == expected, f"seed {seed}"
