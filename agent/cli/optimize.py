@@ -202,10 +202,11 @@ def print_summary(run) -> None:
 
 
 def _exit_code(run) -> int:
-    stop = run.stop
-    if stop is not None and stop.reason is StopReason.INTERRUPTED:
+    """From every phase's stop, not only the last: a model phase that failed is not hidden by the tuning after it."""
+    reasons = {StopReason(stop["reason"]) for stop in (run.summary.get("stops") or {}).values()}
+    if StopReason.INTERRUPTED in reasons:
         return ExitCode.INTERRUPTED
-    return ExitCode.FAILED if stop is not None and stop.reason.failed else ExitCode.OK
+    return ExitCode.FAILED if any(reason.failed for reason in reasons) else ExitCode.OK
 
 
 SummaryJson = json_flag("Print the summary as JSON instead of tables.")
@@ -251,7 +252,8 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
     raise typer.Exit(_exit_code(run))
 
 
-@app.command(epilog=epilog(OK="every task ran", FAILED="a task ended with an error (its row says which)",
+@app.command(epilog=epilog(OK="every task ran", FAILED="a task could not run or its run ended on a failure (its row "
+                                                 "says which)",
                            BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device"))
 @input_errors
 def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task names or task folders, run one after "
@@ -293,7 +295,7 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
                  for r in rows]
         console.print(fit(cols, table, console.width, title=f"batch {b.path.name}: {len(rows)} tasks", key=3))
         console.print(f"batch folder: {b.path}", soft_wrap=True)
-    raise typer.Exit(ExitCode.FAILED if any(r["state"] == "error" for r in rows) else ExitCode.OK)
+    raise typer.Exit(ExitCode.FAILED if any(r["state"] in ("error", "failed") for r in rows) else ExitCode.OK)
 
 
 def _batch_runs(b, quiet: bool, as_json: bool) -> list[dict]:

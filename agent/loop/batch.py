@@ -92,11 +92,13 @@ class Batch:
 
     def record(self, task: str, summary: Summary) -> None:
         best, t = summary.best, summary.totals
+        failed = next((stop for stop in summary.stops.values() if stop.reason.failed), None)  # even if tuning ran after
+        state = "stopped" if _interrupted(summary) else "failed" if failed else "done"
         self.info["results"][task] = {
-            "task": task, "state": "stopped" if _interrupted(summary) else "done", "run": str(self.run_dir(task)),
+            "task": task, "state": state, "run": str(self.run_dir(task)),
             "best": best.id if best else None, "speedup": best.speedup.model_dump() if best and best.speedup else None,
             "candidates": summary.candidates, "tokens": t.tokens, "usd": t.usd, "gpu_s": t.gpu_s,
-            "simulated": summary.simulated, "stop": summary.stop_reason}
+            "simulated": summary.simulated, "stop": failed.message if failed else summary.stop_reason}
         self._save()
 
     def record_error(self, task: str, error: str) -> None:

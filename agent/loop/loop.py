@@ -59,7 +59,9 @@ class Loop:
                     break
                 request, outcome = self.receive(inbox, phase)
                 if isinstance(outcome, ModelEndpointError):
-                    stop = stop or StopReason.MODEL_ENDPOINT.because(f"model endpoint: {outcome}")
+                    self.record_failure(request, outcome)
+                    if stop is None or not stop.reason.failed:  # a limit reached meanwhile does not hide it
+                        stop = StopReason.MODEL_ENDPOINT.because(f"model endpoint: {outcome}")
                 elif isinstance(outcome, BaseException):
                     self.trace.event(ErrorEvent(request=request.extra["request_id"], error=repr(outcome)))
                     raise outcome
@@ -144,6 +146,12 @@ class Loop:
                                        candidate=CandidateRecord.of(proposal.candidate) if proposal.candidate else None))
         self.on_progress("proposal", self)
         return entry_id
+
+    def record_failure(self, request: ProposalRequest, error: ModelEndpointError) -> None:
+        """The model calls of a request the endpoint failed for good, and the tokens they cost."""
+        for attempt in error.attempts:
+            self.trace.event(ModelCallEvent(request=request.extra["request_id"], **{"response": "", **attempt}))
+        self.totals.usage = self.totals.usage + error.usage
 
     # ---- screen, evaluate + record --------------------------------------------------------------
 
