@@ -31,6 +31,7 @@ from ..redact import Redactor
 from ..report import summary as summary_mod
 from ..trace.events import EndEvent, Event, ProposalEvent, ScreenEvent, StopEvent, read_events
 from ..trace.lock import FolderLock
+from ..trace.reader import check_events, read_record
 from ..trace.records import (CandidateRecord, HeldoutRow, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary,
                              TaskInfo)
 from ..trace.writer import Trace
@@ -137,13 +138,17 @@ def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | No
 
 
 def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progress) -> tuple[Session, list[dict]]:
-    info = RunInfo.model_validate_json((path / "run.json").read_text())
-    task = load_task(info.task.folder)
+    info = read_record(path / "run.json", RunInfo, required=True)
+    events = read_events(path, repair=True)  # a damaged line is refused, only a torn last line is cut
+    check_events(path / "events.jsonl", events)
+    try:
+        task = load_task(info.task.folder)
+    except TaskError as exc:
+        raise TaskError(f"{path}: the run's task cannot be loaded: {exc}") from None
     if task.fingerprint != info.task.fingerprint:
         raise TaskError(f"{task.folder}: the task changed since run {info.run_id} started "
                         f"(fingerprint {task.fingerprint}, recorded {info.task.fingerprint}); start a new run")
     cfg = overrides_cfg(info.config)
-    events = read_events(path, repair=True)
     done_model = sum(1 for e in events if isinstance(e, ProposalEvent) and e.phase == "model")
     replay = info.proposer.replay if info.proposer.kind == "replay" else None
     sandbox = open_sandbox(cfg.sandbox, cfg.sandbox_options)

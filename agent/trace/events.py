@@ -195,9 +195,10 @@ def to_line(event: _Event) -> str:
 
 
 def read_events(folder: Path, *, strict: bool = False, repair: bool = False) -> list[Event]:
-    """Every event of the run in ``folder``. A line cut off by a kill, or one that is not JSON, ends the
-    reading; ``strict`` makes it a ``TraceError`` instead, and ``repair`` cuts it (and what follows) from the
-    file. A line of another schema, out of sequence, or that does not fit its model is always a ``TraceError``."""
+    """Every event of the run in ``folder``. Only the last line can be torn (cut off without its newline by a kill
+    mid-write): it is left out, or a ``TraceError`` when ``strict``, and ``repair`` cuts it from the file. Any
+    complete line that is not a JSON object, is of another schema, out of sequence, or does not fit its model is
+    always a ``TraceError`` naming its line, and nothing is cut: the events after it are evidence too."""
     events_file = Path(folder) / "events.jsonl"
     if not events_file.is_file():
         raise TraceError(f"{events_file.parent}: not a run folder (no events.jsonl)")
@@ -206,13 +207,14 @@ def read_events(folder: Path, *, strict: bool = False, repair: bool = False) -> 
         raise TraceError(f"{events_file}: empty: the run recorded nothing")
     events: list[Event] = []
     good_end = 0
-    for number, line in enumerate(raw.splitlines(keepends=True), start=1):
+    *complete, torn = raw.split(b"\n")
+    for number, line in enumerate(complete, start=1):
         where = f"{events_file}: line {number}"
-        record = _json(line, where, strict)
-        if record is None:
-            break
-        events.append(_event(record, where, len(events)))
-        good_end += len(line)
+        events.append(_event(_json(line, where), where, len(events)))
+        good_end += len(line) + 1
+    if torn and strict:
+        raise TraceError(f"{events_file}: line {len(complete) + 1} is cut off (the run was killed while writing it); "
+                         "`kernelwright optimize --resume RUN` repairs the file")
     if repair and good_end < len(raw):
         with open(events_file, "r+b") as f:
             f.truncate(good_end)
@@ -221,19 +223,13 @@ def read_events(folder: Path, *, strict: bool = False, repair: bool = False) -> 
     return events
 
 
-def _json(line: bytes, where: str, strict: bool) -> dict | None:
-    """The line's JSON object; None (or, when strict, a TraceError) for a torn or unreadable line."""
-    if not line.endswith(b"\n"):
-        if strict:
-            raise TraceError(f"{where} is cut off (the run was killed while writing it); "
-                             "`kernelwright optimize --resume RUN` repairs the file")
-        return None
+def _json(line: bytes, where: str) -> dict:
+    """The JSON object of a complete line."""
     try:
         record = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        if strict:
-            raise TraceError(f"{where}: not JSON ({exc})") from None
-        return None
+        raise TraceError(f"{where}: damaged, not JSON ({exc}); nothing was changed, the file needs a hand "
+                         "(only a last line cut off by a kill is repaired)") from None
     if not isinstance(record, dict):
         raise TraceError(f"{where}: expected a JSON object, got {type(record).__name__}")
     return record

@@ -143,14 +143,14 @@ def resolve_run(ref: str | Path, traces: str | Path = "traces") -> Path:
 
 def read(ref: str | Path, traces: str | Path = "traces") -> RunTrace:
     path = resolve_run(ref, traces)
-    info = _record(path / "run.json", RunInfo, required=True)
+    info = read_record(path / "run.json", RunInfo, required=True)
     events = read_events(path, strict=True)
-    summary = _record(path / "summary.json", Summary, required=False)
+    summary = read_record(path / "summary.json", Summary, required=False)
     entries, steps, unevaluated = _replay(path / "events.jsonl", events)
     return RunTrace(path, info, events, summary, entries, steps, unevaluated)
 
 
-def _record(path: Path, model: type[BaseModel], required: bool):
+def read_record(path: Path, model: type[BaseModel], required: bool):
     """``run.json`` or ``summary.json`` as its model; a file that is missing (when required), not JSON, or does
     not fit the model is a TraceError."""
     if not path.is_file():
@@ -169,6 +169,12 @@ def _record(path: Path, model: type[BaseModel], required: bool):
         first = exc.errors()[0]
         where = ".".join(map(str, first["loc"])) or "(top level)"
         raise TraceError(f"{path}: does not fit this kernelwright's {path.name} ({where}: {first['msg']})") from None
+
+
+def check_events(events_file: Path, events: list[Event]) -> None:
+    """A TraceError naming the line where the events do not hold together (an evaluation of a candidate never
+    proposed, a sanitize event for one never evaluated, a candidate that cannot be read)."""
+    _replay(events_file, events)
 
 
 def _replay(events_file: Path, events: list[Event]) -> tuple[list[Entry], list[Step], list[Unevaluated]]:
