@@ -56,8 +56,8 @@ def test_a_run_killed_five_times_at_random_moments_resumes_to_the_lineage_of_an_
     traces = tmp_path / "t"
     start = ["optimize", "vector_add", "--replay", answers_run, "--sandbox", "fake", "--config", config,
              "--traces", traces, "--no-sanitize", "--quiet"]
-    unbroken = kw(*start, "--run-id", "unbroken")
-    assert unbroken.returncode == 0, unbroken.stderr
+    agent.optimize("vector_add", replay=answers_run, sandbox="fake", config=config, sanitize=False, traces=traces,
+                   run_id="unbroken")  # in this process, as the CLI would: the same config, no subprocess to start
 
     seed = random.randrange(10**6)
     rng = random.Random(seed)
@@ -80,8 +80,8 @@ def test_a_run_killed_five_times_at_random_moments_resumes_to_the_lineage_of_an_
         proc.wait(timeout=30)
         assert proc.returncode in (0, -signal.SIGKILL), (seed, proc.stderr.read())
         assert sessions < 3 * KILLS, f"seed {seed}: the run ended before {KILLS} kills landed"
-    final = kw("optimize", "--resume", "killed", "--traces", traces, "--quiet")
-    assert final.returncode == 0, (seed, final.stderr)
+    final = agent.optimize(resume=traces / "killed", traces=traces)
+    assert final.stop is not None and not final.stop.reason.failed, (seed, final.stop)
 
     expected, got = _lineage(traces / "unbroken"), _lineage(traces / "killed")
     assert {p[1] for p in expected} == {"setup", "model", "tune"} and len(expected) > 8
