@@ -58,7 +58,7 @@ def test_a_damaged_middle_line_is_refused_with_its_number_and_nothing_is_cut(cop
     before = events.read_bytes()
     code, out = _resume(copy)
     assert code == 2
-    _one_error(out, "events.jsonl: line 5", "damaged")
+    _one_error(out, "events.jsonl: line 5: not JSON", "damaged line")
     assert events.read_bytes() == before
     code, out = _kw("show", copy)
     assert code == 2 and "line 5" in out

@@ -228,8 +228,8 @@ def _json(line: bytes, where: str) -> dict:
     try:
         record = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{where}: damaged, not JSON ({exc}); nothing was changed, the file needs a hand "
-                         "(only a last line cut off by a kill is repaired)") from None
+        raise TraceError(f"{where}: not JSON ({exc}): a damaged line, left as it is (only a last line cut off "
+                         "by a kill is repaired)") from None
     if not isinstance(record, dict):
         raise TraceError(f"{where}: expected a JSON object, got {type(record).__name__}")
     return record
