@@ -78,21 +78,26 @@ class FastForward:
 
     def propose(self, request: ProposalRequest) -> list[Proposal]:
         while self.steps:
-            fresh: list[Proposal] = []
+            out: list[Proposal] = []
             for p in self.inner.propose(request) or [None]:
                 if p is None:
                     self.steps.clear()
                     return []
-                if fresh or not self.steps or p.candidate.key != self.steps[0][0]:
+                if p.stage == "screen":  # screenings are not steps: the search restores recorded ones itself
+                    out.append(p)
+                elif self.steps and p.candidate.key == self.steps[0][0]:
+                    _, entry = self.steps.pop(0)
+                    if entry is not None:
+                        self.inner.observe(entry)
+                else:
                     self.steps.clear()
-                    fresh.append(p)
-                    continue
-                _, entry = self.steps.pop(0)
-                if entry is not None:
-                    self.inner.observe(entry)
-            if fresh:
-                return fresh
+                    out.append(p)
+            if out:
+                return out
         return self.inner.propose(request)
+
+    def observe_screened(self, proposal: Proposal, screened) -> None:
+        self.inner.observe_screened(proposal, screened)
 
     def observe(self, entry: Entry) -> None:
         self.inner.observe(entry)
