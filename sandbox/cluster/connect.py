@@ -1,0 +1,70 @@
+"""Joining a Ray cluster and choosing its GPUs: ``require_ray``, ``connect``, ``choose_group``.
+
+``address``: ``"local"`` starts a Ray instance on this machine for the run (and stops it at the end); ``"auto"``
+joins the cluster this machine belongs to (``ray start --head`` or ``ray start --address=HEAD:6379`` ran here);
+``"ray://HOST:10001"`` connects through Ray Client; ``"HOST:6379"`` joins a cluster's head directly. A process
+that is already connected (a notebook that called ``ray.init``, a test's local cluster) keeps its connection.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot run this: no Ray installed, no GPU in it, no actor came up. The message says which."""
+
+
+def require_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError("Ray is not installed: pip install 'kernelwright[ray]' (on the driver and on every "
+                           "node of the cluster)") from None
+    return ray
+
+
+def connect(ray, address: str, fake_gpus: int | None = None) -> bool:
+    """Connect this process; True when it started a Ray instance that it must stop (``ray.shutdown``).
+    ``fake_gpus``: a ``"local"`` instance declares that many GPUs (the fake sandbox on a machine without any)."""
+    if ray.is_initialized():
+        return False
+    quiet = dict(log_to_driver=False)
+    if address == "local":
+        extra = {"num_gpus": fake_gpus} if fake_gpus else {}
+        ray.init(include_dashboard=False, **quiet, **extra)
+        return True
+    try:
+        ray.init(address=address, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise ClusterError(f"cannot join the Ray cluster at {address!r}: {str(exc).splitlines()[0]}") from None
+    return True
+
+
+def gpu_count(ray) -> int:
+    return int(ray.cluster_resources().get("GPU", 0))
+
+
+def model_of(hello: dict) -> tuple[str, str, str]:
+    """What makes two GPUs interchangeable for a claim: the sandbox kind, the GPU model and its arch."""
+    device = hello["device"]
+    return hello["kind"], str(device.get("gpu")), str(device.get("arch"))
+
+
+def choose_group(hellos: dict[str, dict], gpu_model: str | None) -> tuple[tuple, list[str], list[str]]:
+    """(the chosen model, the actors of that model, a note per model left out). Without ``gpu_model``, the model
+    with the most GPUs (the first seen on a tie); with it, the model whose name contains it."""
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    for name, hello in hellos.items():
+        groups[model_of(hello)].append(name)
+    if gpu_model:
+        wanted = [m for m in groups if gpu_model.lower() in m[1].lower()]
+        if not wanted:
+            found = ", ".join(sorted({m[1] for m in groups}))
+            raise ClusterError(f"no GPU of model {gpu_model!r} in the cluster (it has: {found})")
+        chosen = max(wanted, key=lambda m: len(groups[m]))
+    else:
+        chosen = max(groups, key=lambda m: len(groups[m]))
+    left = [f"{len(names)} x {m[1]} ({m[0]} sandbox, {m[2]}): another model than the {chosen[1]} measuring this run"
+            for m, names in groups.items() if m != chosen]
+    return chosen, groups[chosen], left
