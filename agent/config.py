@@ -121,6 +121,17 @@ class SanitizeConfig(_Strict):
     max_candidates: int = Field(3, ge=1, description="Winners sanitized at most, one after another, when each has errors.")
 
 
+class ClusterConfig(_Strict):
+    """GPU evaluations spread over a Ray cluster (``--ray``; the ``ray`` extra): one sandbox actor per GPU, compiles as
+    CPU tasks. The lineage, the trace and resume stay in this process."""
+
+    address: str = Field("local", min_length=1, description="local: a Ray instance started on this machine for the run; "
+                         "auto: the cluster this machine joined (ray start); ray://HOST:10001: Ray Client; HOST:6379: a head.")
+    gpus: int | None = Field(None, ge=1, description="At most this many GPUs (one actor each); default: every GPU of the model.")
+    gpu_model: str | None = Field(None, min_length=1, description="In a cluster of several GPU models, the one to measure on "
+                                  "(part of its name); default: the model with the most GPUs. Claims never mix models.")
+
+
 class RunConfig(_Strict):
     """Everything a run needs apart from the task and the API key."""
 
@@ -133,7 +144,10 @@ class RunConfig(_Strict):
     sandbox: SandboxKind = Field(
         "auto", description="gpu, compile-only (no GPU: real compiles, no timing), fake (simulated timings), auto.")
     sandbox_options: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits (arch, timing budget...).")
-    parallel: int = Field(1, ge=1, le=64, description="Model requests in flight at once; the GPU still evaluates one candidate at a time.")
+    parallel: int = Field(1, ge=1, le=64, description="Model requests in flight at once; one GPU evaluates one candidate at "
+                          "a time. With a cluster of N GPUs, at least N + 1 (N candidates evaluate at once).")
+    cluster: ClusterConfig | None = Field(None, description="Spread GPU evaluations over a Ray cluster; None: this machine's "
+                                          "sandbox alone.")
     profile: Literal["prompt", "promising", "all", "none"] = Field(
         "prompt", description="Which candidates Nsight Compute profiles (GPU sandbox with ncu). prompt: where a model reads "
                               "the diagnosis next (the baseline, each new best, a wrong candidate the model is asked to "

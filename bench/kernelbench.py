@@ -171,7 +171,7 @@ def _task_name(path: Path) -> str:
 
 
 BATCH_FLAGS = ("model", "base_url", "api_key_env", "iterations", "budget_tokens", "budget_usd", "budget_gpu_s",
-               "budget_wall_s", "sandbox", "config", "price_in", "price_out")
+               "budget_wall_s", "sandbox", "config", "price_in", "price_out", "ray_address", "ray_gpus")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", type=Path, help="run config (TOML)")
     ap.add_argument("--traces", type=Path, default=Path("traces/kernelbench"), help="folder for the batch and its runs")
     ap.add_argument("--batch-id", default=None, help="batch folder name (default: the problem folder's name)")
+    ap.add_argument("--ray-address", help="spread the problems' evaluations over this Ray cluster (auto, ray://HOST:10001)")
+    ap.add_argument("--ray-gpus", type=int, help="through Ray, on at most this many GPUs (a local Ray instance)")
     ap.add_argument("--tune", action="store_true", help="sweep each winner's knobs and flags after the model phase")
     ap.add_argument("--table-only", action="store_true", help="print the table of an existing batch; run nothing")
     ap.add_argument("--out", type=Path, help="also write the table (Markdown) to this file")

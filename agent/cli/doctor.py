@@ -80,9 +80,6 @@ def _gpu_rows() -> list[tuple[str, str, str]]:
 
 def rows() -> list[dict]:
     """Every component: what was found, and what it enables."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
     from sandbox.compiler import include_dirs, nvrtc_version
     from sandbox.envinfo import software
     from sandbox.host.sanitizer import find_sanitizer
@@ -107,20 +104,24 @@ def rows() -> list[dict]:
     out.append(("compute-sanitizer", (_tool_version([san, "--version"]) or "found") if san else "missing",
                 "memcheck and racecheck of each run's winner before it is declared (without it: 'not sanitized')"))
     out.append(_confinement_row())
-    try:
-        kt = dist_version("kernel_tuner")
-    except PackageNotFoundError:
-        kt = None
-    out.append(("Kernel Tuner", kt or 'missing (optional: pip install -e ".[kerneltuner]")',
-                "its search strategies beside ours in bench/tuner.py --kernel-tuner"))
-    try:
-        pt = dist_version("torch")
-    except PackageNotFoundError:
-        pt = None
-    out.append(("PyTorch", pt or 'missing (optional: pip install -e ".[torch]")',
-                "kernelwright import of PyTorch problems, their float64 references, eager and torch.compile "
-                "baselines, export --torch"))
+    for component, dist, extra, enables in (
+            ("Kernel Tuner", "kernel_tuner", "kerneltuner", "its search strategies beside ours in bench/tuner.py --kernel-tuner"),
+            ("PyTorch", "torch", "torch", "kernelwright import of PyTorch problems, their float64 references, eager and "
+                                          "torch.compile baselines, export --torch"),
+            ("Ray", "ray", "ray", "optimize and batch --ray: evaluations spread over a cluster's GPUs, one sandbox actor "
+                                  "per GPU")):
+        out.append((component, _installed(dist) or f'missing (optional: pip install -e ".[{extra}]")', enables))
     return [dict(component=c, status=s, enables=e) for c, s, e in out]
+
+
+def _installed(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version(dist)
+    except PackageNotFoundError:
+        return None
 
 
 @app.command()

@@ -21,7 +21,8 @@ from ..trace.records import HeldoutRow, Summary
 from .app import BadInput, app, console, err_console, error_line, input_errors, load_task, styled
 from .exits import ExitCode, epilog
 from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, BudgetWallS, ConfigFile, Iterations,
-                      MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, SandboxKind,
+                      MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, Ray, RayAddress,
+                      RayGpus, SandboxKind,
                       Temperature, Traces, json_flag)
 from .tables import Col, fit
 
@@ -46,6 +47,9 @@ class RunOptions:
     no_tune: bool
     no_sanitize: bool
     sandbox: str | None
+    ray: bool
+    ray_address: str | None
+    ray_gpus: int | None
     config: Path | None
     traces: Path
     quiet: bool
@@ -76,6 +80,10 @@ class RunOptions:
             if self.sandbox not in SANDBOX_KINDS:
                 raise BadInput(f"--sandbox: expected one of {', '.join(SANDBOX_KINDS)}, got {self.sandbox!r}")
             out["sandbox"] = self.sandbox
+        if self.ray or self.ray_address or self.ray_gpus is not None:
+            out["cluster"] = {}
+            put("cluster", "address", self.ray_address)
+            put("cluster", "gpus", self.ray_gpus)
         if self.no_tune:
             out["tune"] = {"enabled": False}
         if self.no_sanitize:
@@ -228,6 +236,7 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
              iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
              budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
              no_tune: NoTune = False, no_sanitize: NoSanitize = False, sandbox: SandboxKind = None,
+             ray: Ray = False, ray_address: RayAddress = None, ray_gpus: RayGpus = None,
              config: ConfigFile = None,
              traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
     """Make a task's kernel faster: a language model rewrites it (or the built-in search tunes it), the sandbox judges."""
@@ -265,6 +274,7 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
           iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
           budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
           no_tune: NoTune = False, no_sanitize: NoSanitize = False, sandbox: SandboxKind = None,
+          ray: Ray = False, ray_address: RayAddress = None, ray_gpus: RayGpus = None,
           config: ConfigFile = None,
           traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
     """Optimize several tasks one after another (each its own run, budgets per task); resumable; a summary table."""

@@ -33,7 +33,8 @@ Temperature = _option("--temperature", "Sampling temperature.", MODEL, Optional[
 MaxTokens = _option("--max-tokens", "Completion budget per request.", MODEL, Optional[int])
 PriceIn = _option("--price-in", "USD per million prompt tokens of this model.", MODEL, Optional[float])
 PriceOut = _option("--price-out", "USD per million completion tokens of this model.", MODEL, Optional[float])
-Parallel = _option("--parallel", "Model requests in flight at once (the GPU still evaluates one at a time).", MODEL,
+Parallel = _option("--parallel", "Model requests in flight at once (one GPU evaluates one candidate at a time; on a "
+                                "cluster of N GPUs at least N + 1).", MODEL,
                    Optional[int])
 
 # budget
@@ -51,6 +52,12 @@ SandboxKind = _option("--sandbox", "auto, gpu, compile-only (real compiles, no t
                       SANDBOX)
 NoSanitize = _option("--no-sanitize", "Do not run compute-sanitizer (memcheck, racecheck) on the winner before "
                                      "declaring it.", SANDBOX, bool)
+Ray = _option("--ray", "Spread GPU evaluations over a Ray cluster, one sandbox actor per GPU (the ray extra); the "
+                        "cluster is [cluster] of --config, else a Ray instance started on this machine.", SANDBOX, bool)
+RayAddress = _option("--ray-address", "The Ray cluster to join (implies --ray): auto (ray start ran here), "
+                                      "ray://HOST:10001 or HOST:6379.", SANDBOX)
+RayGpus = _option("--ray-gpus", "At most this many GPUs of the cluster (implies --ray); with --sandbox fake, the fake "
+                                "GPUs a local instance declares.", SANDBOX, Optional[int])
 TimingBudget = _option("--budget", "Seconds of candidate GPU time after which timing may stop.", SANDBOX, float)
 Sizes = _option("--sizes", "Time at these sizes instead of the benchmark size, e.g. n=1000000.", SANDBOX)
 

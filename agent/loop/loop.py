@@ -1,15 +1,19 @@
 """The agent loop: ``select -> propose -> evaluate -> record``, limits checked in one place.
 
-Proposals are asked for on threads (up to ``parallel`` requests in flight, so a slow model does not
-idle the GPU), while candidates are evaluated one at a time on this thread (timing needs the GPU to
-itself). Every step is written to the trace before the loop moves on, so a killed run resumes from it.
+Proposals are asked for on threads (up to ``parallel`` requests open at once, so a slow model does not idle the
+GPU). Answers are taken in the order they were asked for and their candidates recorded in that order
+(``agent.loop.pipeline``), so the same answers give the same lineage whatever the model's latencies and however
+many GPUs evaluate: with one sandbox a candidate is evaluated when its turn comes (timing needs the GPU to
+itself); with a cluster (``sandbox.cluster.RaySandbox``) candidates compile and evaluate on its GPUs at once and
+are recorded in order. A request counts as open until every candidate of its answer is recorded, and the next
+request is sent then. Every step is written to the trace before the loop moves on, so a killed run resumes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import queue
 import threading
+from collections import deque
 from typing import Callable
 
 from sandbox.candidate import Candidate
@@ -17,8 +21,9 @@ from sandbox.task import Task, TaskError
 
 from .budget import Budget, Totals
 from ..config import SelectionConfig
-from .judge import SandboxFailure, diagnose, judge
+from .judge import diagnose
 from .lineage import MemoryLineage, score
+from .pipeline import Item, Pipeline
 from ..proposers.llm import ModelEndpointError
 from ..protocols import Entry, Proposal, ProposalRequest, Proposer
 from ..trace.events import (BestEvent, ErrorEvent, EvaluationEvent, ModelCallEvent, PhaseEvent, ProposalEvent,
@@ -47,40 +52,65 @@ class Loop:
         """Ask ``proposer`` for candidates until a limit or the proposer stops; returns why it stopped."""
         self.phase = phase
         self.trace.event(PhaseEvent(name=phase, proposer=proposer.name, target=target.id if target else None))
-        inbox: queue.Queue = queue.Queue()
+        pipeline = Pipeline(self.sandbox, self.task, self.lineage, self._gate)
+        inbox: dict[str, tuple] = {}
+        arrived = threading.Condition()
+        asked: deque[ProposalRequest] = deque()
         stop = None
         try:
             while True:
                 stop = stop or self.limit(phase)
-                while stop is None and self.totals.in_flight < parallel:
-                    self.send(proposer, self.request(phase, target), inbox)
+                while stop is None and len(asked) + pipeline.requests() < parallel:
+                    asked.append(self.send(proposer, self.request(phase, target), inbox, arrived))
                     stop = self.limit(phase)
-                if self.totals.in_flight == 0:
+                if not asked and not len(pipeline):
                     break
-                request, outcome = self.receive(inbox, phase)
-                if isinstance(outcome, ModelEndpointError):
-                    self.record_failure(request, outcome)
-                    if stop is None or not stop.reason.failed:  # a limit reached meanwhile does not hide it
-                        stop = StopReason.MODEL_ENDPOINT.because(f"model endpoint: {outcome}")
-                elif isinstance(outcome, BaseException):
-                    self.trace.event(ErrorEvent(request=request.extra["request_id"], error=repr(outcome)))
-                    raise outcome
-                elif not outcome:
-                    stop = stop or NOTHING_LEFT
-                proposals = outcome if isinstance(outcome, list) else []
-                screen = [p for p in proposals if p.stage == "screen"]
-                if screen and not (stop and stop.reason is StopReason.SANDBOX):
-                    stop = self.screen(screen, phase, proposer) or stop
-                for proposal in (p for p in proposals if p.stage != "screen"):
-                    entry_id = self.record_proposal(request, proposal, phase)
-                    if entry_id is not None and not (stop and stop.reason is StopReason.SANDBOX):
-                        stop = self.evaluate(entry_id, proposal.candidate, proposal, request.iteration, phase, proposer) or stop
+                answer = self.receive(asked, inbox, arrived, phase, wait=0.0 if len(pipeline) else 0.5)
+                if answer is not None:
+                    stop = self.take(answer, phase, proposer, pipeline, stop)
+                timeout = 0.2 if answer is None else 0.0   # nothing came in: wait on the GPUs a moment
+                while (item := pipeline.head(timeout)) is not None:
+                    stop, timeout = self.settle(item, pipeline) or stop, 0.0
+                    if item.candidate is None:   # its request is closed: the next one is sent before recording more
+                        break
         except KeyboardInterrupt:
             stop = INTERRUPTED
+        pipeline.abandon()
         self.totals.in_flight = 0
         self.trace.event(StopEvent(phase=phase, reason=stop.reason, message=stop.message))
         self.on_progress("stop", self)
         return stop
+
+    def take(self, answer: tuple, phase: str, proposer: Proposer, pipeline: Pipeline, stop: Stop | None) -> Stop | None:
+        """Record an answer's proposals and queue their candidates (none once the sandbox failed)."""
+        request, outcome = answer
+        if isinstance(outcome, ModelEndpointError):
+            self.record_failure(request, outcome)
+            if stop is None or not stop.reason.failed:  # a limit reached meanwhile does not hide it
+                stop = StopReason.MODEL_ENDPOINT.because(f"model endpoint: {outcome}")
+        elif isinstance(outcome, BaseException):
+            self.trace.event(ErrorEvent(request=request.extra["request_id"], error=repr(outcome)))
+            raise outcome
+        elif not outcome:
+            stop = stop or NOTHING_LEFT
+        failed = stop is not None and stop.reason is StopReason.SANDBOX
+        rid = request.extra["request_id"]
+        proposals = outcome if isinstance(outcome, list) else []
+        screen = [p for p in proposals if p.stage == "screen"]
+        if screen and not failed:
+            stop = self.screen(screen, phase, proposer) or stop
+            failed = stop is not None and stop.reason is StopReason.SANDBOX
+        for proposal in (p for p in proposals if p.stage != "screen"):
+            entry_id = self.record_proposal(request, proposal, phase)
+            if entry_id is not None and not failed:
+                pipeline.add(Item(entry_id, proposal.candidate, proposal, request.iteration, phase, proposer, rid))
+        if not failed:
+            pipeline.add(Item(None, None, None, request.iteration, phase, proposer, rid))  # holds the request open
+        return stop
+
+    def _gate(self, phase: str) -> Stop | None:
+        limit = self.limit(phase)
+        return limit if limit is not None and limit.reason.blocks_evaluation else None
 
     def limit(self, phase: str) -> Stop | None:
         self.totals.wall_s = self.trace.wall_s
@@ -102,25 +132,33 @@ class Loop:
                                       parents=[p.id for p in parents]))
         return request
 
-    def send(self, proposer: Proposer, request: ProposalRequest, inbox: queue.Queue) -> None:
+    def send(self, proposer: Proposer, request: ProposalRequest, inbox: dict, arrived: threading.Condition) -> ProposalRequest:
         def work():
             try:
                 outcome = proposer.propose(request)
             except BaseException as exc:  # handed to the loop's thread, which decides
                 outcome = exc
-            inbox.put((request, outcome))
+            with arrived:
+                inbox[request.extra["request_id"]] = (request, outcome)
+                arrived.notify_all()
 
         self.totals.in_flight += 1
         threading.Thread(target=work, name=f"propose-{request.extra['request_id']}", daemon=True).start()
         self.on_progress("request", self)
+        return request
 
-    def receive(self, inbox: queue.Queue, phase: str):
-        while True:
-            try:
-                request, outcome = inbox.get(timeout=0.5)
-                break
-            except queue.Empty:
-                continue
+    def receive(self, asked: deque, inbox: dict, arrived: threading.Condition, phase: str, wait: float):
+        """The oldest request's answer once it is in (waiting up to ``wait`` seconds; 0.5 s slices when there is
+        nothing else to do), or None."""
+        if not asked:
+            return None
+        rid = asked[0].extra["request_id"]
+        with arrived:
+            arrived.wait_for(lambda: rid in inbox, timeout=wait)
+            if rid not in inbox:
+                return None
+            request, outcome = inbox.pop(rid)
+        asked.popleft()
         self.totals.in_flight -= 1
         if phase == "model" and not isinstance(outcome, BaseException):
             self.totals.iterations += 1
@@ -185,23 +223,37 @@ class Loop:
 
     def evaluate(self, entry_id: str, candidate: Candidate, proposal: Proposal, iteration: int, phase: str,
                  proposer: Proposer | None = None) -> Stop | None:
-        """Evaluate one candidate unless a GPU or wall limit forbids; returns why to stop, or None."""
-        limit = self.limit(phase)
-        if limit is not None and limit.reason.blocks_evaluation:
-            self.trace.event(SkipEvent(candidate_id=entry_id, reason=f"budget: {limit.message}"))
-            return limit
-        try:
-            result, key, duplicate = judge(self.sandbox, self.task, self.lineage, candidate)
-        except SandboxFailure as exc:
-            self.trace.event(SkipEvent(candidate_id=entry_id, reason=f"sandbox: {exc}"))
-            return StopReason.SANDBOX.because(f"sandbox: {exc}")
-        if duplicate:
+        """Evaluate one candidate now (the baseline, a resumed proposal) unless a GPU or wall limit forbids;
+        returns why to stop, or None."""
+        item = Item(entry_id, candidate, proposal, iteration, phase, proposer)
+        Pipeline.judge_now(self.sandbox, self.task, self.lineage, self._gate, item)
+        return self.settle(item)
+
+    def settle(self, item: Item, pipeline: Pipeline | None = None) -> Stop | None:
+        """Record what became of a candidate; returns why to stop, or None. A sandbox failure drops what the
+        pipeline still holds (those proposals stay in the trace, unevaluated, for a resume)."""
+        entry_id, candidate, proposal = item.entry_id, item.candidate, item.proposal
+        if candidate is None:
+            return None
+        if item.blocked is not None:
+            self.trace.event(SkipEvent(candidate_id=entry_id, reason=f"budget: {item.blocked.message}"))
+            return item.blocked
+        if item.failure is not None:
+            self.trace.event(SkipEvent(candidate_id=entry_id, reason=f"sandbox: {item.failure}"))
+            if pipeline is not None:
+                pipeline.abandon()
+            return StopReason.SANDBOX.because(f"sandbox: {item.failure}")
+        if item.lost:
+            self.trace.event(SkipEvent(candidate_id=entry_id, reason=f"lost: {'; '.join(item.lost)}"))
+            return None
+        result, key = item.result, item.identity
+        if item.duplicate_of:
             self.totals.duplicates += 1
-            self.trace.event(SkipEvent(candidate_id=entry_id, reason="duplicate", duplicate_of=duplicate))
+            self.trace.event(SkipEvent(candidate_id=entry_id, reason="duplicate", duplicate_of=item.duplicate_of))
             return None
         diagnosis = diagnose(self.sandbox, self.task, self.lineage, candidate, result, proposal.parent_ids, self.profile,
-                             proposal.origin, prompts=self.model_run and phase in ("setup", "model"))
-        entry = Entry(entry_id, candidate, result, list(proposal.parent_ids), proposal.origin, iteration,
+                             proposal.origin, prompts=self.model_run and item.phase in ("setup", "model"))
+        entry = Entry(entry_id, candidate, result, list(proposal.parent_ids), proposal.origin, item.iteration,
                       proposal.note, diagnosis)
         improved = self.account(entry, key)
         self.trace.save_candidate(entry.id, candidate.render(), result.to_json())
@@ -209,8 +261,8 @@ class Loop:
                                          summary=result.summary(), diagnosis=diagnosis, result=result))
         if improved:
             self.trace.event(BestEvent(candidate_id=entry.id, speedup=result.speedup("baseline")))
-        if proposer is not None:
-            proposer.observe(entry)
+        if item.proposer is not None:
+            item.proposer.observe(entry)
         self.on_progress("evaluation", self)
         return None
 

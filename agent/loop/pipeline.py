@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from sandbox.candidate import Candidate
+from sandbox.plan import identity
 from sandbox.result import Result, Status
 from sandbox.task import Task
 
 from .judge import SandboxFailure, invalid, judge
-from .lineage import MemoryLineage, fingerprint
+from .lineage import MemoryLineage
 from ..protocols import Proposal, Proposer
 
 
@@ -42,6 +43,7 @@ class Item:
     iteration: int
     phase: str
     proposer: Proposer | None = None
+    request: str | None = None     # the request whose answer it came from
     settled: bool = False
     result: Result | None = None
     identity: str | None = None
@@ -70,6 +72,10 @@ class Pipeline:
 
     def __len__(self) -> int:
         return len(self.items)
+
+    def requests(self) -> int:
+        """Requests with a candidate (or the empty place of their answer) not yet handed back."""
+        return len({item.request for item in self.items})
 
     def add(self, item: Item) -> None:
         self.items.append(item)
@@ -104,15 +110,20 @@ class Pipeline:
     # ---- one sandbox -------------------------------------------------------------------------
 
     def _judge(self, item: Item) -> None:
+        self.judge_now(self.sandbox, self.task, self.lineage, self.gate, item)
+
+    @staticmethod
+    def judge_now(sandbox, task: Task, lineage: MemoryLineage, gate: Callable[[str], Any], item: Item) -> None:
+        """Settle ``item`` on this thread: compile, skip a known build, evaluate (``agent.loop.judge``)."""
         if item.settled:
             return
         item.settled = True
-        limit = self.gate(item.phase)
+        limit = gate(item.phase)
         if limit is not None:
             item.blocked = limit
             return
         try:
-            item.result, item.identity, item.duplicate_of = judge(self.sandbox, self.task, self.lineage, item.candidate)
+            item.result, item.identity, item.duplicate_of = judge(sandbox, task, lineage, item.candidate)
         except SandboxFailure as exc:
             item.failure = str(exc)
 
@@ -146,7 +157,7 @@ class Pipeline:
         if compiled.status is not Status.compiled:
             item.result, item.settled = compiled, True
             return
-        item.identity = fingerprint(self.task, item.candidate, compiled.compile)
+        item.identity = identity(self.task, item.candidate, compiled.compile)
         item.duplicate_of = self.lineage.duplicate_of(item.identity) or self._ahead.get(item.identity)
         if item.duplicate_of:
             item.result, item.settled = compiled, True

@@ -90,6 +90,45 @@ def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, 
     return tuner(cfg, sandbox), "search", ProposerInfo(kind="tuner")
 
 
+def open_run_sandbox(cfg: RunConfig):
+    """This machine's sandbox, or with ``[cluster]`` (``--ray``) a ``RaySandbox`` over the cluster's GPUs of one
+    model; a cluster that cannot run the sandbox (Ray missing, no GPU, a compile-only run) is a ``ConfigError``."""
+    if cfg.cluster is None:
+        return open_sandbox(cfg.sandbox, cfg.sandbox_options)
+    from sandbox.cluster import ClusterError, RaySandbox
+
+    c = cfg.cluster
+    try:
+        return RaySandbox(cfg.sandbox, cfg.sandbox_options, address=c.address, gpus=c.gpus, gpu_model=c.gpu_model)
+    except ClusterError as exc:
+        raise ConfigError(f"cluster: {exc}") from None
+
+
+def _cluster(sandbox) -> dict | None:
+    return sandbox.describe() if callable(getattr(sandbox, "describe", None)) else None
+
+
+def cluster_notes(sandbox) -> list[str]:
+    """What the summary says of a cluster run: the GPUs that measured, how busy they were, the actors lost."""
+    about = _cluster(sandbox)
+    if about is None:
+        return []
+    use = sandbox.usage()
+    busy = sum(use["busy_s"].values()) / max(1e-9, use["wall_s"] * max(1, len(use["busy_s"])))
+    notes = [f"cluster ({about['address']}): {len(about['gpus'])} x {about['model']} measured, busy {busy:.0%} of the "
+             f"time the cluster was open; each figure was measured on one GPU"]
+    notes += [f"cluster: {row}" for row in about["left_out"]]
+    notes += [f"cluster: GPU actor {e['actor']} lost or not used: {e['reason']}" for e in about["lost"]]
+    return notes
+
+
+def model_window(s: "Session") -> int:
+    """Requests open at once in the model phase: ``parallel``, and on a cluster of N GPUs at least N + 1 (N
+    candidates evaluating while the next answer is written)."""
+    slots = getattr(s.sandbox, "slots", None)
+    return max(s.config.parallel, slots + 1) if slots else s.config.parallel
+
+
 def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None = None, key: str | None = None,
           proposer: Proposer | None = None, replay: str | None = None,
           on_progress: Callable | None = None) -> Session:
@@ -102,7 +141,7 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
         raise ConfigError(f"task {task.name} has no CUDA starting kernel (baseline.cu) for the built-in search to tune; "
                           "give a model (--model), whose first kernel is written from the PyTorch module's source")
     run_id = run_id or new_run_id(task)
-    sandbox = open_sandbox(cfg.sandbox, cfg.sandbox_options)
+    sandbox = open_run_sandbox(cfg)
     try:
         chosen, phase, about = choose_proposer(cfg, key, proposer, replay, 0, sandbox)
     except BaseException:
@@ -113,7 +152,8 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
     info = RunInfo(run_id=run_id, created=dt.datetime.now().isoformat(timespec="seconds"),
                    task=TaskInfo(name=task.name, version=task.spec.version, fingerprint=task.fingerprint,
                                  folder=str(task.folder.resolve())),
-                   config=cfg.public(), proposer=about, sandbox=SandboxInfo(kind=sandbox.kind, device=sandbox.device),
+                   config=cfg.public(), proposer=about, sandbox=SandboxInfo(kind=sandbox.kind, device=sandbox.device,
+                                                                   cluster=_cluster(sandbox)),
                    environment=software(), sessions=[SessionInfo(started=time.time(), resumed=False)])
     try:
         trace = Trace.create(Path(traces) / run_id, info, redactor(cfg, key))
@@ -151,7 +191,7 @@ def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progr
     cfg = overrides_cfg(info.config)
     done_model = sum(1 for e in events if isinstance(e, ProposalEvent) and e.phase == "model")
     replay = info.proposer.replay if info.proposer.kind == "replay" else None
-    sandbox = open_sandbox(cfg.sandbox, cfg.sandbox_options)
+    sandbox = open_run_sandbox(cfg)
     try:
         chosen, phase, _ = choose_proposer(cfg, key, proposer, replay, done_model, sandbox)
     except BaseException:
@@ -219,7 +259,7 @@ def _phases(s: Session) -> None:
             s.stops["search"] = _search(s, s.proposer, "search")
         return
     if _should_run(s, "model"):
-        s.stops["model"] = loop.run(s.proposer, "model", parallel=s.config.parallel)
+        s.stops["model"] = loop.run(s.proposer, "model", parallel=model_window(s))
     model_stop = s.stops.get("model")
     if not s.config.tune.enabled or (model_stop and model_stop.reason.skips_tuning) or not _should_run(s, "tune"):
         return
@@ -275,6 +315,7 @@ def finish(s: Session) -> Summary:
         s.tuners.append(s.proposer)
     extra = _extras(s)
     _offer_best(s, extra.get("heldout"))
+    s.notes += cluster_notes(s.sandbox)
     summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops, s.notes)
     summary = Summary.model_validate({**summary.model_dump(by_alias=True), **extra})
     summary = Summary.model_validate(s.trace.redactor.data(summary.to_json()))

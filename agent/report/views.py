@@ -139,6 +139,9 @@ def envelope(stored: RunTrace, shown: Entry | None, task=None) -> list[dict]:
             value = f"{value / 2**30:.0f} GiB"
         rows.append({"key": key, "label": label, "value": NOT_RECORDED if value in (None, "") else str(value)})
     rows.append({"key": "kernelwright", "label": "kernelwright", "value": str(software.get("kernelwright", NOT_RECORDED))})
+    gpus = measured_on(stored, shown)
+    if gpus:
+        rows.append({"key": "measured_on", "label": "measured on (each figure on one GPU)", "value": "; ".join(gpus)})
     r = shown.result if shown else None
     if r is not None and r.timing is not None:
         t = r.timing
@@ -158,6 +161,14 @@ def envelope(stored: RunTrace, shown: Entry | None, task=None) -> list[dict]:
             rows.append({"key": "heldout_sizes", "label": "held-out sizes", "value": "; ".join(
                 describe_sizes(s) for s in spec.sizes.heldout)})
     return rows
+
+
+def measured_on(stored: RunTrace, shown: Entry | None) -> list[str]:
+    """Every GPU of a cluster run that measured a figure shown: the shown candidate's A/B timing, each held-out row."""
+    where = [(shown.result.env.get("measured_on") or {}).get("id")] if shown else []
+    summary = stored.summary
+    where += [row.measured_on for row in (summary.heldout or [])] if summary is not None else []
+    return list(dict.fromkeys(w for w in where if w))
 
 
 def heldout(summary: Summary | None) -> list[dict] | None:

@@ -79,6 +79,7 @@ class ProposerInfo(_Record):
 class SandboxInfo(_Record):
     kind: str
     device: dict[str, Any]
+    cluster: dict[str, Any] | None = None    # a run on a Ray cluster: its address, the GPUs measuring, those left out
 
 
 class SessionInfo(_Record):
@@ -163,6 +164,7 @@ class HeldoutRow(_Record):
     baseline_ms: float | None = None
     flagged: bool = False
     reason: str = ""
+    measured_on: str | None = None             # the GPU that timed it, on a cluster (``Result.env["measured_on"]``)
 
     @computed_field
     @property

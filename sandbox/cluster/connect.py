@@ -32,7 +32,10 @@ def connect(ray, address: str, fake_gpus: int | None = None) -> bool:
     quiet = dict(log_to_driver=False)
     if address == "local":
         extra = {"num_gpus": fake_gpus} if fake_gpus else {}
-        ray.init(include_dashboard=False, **quiet, **extra)
+        try:
+            ray.init(include_dashboard=False, **quiet, **extra)
+        except Exception as exc:  # Ray's own start-up failures (a GCS or raylet that did not come up in time)
+            raise ClusterError(f"cannot start a local Ray instance: {str(exc).splitlines()[0]}") from None
         return True
     try:
         ray.init(address=address, **quiet)

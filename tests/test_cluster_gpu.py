@@ -1,0 +1,41 @@
+"""The same optimize on a real GPU with and without Ray: scripted softmax rewrites (tests/fixtures/agent/softmax)
+judged by this process's GPU sandbox, then replayed through Ray (one sandbox actor on the same GPU). The winner must
+be the same candidate, its interval must overlap the one measured without Ray, and every timed result must name
+the GPU that measured it. Needs a CUDA device and the ``ray`` extra."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import agent  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
+from scripted_server import Script  # noqa: E402
+
+ANSWERS = Path(__file__).parent / "fixtures" / "agent" / "softmax"
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(600)
+def test_optimize_with_ray_on_one_gpu_picks_the_winner_of_the_run_without_it(httpserver, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    script = Script([p.read_text() for p in sorted(ANSWERS.glob("*.md"))])
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.werkzeug)
+    common = dict(sandbox="gpu", tune=False, sanitize=False, iterations=3, traces=tmp_path / "traces")
+    alone = agent.optimize("softmax", model="scripted", base_url=httpserver.url_for("/v1"), config={"parallel": 2},
+                           **common)
+    spread = agent.optimize("softmax", replay=alone.path, config={"parallel": 2, "cluster": {"address": "local"}},
+                            **common)
+    a, b = alone.best.result.speedup("baseline"), spread.best.result.speedup("baseline")
+    print(f"without Ray: {alone.best.id} {a.value:.3f} [{a.low:.3f}, {a.high:.3f}]; "
+          f"with Ray: {spread.best.id} {b.value:.3f} [{b.low:.3f}, {b.high:.3f}]")
+    assert [e.id for e in spread.entries] == [e.id for e in alone.entries]
+    assert spread.best.id == alone.best.id and a.low <= b.high and b.low <= a.high
+    where = {e.result.env["measured_on"]["uuid"] for e in spread.entries if e.result.timing is not None}
+    assert len(where) == 1 and None not in where, where
+    assert spread.best.result.env["gpu"] == alone.best.result.env["gpu"]
