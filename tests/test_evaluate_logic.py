@@ -38,3 +38,43 @@ def test_every_check_size_comes_first_then_the_timed_size_under_its_label():
     assert [s for _, s in labels[:-1]] == sm.spec.sizes.check
     assert labels[0][0] == "check[0]" and labels[-1] == ("benchmark", sm.spec.sizes.benchmark)
     assert _labelled_sizes(sm, {"rows": 5, "cols": 9})[-1] == ("size", {"rows": 5, "cols": 9})
+
+
+def test_a_candidate_that_is_the_baseline_takes_over_the_baselines_correctness_stage(tmp_path):
+    """The baseline is checked once per sandbox; evaluating the same machine code with the same plans (the
+    suite's baseline test, an optimize run's first entry) does not check it again, and is charged its cost once;
+    any other build (another knob value) runs its own correctness stage."""
+    import dataclasses
+
+    from sandbox import SandboxConfig, Status, load_candidate
+    from sandbox.host.compile_only import CompileOnlySandbox
+    from sandbox.host.gpu import GPUSandbox
+    from sandbox.result import Check, Cost
+
+    task = load_task("vector_add")
+    sb = object.__new__(GPUSandbox)  # the orchestrator alone: no GPU worker, the correctness stage stubbed
+    CompileOnlySandbox.__init__(sb, SandboxConfig())
+    sb._baselines, sb._baseline_checks, sb.data_dir = {}, {}, tmp_path
+    ran = []
+
+    def correctness(task_, cubin, labelled, plans, cost: Cost):
+        ran.append([label for label, _ in labelled])
+        cost.check_gpu_s += 0.5
+        cost.reference_s += 0.25
+        return Status.ok, [Check(sizes=s, label=label, output="c", distribution="uniform", passed=True,
+                                 max_abs_error=0.0, mismatches=0) for label, s in labelled], "", ""
+
+    sb._correctness = correctness
+    try:
+        base = load_candidate(task.baseline_path)
+        first = sb.evaluate(task, dataclasses.replace(base, label="c0000"), timing=False)
+        again = sb.evaluate(task, base, timing=False)
+        other = sb.evaluate(task, base.with_knobs({"BLOCK": base.knobs["BLOCK"][1]}), timing=False)
+    finally:
+        CompileOnlySandbox.close(sb)
+    assert len(ran) == 2                                  # the baseline's own stage, then the other knob value
+    assert first.status is Status.ok and again.status is Status.ok and other.status is Status.ok
+    assert [c.label for c in first.checks] == ran[0] and all("as the task's baseline" in c.note for c in first.checks)
+    assert (first.cost.check_gpu_s, first.cost.reference_s) == (0.5, 0.25)   # charged once, to the first
+    assert (again.cost.check_gpu_s, again.cost.reference_s) == (0.0, 0.0)
+    assert other.cost.check_gpu_s == 0.5 and not any("baseline" in c.note for c in other.checks)

@@ -64,6 +64,7 @@ class GPUSandbox(CompileOnlySandbox):
         self.sanitizer = Sanitizer(self.builder.build, self.arch, harness_cubin)
         self.referee = Referee(self._gpu, self._ref, self.harness, self.config.compare_timeout_s)
         self._baselines: dict[str, tuple[Candidate, CompileInfo, bytes]] = {}
+        self._baseline_checks: dict[str, _Checked] = {}   # task fingerprint -> the baseline's correctness stage
         self._ceilings: dict | None = None
         self._rng = random.SystemRandom()
 
@@ -121,7 +122,11 @@ class GPUSandbox(CompileOnlySandbox):
             return new_result(task, cand, Status.launch_error, error=str(exc), **base)
         baseline = self.baseline(task) if task.has_baseline else None  # a PyTorch task may have none
 
-        status, checks, error, detail = self._correctness(task, cubin, labelled, plans, cost)
+        checks = self._checked_as_baseline(task, info, labelled, plans, cost)
+        if checks is not None:
+            status, error, detail = Status.ok, "", ""
+        else:
+            status, checks, error, detail = self._correctness(task, cubin, labelled, plans, cost)
         if status is not Status.ok or not timing:
             cost.wall_s = time.perf_counter() - t0
             return new_result(task, cand, status, checks=checks, error=error, detail=detail, **base)
@@ -149,11 +154,29 @@ class GPUSandbox(CompileOnlySandbox):
                 plans = self.plans(task, cand, info, labelled)
             except PlanError as exc:
                 raise TaskError(f"{task.baseline_path}: {exc}") from None
-            status, _, error, detail = self._correctness(task, cubin, labelled, plans, Cost())
+            cost = Cost()
+            status, checks, error, detail = self._correctness(task, cubin, labelled, plans, cost)
             if status is not Status.ok:
                 raise TaskError(f"{task.baseline_path}: the baseline is {status.value}: {error}\n{detail}")
             self._baselines[key] = (cand, info, cubin)
+            self._baseline_checks[key] = _Checked(info.code_hash or info.cubin_sha256, labelled, plans, checks, cost)
         return self._baselines[key]
+
+    def _checked_as_baseline(self, task: Task, info: CompileInfo, labelled, plans, cost: Cost) -> list[Check] | None:
+        """The baseline's correctness stage, for a candidate that is the baseline: the same machine code and
+        the same launch plans at the same sizes, checked in this sandbox already (every check size, every
+        distribution, two runs each), so it is not run a second time. Its GPU and reference seconds are
+        charged to the first evaluation that takes it over. None for any other candidate."""
+        done = self._baseline_checks.get(task.fingerprint)
+        if done is None or done.code != (info.code_hash or info.cubin_sha256) or done.labelled != labelled \
+                or done.plans != plans:
+            return None
+        if done.cost is not None:
+            cost.check_gpu_s += done.cost.check_gpu_s
+            cost.reference_s += done.cost.reference_s
+            done.cost = None
+        note = "checked once in this sandbox as the task's baseline (the same machine code and launch plans)"
+        return [c.model_copy(update={"note": f"{c.note}; {note}" if c.note else note}) for c in done.checks]
 
     def _correctness(self, task: Task, cubin: bytes, labelled, plans, cost: Cost):
         trials = []
@@ -272,6 +295,17 @@ class GPUSandbox(CompileOnlySandbox):
             return (Status.rejected, rec, checks, f"event time {cand['median_ms']:.4g} ms exceeds host wall-clock "
                     f"{cand['wall_median_ms']:.4g} ms: the timer is not trustworthy", "")
         return Status.ok, rec, checks, "", ""
+
+
+@dataclasses.dataclass
+class _Checked:
+    """The baseline's correctness stage in one sandbox: what was checked, the checks, their cost until charged."""
+
+    code: str | None
+    labelled: list
+    plans: dict
+    checks: list[Check]
+    cost: Cost | None
 
 
 def _where(trial: dict) -> str:
