@@ -169,9 +169,12 @@ def _nvrtc(source: str, options: list[str], arch: str, names: list[str]) -> tupl
         encoded = [o.encode() for o in options]
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
         err, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        buf = b" " * size
+        # NVRTC writes into the buffer it is given: a fresh bytearray, never a bytes object (``b" " * 1`` is
+        # CPython's shared one-byte b" ", and a compile with an empty log would turn it into b"\0" for the
+        # whole process: every later b" ".decode() gives "\0", which broke importing torch after a compile).
+        buf = bytearray(size)
         nvrtc.nvrtcGetProgramLog(prog, buf)
-        log = buf.rstrip(b"\0 ").decode(errors="replace")
+        log = bytes(buf).rstrip(b"\0 ").decode(errors="replace")
         base = dict(arch=arch, nvrtc_version=nvrtc_version(), options=options, seconds=time.perf_counter() - t0)
         if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             return CompileInfo(ok=False, log=_trim(log), **base), None
@@ -182,9 +185,10 @@ def _nvrtc(source: str, options: list[str], arch: str, names: list[str]) -> tupl
             lowered[name] = low.decode()
         err, size = nvrtc.nvrtcGetCUBINSize(prog)
         _check(err, "nvrtcGetCUBINSize")
-        cubin = b" " * size
-        (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
+        buf = bytearray(size)
+        (err,) = nvrtc.nvrtcGetCUBIN(prog, buf)
         _check(err, "nvrtcGetCUBIN")
+        cubin = bytes(buf)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     kernels, gmem = parse_ptxas(log)

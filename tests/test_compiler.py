@@ -142,3 +142,18 @@ def test_compile_only_sandbox_returns_compiled_or_rejected():
         rejected = sb.compile(task, parse_candidate('#include "/etc/passwd"\n' + (ROOT / "kernels/vector_add/baseline.cu").read_text()))
         assert rejected.status is Status.rejected and "/etc/passwd" in rejected.error
         assert rejected.compile is None, "a rejected candidate is never handed to the compiler"
+
+
+def test_a_compile_with_an_empty_log_leaves_the_processs_shared_bytes_alone():
+    """NVRTC writes its log into the buffer it is given; a one-byte log (just the terminator) once landed in
+    CPython's shared b" ", which then read b"\\0" everywhere in the process (torch failed to import after it)."""
+    import subprocess
+    import sys
+
+    code = ("from sandbox import compiler; "
+            "compiler._nvrtc('extern \"C\" __global__ void k() {}', ['--gpu-architecture=sm_90'], 'sm_90', []); "
+            "print(repr(bytes([32])), repr(bytes([32]).decode()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "b' ' ' '", out.stdout

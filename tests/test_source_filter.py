@@ -146,7 +146,7 @@ def test_the_refused_bypasses_really_read_files_unfiltered(name, tmp_path):
     try:
         nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
+        log = bytearray(size)
         nvrtc.nvrtcGetProgramLog(prog, log)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
