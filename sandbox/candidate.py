@@ -38,7 +38,8 @@ from typing import Literal
 
 from . import expr
 from .dtypes import DTYPES
-from .source_filter import approximate_math, check
+from .fast_math import approximate_math
+from .source_filter import check
 from .task import Task
 
 PLAN_OPEN, PLAN_CLOSE = "/*@kernelwright", "@*/"

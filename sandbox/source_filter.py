@@ -36,10 +36,7 @@ never (NVRTC opens the file of ``import "..."``). Token pasting (``##``) can ass
 ``__has_include`` from pieces, so where the text pastes, no identifier may be a piece that starts
 one (``_``, ``__``, ``__h``, ...).
 
-Approximate math (``approximate_math``): where a task's tolerance does not admit fast math, the
-intrinsics that ``--use_fast_math`` substitutes (``__expf``, ``__sinf``, ``__fdividef``, ...) and
-inline PTX with an approximate instruction (``ex2.approx``, ``div.full``, ...) are refused too,
-whether written literally, pasted from pieces or stringized into an ``asm`` text.
+Approximate math, refused where a task does not admit fast math, is ``sandbox.fast_math``.
 """
 
 from __future__ import annotations
@@ -64,10 +61,6 @@ ALLOWED_PRAGMAS = ("unroll", "nounroll", "once", "message", "push_macro", "pop_m
 FILE_OPERATORS = ("__has_include", "__has_include_next", "__has_embed")
 NEVER = ("__has_include_next", "__has_embed")
 PASTE_PIECES = frozenset(name[:k] for name in FILE_OPERATORS for k in range(1, len(name)))
-FAST_INTRINSICS = frozenset(("__expf", "__exp10f", "__logf", "__log2f", "__log10f", "__powf", "__sinf", "__cosf",
-                             "__tanf", "__sincosf", "__tanhf", "__fdividef", "__fdivdef"))
-FAST_PIECES = frozenset(name[:k] for name in FAST_INTRINSICS for k in range(1, len(name)))
-_APPROX_PTX = re.compile(r"\bapprox\b|\bdiv\s*\.\s*full\b")
 RAW_PREFIXES = ("R", "u8R", "uR", "UR", "LR")
 LITERAL_PREFIXES = ("u8", "u", "U", "L")
 HEADER_DIRECTIVES = ("include", "include_next", "import", "embed")
@@ -93,7 +86,7 @@ class Token:
     first: bool  # first token of its line
 
 
-def _read(source: str) -> tuple[list[Token], _LineMap]:
+def read_tokens(source: str) -> tuple[list[Token], _LineMap]:
     """The source's tokens (line splices joined) and the map from an offset to its line; FilterError if unreadable."""
     text, splices = _splice(source)
     line = _LineMap(text, splices)
@@ -103,43 +96,11 @@ def _read(source: str) -> tuple[list[Token], _LineMap]:
 def check(source: str) -> list[str]:
     """Reasons to refuse ``source`` before compiling (``line N: ...``); an empty list when it is allowed."""
     try:
-        tokens, line = _read(source)
+        tokens, line = read_tokens(source)
     except FilterError as exc:
         return [str(exc)]
     problems = _directive_problems(tokens, line) + _operator_problems(tokens, line)
     return [p for i, p in enumerate(problems) if p not in problems[:i]]
-
-
-def approximate_math(source: str) -> list[str]:
-    """Reasons to refuse ``source`` for a task whose tolerance does not admit fast math: the fast-math
-    intrinsics and approximate PTX instructions, however the text spells them (empty: none found)."""
-    try:
-        tokens, line = _read(source)
-    except FilterError as exc:
-        return [str(exc)]
-    pastes = any(t.kind == "punct" and t.text == "##" for t in tokens)
-    problems = []
-    for i, tok in enumerate(tokens):
-        where = f"line {line(tok.start)}"
-        if tok.kind == "ident" and tok.text in FAST_INTRINSICS:
-            problems.append(f"{where}: {tok.text} is a fast-math intrinsic, and this task does not allow fast math")
-        elif tok.kind == "ident" and pastes and tok.text in FAST_PIECES:
-            problems.append(f"{where}: the identifier {tok.text!r} in a text that pastes tokens (##) could build a "
-                            f"fast-math intrinsic, and this task does not allow fast math")
-        elif (tok.kind == "string" and _APPROX_PTX.search(tok.text)) or _approx_tokens(tokens, i):
-            problems.append(f"{where}: an approximate PTX instruction (.approx, div.full), and this task does not "
-                            f"allow fast math")
-    return [p for i, p in enumerate(problems) if p not in problems[:i]]
-
-
-def _approx_tokens(tokens: list[Token], i: int) -> bool:
-    """``approx`` or ``div . full`` as tokens: a PTX text stringized from macro arguments."""
-    tok = tokens[i]
-    if tok.kind != "ident":
-        return False
-    if tok.text == "approx":
-        return True
-    return (tok.text == "full" and i >= 2 and tokens[i - 1].text == "." and tokens[i - 2].text == "div")
 
 
 # ---- phases 1 and 2: characters and line splices ----------------------------------------------

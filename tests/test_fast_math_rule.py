@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.candidate import CandidateError, parse_candidate, static_problems, validate_for_task
-from sandbox.source_filter import approximate_math
+from sandbox.fast_math import approximate_math
 from sandbox.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
