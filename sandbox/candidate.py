@@ -38,8 +38,8 @@ from typing import Literal
 
 from . import expr
 from .dtypes import DTYPES
-from .fast_math import approximate_math
-from .source_filter import check
+from .fast_math import approximate_tokens
+from .source_filter import FilterError, read_tokens, token_problems
 from .task import Task
 
 PLAN_OPEN, PLAN_CLOSE = "/*@kernelwright", "@*/"
@@ -336,8 +336,12 @@ def _known(text: str, known: set[str], where: str) -> None:
 def static_problems(c: Candidate, task: Task | None = None) -> list[str]:
     """Policy checks done before compiling: reasons to reject the candidate outright (sandbox.source_filter);
     with ``task``, also approximate math where the task does not allow fast math."""
-    problems = check(c.source)
+    try:
+        tokens, line = read_tokens(c.source)  # read once for both checks
+    except FilterError as exc:
+        return [str(exc)]
+    problems = token_problems(tokens, line)
     if task is not None and not task.spec.allow_fast_math:
-        problems += approximate_math(c.source)
+        problems += approximate_tokens(tokens, line)
     return problems
 

@@ -26,6 +26,11 @@ def approximate_math(source: str) -> list[str]:
         tokens, line = read_tokens(source)
     except FilterError as exc:
         return [str(exc)]
+    return approximate_tokens(tokens, line)
+
+
+def approximate_tokens(tokens: list[Token], line) -> list[str]:
+    """``approximate_math`` on a text already read by ``source_filter.read_tokens``."""
     pastes = any(t.kind == "punct" and t.text == "##" for t in tokens)
     problems = []
     for i, tok in enumerate(tokens):
@@ -38,7 +43,7 @@ def approximate_math(source: str) -> list[str]:
         elif (tok.kind == "string" and _APPROX_PTX.search(tok.text)) or _approx_tokens(tokens, i):
             problems.append(f"{where}: an approximate PTX instruction (.approx, div.full), and this task does not "
                             f"allow fast math")
-    return [p for i, p in enumerate(problems) if p not in problems[:i]]
+    return list(dict.fromkeys(problems))
 
 
 def _approx_tokens(tokens: list[Token], i: int) -> bool:

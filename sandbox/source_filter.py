@@ -99,8 +99,12 @@ def check(source: str) -> list[str]:
         tokens, line = read_tokens(source)
     except FilterError as exc:
         return [str(exc)]
-    problems = _directive_problems(tokens, line) + _operator_problems(tokens, line)
-    return [p for i, p in enumerate(problems) if p not in problems[:i]]
+    return token_problems(tokens, line)
+
+
+def token_problems(tokens: list[Token], line: _LineMap) -> list[str]:
+    """``check`` on a text already read by ``read_tokens``: each reason once, in the order found."""
+    return list(dict.fromkeys(_directive_problems(tokens, line) + _operator_problems(tokens, line)))
 
 
 # ---- phases 1 and 2: characters and line splices ----------------------------------------------

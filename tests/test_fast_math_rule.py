@@ -71,3 +71,8 @@ def test_compile_says_why_a_fast_exp_is_rejected(tmp_path):
 @pytest.mark.parametrize("path", sorted(ROOT.glob("kernels/*/baseline.cu")), ids=lambda p: p.parent.name)
 def test_every_suite_baseline_passes_its_own_task_rule(path):
     assert static_problems(parse_candidate(path.read_text()), load_task(path.parent.name)) == []
+
+
+def test_a_text_that_cannot_be_read_gives_its_reason_once():
+    problems = static_problems(parse_candidate(SOFTMAX.replace("// One block", "// \0 One block")), load_task("softmax"))
+    assert len(problems) == 1 and "NUL" in problems[0], problems
