@@ -23,11 +23,11 @@ def task():
     return load_task("vector_add")
 
 
-def _entry(task, eid, status=Status.ok, speed=None, parents=("c0000",), origin="llm"):
+def _entry(task, eid, status=Status.ok, speed=None, parents=("c0000",), origin="llm", half=0.01):
     timing = None
     if speed is not None:
         timing = Timing(sizes={"n": 1}, rounds=10, l2_flush_bytes=0, rotating_sets=1, impls={},
-                        speedup={"baseline": Interval(value=speed, low=speed - 0.01, high=speed + 0.01)})
+                        speedup={"baseline": Interval(value=speed, low=speed - half, high=speed + half)})
     result = Result(status=status, task=task.name, task_fingerprint=task.fingerprint, candidate=eid,
                     candidate_key=eid, timing=timing)
     return Entry(eid, load_candidate(task.baseline_path), result, list(parents), origin, 0)
@@ -47,6 +47,17 @@ def test_the_best_is_the_fastest_correct_timed_candidate(task):
     assert isinstance(lineage, Lineage)
     assert lineage.best().id == "c0002"
     assert [e.id for e in lineage.ranked()] == ["c0002", "c0001", "c0000"]
+
+
+def test_a_tie_goes_to_the_earlier_entry_and_a_measurably_faster_one_takes_the_lead(task):
+    # c0003 has the higher median, but its interval overlaps c0001's: one measurement's noise must not pick it
+    tied = _lineage(task, _entry(task, "c0001", speed=2.509), _entry(task, "c0002", speed=1.4),
+                    _entry(task, "c0003", speed=2.518))
+    assert tied.best().id == "c0001" and tied.ranked()[0].id == "c0003"
+    ahead = _lineage(task, _entry(task, "c0001", speed=2.509), _entry(task, "c0003", speed=2.6))
+    assert ahead.best().id == "c0003"
+    # a candidate whose interval reaches the baseline's is no winner: the baseline keeps the lead
+    assert _lineage(task, _entry(task, "c0001", speed=1.015, half=0.02)).best().id == "c0000"
 
 
 def test_a_fresh_failure_is_repaired_once_then_the_best_is_picked(task):

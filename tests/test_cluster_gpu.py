@@ -1,6 +1,6 @@
 """The same optimize on a real GPU with and without Ray: scripted softmax rewrites (tests/fixtures/agent/softmax)
 judged by this process's GPU sandbox, then replayed through Ray (one sandbox actor on the same GPU). The winner must
-be the same candidate, its interval must overlap the one measured without Ray, and every timed result must name
+be the same candidate (a tie goes to the earlier entry, so noise alone cannot change it), its interval must overlap the one measured without Ray, and every timed result must name
 the GPU that measured it. Needs a CUDA device and the ``ray`` extra."""
 
 from __future__ import annotations

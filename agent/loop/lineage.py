@@ -2,7 +2,8 @@
 
 Ranking: a candidate counts as measured when its status is ``ok`` and it was timed; it ranks by its
 speedup over the task's baseline (the interval travels with it, and "faster" means the interval's low
-end clears 1.0). Compile-only results are never ranked: nothing was measured.
+end clears 1.0). Compile-only results are never ranked: nothing was measured. The winner (``best``) is the
+earliest entry whose interval overlaps the best-ranked one's: ties go to what came first.
 
 Selection (``select``), in order:
 1. repair: the latest candidate failed in a way a model can fix (compile error, wrong result, launch
@@ -34,6 +35,10 @@ def score(entry: Entry) -> float | None:
     return score_of(entry.result)
 
 
+def _overlaps(a, b) -> bool:
+    return a is not None and b is not None and a.low <= b.high and b.low <= a.high
+
+
 def score_of(result: Result) -> float | None:
     s = result.speedup("baseline") if result.ok else None
     return s.value if s else None
@@ -63,8 +68,16 @@ class MemoryLineage:
         return list(self._entries.values())
 
     def best(self) -> Entry | None:
+        """The best-ranked entry, unless an earlier entry is tied with it (their speedup intervals overlap): then
+        the earliest of those. A later rewrite takes the lead only when it is measurably faster, so the winner does
+        not change with the noise of one measurement (and a candidate tied with the baseline does not win)."""
         ranked = self.ranked()
-        return ranked[0] if ranked else None
+        if not ranked:
+            return None
+        top = ranked[0].result.speedup("baseline")
+        order = {id_: i for i, id_ in enumerate(self._entries)}
+        tied = [e for e in ranked if _overlaps(e.result.speedup("baseline"), top)]
+        return min(tied, key=lambda e: order[e.id])
 
     def select(self, k: int = 1) -> list[Entry]:
         picks = []
