@@ -88,7 +88,8 @@ def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int, ipc: boo
             files["run1"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run1-{n}.npy", ipc)
                              for n, b in outs.items()}
             first = {n: b.view.copy() for n, b in outs.items()}
-    identical = all(bool(cp.array_equal(first[n].view(cp.uint8), outs[n].view.view(cp.uint8))) for n in outs)
+    identical = all(bool(cp.array_equal(first[n].reshape(-1).view(cp.uint8), outs[n].view.reshape(-1).view(cp.uint8)))
+                    for n in outs)
     if not identical:  # the second run is compared with the reference only when it differs from the first
         files["run2"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run2-{n}.npy", ipc)
                          for n, b in outs.items()}
