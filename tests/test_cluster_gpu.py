@@ -1,7 +1,8 @@
 """The same optimize on a real GPU with and without Ray: scripted softmax rewrites (tests/fixtures/agent/softmax)
 judged by this process's GPU sandbox, then replayed through Ray (one sandbox actor on the same GPU). The winner must
-be the same candidate (a tie goes to the earlier entry, so noise alone cannot change it), its interval must overlap the one measured without Ray, and every timed result must name
-the GPU that measured it. Needs a CUDA device and the ``ray`` extra."""
+be the same candidate (a tie goes to the earlier entry, so noise alone cannot change it), its interval must overlap
+the one measured without Ray, and every timed result must name the GPU that measured it. Needs a CUDA device and
+the ``ray`` extra."""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ def test_optimize_with_ray_on_one_gpu_picks_the_winner_of_the_run_without_it(htt
         for e in run.entries:
             s = e.result.speedup("baseline")
             if s is not None:
-                print(f"  {label}: {e.id} {e.result.status.value} {s.value:.3f} [{s.low:.3f}, {s.high:.3f}]")
+                clock = (e.result.env.get("clocks_timed") or {}).get("sm_clock_mhz") or {}
+                print(f"  {label}: {e.id} {e.result.status.value} {s.value:.3f} [{s.low:.3f}, {s.high:.3f}]"
+                      f" SM clock median {clock.get('median')} MHz ({clock.get('min')}-{clock.get('max')})")
     assert [e.id for e in spread.entries] == [e.id for e in alone.entries]
     assert spread.best.id == alone.best.id and a.low <= b.high and b.low <= a.high
     where = {e.result.env["measured_on"]["uuid"] for e in spread.entries if e.result.timing is not None}
