@@ -64,7 +64,7 @@ class Run:
         lineage = MemoryLineage()
         for e in self.entries:
             lineage.add(e)
-        return rows(lineage)
+        return rows(lineage, self.best)  # the recorded winner: a run keeps the one its rule picked
 
     def __repr__(self) -> str:
         best = self.summary.get("best")

@@ -35,9 +35,14 @@ def entry_row(e: Entry) -> EntryRow:
     return row
 
 
-def rows(lineage: MemoryLineage) -> list[dict]:
-    """The lineage as records (JSON data), best first."""
+def rows(lineage: MemoryLineage, winner: Entry | None = None) -> list[dict]:
+    """The lineage as records (JSON data): the winner first (``winner``, a stored run's recorded one; else
+    ``MemoryLineage.best``: a tie goes to the earlier entry), then the other measured entries by speedup, then
+    the rest."""
     ranked = lineage.ranked()
+    best = winner or lineage.best()
+    if best is not None:
+        ranked = [best] + [e for e in ranked if e is not best]
     rest = [e for e in lineage.entries() if e not in ranked]
     return [entry_row(e).model_dump(mode="json") for e in ranked + rest]
 
