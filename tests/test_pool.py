@@ -99,3 +99,41 @@ def test_secrets_in_the_environment_do_not_reach_workers(monkeypatch):
         assert f"HOME={w.home}" in environ.split("\0")
     finally:
         w.close()
+
+
+@pytest.mark.timeout(120)
+def test_closing_from_several_threads_at_once_frees_each_pipe_once():
+    # a pool's close and a compile thread ending its own call used to close one descriptor twice (EBADF, or worse:
+    # a number the process had handed out again)
+    import threading
+
+    errors = []
+    for _ in range(20):
+        w = WorkerProcess("compile")
+        assert w.call({"op": "nonsense"}, timeout=30)["ok"] is False
+        barrier = threading.Barrier(6)
+
+        def close():
+            barrier.wait()
+            try:
+                w.close()
+            except Exception as exc:  # noqa: BLE001 - every failure is the finding
+                errors.append(repr(exc))
+
+        threads = [threading.Thread(target=close) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert w.proc is None
+    assert not errors, errors[:3]
+
+
+@pytest.mark.timeout(60)
+def test_a_retired_worker_is_not_started_again():
+    w = WorkerProcess("compile")
+    w.call({"op": "nonsense"}, timeout=30)
+    w.close(retire=True)
+    with pytest.raises(WorkerDied, match="closed for good"):
+        w.call({"op": "nonsense"}, timeout=30)
+    assert w.proc is None

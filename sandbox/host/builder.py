@@ -137,8 +137,8 @@ class Builder:
 
     def close(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)
-        for w in self._workers:  # a compile still running ends with its worker
-            w.close()
+        for w in self._workers:  # a compile still running ends with its worker, which no compile starts again
+            w.close(retire=True)
 
     # ---- the pool ----------------------------------------------------------------------------
 

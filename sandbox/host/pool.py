@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -61,6 +62,8 @@ class WorkerProcess:
         self.proc: subprocess.Popen | None = None
         self.requests = 0
         self.started = 0
+        self._closing = threading.Lock()  # close() runs from any thread (a pool's, a finaliser), once per process
+        self._retired = False
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -93,6 +96,8 @@ class WorkerProcess:
     def call(self, request: dict, timeout: float) -> dict:
         """Send one request and wait for its reply, at most ``timeout`` seconds."""
         if not self.alive:
+            if self._retired:
+                raise WorkerDied(f"{self.role} worker was closed for good", "")
             self.close()
             self._start()
         self.requests += 1
@@ -104,11 +109,12 @@ class WorkerProcess:
             raise WorkerDied(f"{self.role} worker was gone before the request", tail)
         deadline = time.monotonic() + timeout
         while True:
-            if self._recv.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
-                try:
-                    reply = self._recv.recv()
-                except (EOFError, OSError):
-                    break
+            try:  # another thread may close the worker meanwhile: its connection then reads as closed
+                ready = self._recv.poll(min(0.5, max(0.0, deadline - time.monotonic())))
+                reply = self._recv.recv() if ready else None
+            except (EOFError, OSError):
+                break
+            if ready:
                 if reply.get("poisoned"):
                     tail = self.tail()
                     self.close()
@@ -147,23 +153,29 @@ class WorkerProcess:
                 pass
         return redact("\n".join(out), {str(getattr(self, "home", "")): "<worker>"})
 
-    def close(self) -> None:
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+    def close(self, retire: bool = False) -> None:
+        """Kill the worker's process group and free its pipes, logs and folder. Safe from several threads at once
+        and more than once: the thread that takes the process does the freeing (two closing one pipe would close
+        a descriptor number the process may have handed out again). ``retire``: no later request starts it again."""
+        with self._closing:
+            self._retired = self._retired or retire
+            proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
             try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
                 pass
-            for conn in (self._send, self._recv):
-                conn.close()
-            self._stdout.close()
-            self._stderr.close()
-            shutil.rmtree(self.home, ignore_errors=True)
-        self.proc = None
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        for conn in (self._send, self._recv):
+            conn.close()
+        self._stdout.close()
+        self._stderr.close()
+        shutil.rmtree(self.home, ignore_errors=True)
 
     def __del__(self):
         try:
