@@ -68,24 +68,26 @@ class WorkerProcess:
     # ---- lifecycle ------------------------------------------------------------------------
 
     def _start(self) -> None:
-        self.home = tempdirs.make(self.role, self.root)
+        home = tempdirs.make(self.role, self.root)
         for sub in ("tmp", "cache"):
-            (self.home / sub).mkdir()
-        env = scrubbed_env(self.home, self.home / "cache")
+            (home / sub).mkdir()
+        env = scrubbed_env(home, home / "cache")
         env.setdefault("KERNELWRIGHT_CACHE_DIR", str(cache_dir()))
         env.update(self.extra_env)
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        self._stdout = open(self.home / "stdout.log", "wb")
-        self._stderr = open(self.home / "stderr.log", "wb")
-        self.proc = subprocess.Popen(
+        stdout, stderr = open(home / "stdout.log", "wb"), open(home / "stderr.log", "wb")
+        proc = subprocess.Popen(
             [sys.executable, "-m", "sandbox.worker.main", self.role, str(req_r), str(rep_w)],
-            pass_fds=(req_r, rep_w), env=env, cwd=self.home, stdin=subprocess.DEVNULL,
-            stdout=self._stdout, stderr=self._stderr, start_new_session=True)
+            pass_fds=(req_r, rep_w), env=env, cwd=home, stdin=subprocess.DEVNULL,
+            stdout=stdout, stderr=stderr, start_new_session=True)
         os.close(req_r)
         os.close(rep_w)
-        self._send = Connection(req_w, readable=False)
-        self._recv = Connection(rep_r, writable=False)
+        with self._closing:  # the process and what it holds appear together to a close on another thread
+            self.home, self._stdout, self._stderr = home, stdout, stderr
+            self._send = Connection(req_w, readable=False)
+            self._recv = Connection(rep_r, writable=False)
+            self.proc = proc
         self.started += 1
         self.requests = 0
 
@@ -160,8 +162,11 @@ class WorkerProcess:
         with self._closing:
             self._retired = self._retired or retire
             proc, self.proc = self.proc, None
-        if proc is None:
-            return
+            if proc is None:
+                return
+            # what this process holds, taken now: a request on another thread may start the next one meanwhile
+            held = (self._send, self._recv, self._stdout, self._stderr)
+            home = self.home
         if proc.poll() is None:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -171,11 +176,9 @@ class WorkerProcess:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             pass
-        for conn in (self._send, self._recv):
-            conn.close()
-        self._stdout.close()
-        self._stderr.close()
-        shutil.rmtree(self.home, ignore_errors=True)
+        for f in held:
+            f.close()
+        shutil.rmtree(home, ignore_errors=True)
 
     def __del__(self):
         try:
