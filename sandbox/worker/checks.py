@@ -16,6 +16,12 @@ def _safe(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", label)
 
 
+def same_bytes(xp, a, b) -> bool:
+    """Whether two arrays of one dtype and shape hold the same bytes (NaN payloads included; a scalar, a 0-d
+    array, too: its dtype cannot be viewed as bytes until it is flattened). ``xp``: cupy, or numpy."""
+    return bool(xp.array_equal(a.reshape(-1).view(xp.uint8), b.reshape(-1).view(xp.uint8)))
+
+
 def violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> list[str]:
     """Guard bands of every buffer, and input hashes against ``before``: every test on the device, then one
     transfer of the verdicts to the host (a launch's checks wait on the GPU once, not once per buffer)."""
@@ -88,8 +94,7 @@ def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int, ipc: boo
             files["run1"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run1-{n}.npy", ipc)
                              for n, b in outs.items()}
             first = {n: b.view.copy() for n, b in outs.items()}
-    identical = all(bool(cp.array_equal(first[n].reshape(-1).view(cp.uint8), outs[n].view.reshape(-1).view(cp.uint8)))
-                    for n in outs)
+    identical = all(same_bytes(cp, first[n], outs[n].view) for n in outs)
     if not identical:  # the second run is compared with the reference only when it differs from the first
         files["run2"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run2-{n}.npy", ipc)
                          for n, b in outs.items()}
