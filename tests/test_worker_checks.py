@@ -22,3 +22,42 @@ def test_nan_payloads_and_signed_zeros_are_told_apart():
     assert not same_bytes(np, a, np.array([np.nan, -0.0], dtype=np.float32))
     quiet = np.array(0x7FC00001, dtype=np.uint32).view(np.float32)     # another NaN payload
     assert not same_bytes(np, np.array(np.nan, dtype=np.float32), quiet)
+
+
+def _numpy_harness(seed: int = 1):
+    import random
+    from types import SimpleNamespace
+
+    # what Guarded reads of a Harness, on the host: NumPy for CuPy (whose RandomState takes 63-bit seeds)
+    xp = SimpleNamespace(uint8=np.uint8, int32=np.int32, uint32=np.uint32, empty=np.empty, array_equal=np.array_equal,
+                         random=SimpleNamespace(RandomState=lambda s: np.random.RandomState(s % 2**32)))
+    return SimpleNamespace(cp=xp, _rng=random.Random(seed))
+
+
+@pytest.mark.parametrize("dtype, shape", [("float32", (1000, 37)), ("float16", ()), ("int8", (5,))])
+def test_a_guarded_buffer_sits_between_intact_random_guard_bands(dtype, shape):
+    from sandbox.worker.harness import GUARD_MIN, Guarded
+
+    g = Guarded(_numpy_harness(), dtype, shape)
+    assert g.view.shape == shape and g.view.dtype == np.dtype(dtype) and g.lo % 256 == 0 and g.lo >= GUARD_MIN
+    assert all(g.guards_intact())
+    assert len(set(g.guard_lo.tolist())) > 100                          # random bytes, not a constant
+    g.raw[g.lo - 1] ^= 0xFF                                              # a write just below the buffer
+    assert g.guards_intact() == (False, True)
+
+
+def test_a_guarded_buffer_takes_no_temporary_as_large_as_itself():
+    # random bytes were drawn as int32 and cast: five times the buffer at once, which ran a 2 GB output out of
+    # GPU memory; now the words are drawn into the allocation itself
+    import tracemalloc
+
+    from sandbox.worker.harness import Guarded
+
+    nbytes = 64 << 20
+    tracemalloc.start()
+    try:
+        g = Guarded(_numpy_harness(), "float32", (nbytes // 4,))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert g.view.nbytes == nbytes and peak < 1.2 * nbytes, f"peak {peak / nbytes:.2f}x the buffer"
