@@ -62,6 +62,20 @@ def test_a_tie_goes_to_the_earlier_entry_and_a_measurably_faster_one_takes_the_l
     assert _lineage(task, _entry(task, "c0001", speed=1.015, half=0.02)).best().id == "c0000"
 
 
+def test_a_candidate_would_lead_exactly_when_adding_it_makes_it_the_winner(task):
+    # the new-best event and the "profile a new best" policy ask would_lead before the entry is added
+    import random
+
+    rng = random.Random(3)
+    for _ in range(200):
+        lineage = _lineage(task, *(_entry(task, f"c{i:04d}", speed=round(rng.uniform(0.9, 1.3), 3),
+                                          half=rng.choice([0.005, 0.02])) for i in range(1, rng.randint(1, 5))))
+        new = _entry(task, "c0099", speed=round(rng.uniform(0.9, 1.4), 3), half=rng.choice([0.005, 0.02]))
+        leads = lineage.would_lead(new.result)
+        lineage.add(new)
+        assert leads == (lineage.best() is new)
+
+
 def test_a_fresh_failure_is_repaired_once_then_the_best_is_picked(task):
     lineage = _lineage(task, _entry(task, "c0001", speed=1.3), _entry(task, "c0002", Status.compile_error), explore=0)
     assert lineage.select(1)[0].id == "c0002"

@@ -78,7 +78,7 @@ def should_profile(policy: str, lineage: MemoryLineage, result: Result, parent_i
     if policy == "promising":
         if not result.ok:
             return False
-        return best is None or (new > score(best) if origin == "tuner" else new >= PROMISING * score(best))
+        return best is None or (lineage.would_lead(result) if origin == "tuner" else new >= PROMISING * score(best))
     if not prompts:
         return False
     if result.status is Status.wrong:
@@ -87,7 +87,7 @@ def should_profile(policy: str, lineage: MemoryLineage, result: Result, parent_i
         return origin != "baseline" and depth <= lineage.config.max_repairs
     if not result.ok:
         return False
-    return origin == "baseline" or best is None or new > score(best)
+    return origin == "baseline" or best is None or lineage.would_lead(result)
 
 
 def invalid(task: Task, candidate: Candidate, error: str) -> Result:

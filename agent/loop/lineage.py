@@ -79,6 +79,18 @@ class MemoryLineage:
         tied = [e for e in ranked if _overlaps(e.result.speedup("baseline"), top)]
         return min(tied, key=lambda e: order[e.id])
 
+    def would_lead(self, result: Result) -> bool:
+        """Whether a candidate with ``result``, added now, would be the winner (``best``): it ranks first and no
+        entry before it is tied with it."""
+        new = score_of(result)
+        if new is None:
+            return False
+        ranked = self.ranked()
+        if ranked and new <= score(ranked[0]):
+            return False
+        s = result.speedup("baseline")
+        return not any(_overlaps(e.result.speedup("baseline"), s) for e in ranked)
+
     def select(self, k: int = 1) -> list[Entry]:
         picks = []
         for _ in range(k):

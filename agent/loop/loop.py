@@ -267,8 +267,9 @@ class Loop:
         return None
 
     def account(self, entry: Entry, identity: str | None) -> bool:
-        """Add an evaluated entry to the lineage and the totals; True when it is the new best."""
+        """Add an evaluated entry to the lineage and the totals; True when it is the new winner (``best``)."""
         before = self.lineage.best()
+        leads = entry.origin != "baseline" and self.lineage.would_lead(entry.result)
         self.lineage.add(entry, identity)
         self.last = entry
         self.totals.gpu_s += entry.result.cost.gpu_s
@@ -280,7 +281,7 @@ class Loop:
         old = score(before) if before else None
         gain = self.budget.config.plateau_min_gain
         self.totals.since_improvement = 0 if old is None or new > old * (1 + gain) else self.totals.since_improvement + 1
-        return old is None or new > old
+        return leads
 
 
 def screen_record(proposal: Proposal, screened) -> ScreenedConfig:

@@ -12,6 +12,7 @@ the line and what was wrong. ``summary.json`` is optional (a run that was killed
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,7 +25,8 @@ from sandbox.result import Interval
 
 from ..loop.lineage import score
 from ..protocols import Entry
-from .events import EvaluationEvent, Event, ProposalEvent, SanitizeEvent, SkipEvent, TraceError, read_events
+from .events import (BestEvent, EvaluationEvent, Event, ProposalEvent, SanitizeEvent, SkipEvent, TraceError,
+                     read_events)
 from .records import RunInfo, Summary
 
 UNFINISHED_NOTE = "no summary.json: the run did not finish (it was killed, or it is still running)"
@@ -40,7 +42,7 @@ class Step:
     tokens: int
     usd: float
     gpu_s: float
-    best_id: str | None         # the best-ranked entry after this evaluation (the baseline counts)
+    best_id: str | None         # the winner after this evaluation, as the run recorded it (the baseline counts)
     best: Interval | None       # its speedup over the baseline
 
 
@@ -183,7 +185,7 @@ def _replay(events_file: Path, events: list[Event]) -> tuple[list[Entry], list[S
     steps: list[Step] = []
     unevaluated: list[Unevaluated] = []
     tokens, usd, gpu_s = 0, 0.0, 0.0
-    best: Entry | None = None
+    best: Entry | None = None  # the winner after each evaluation: the baseline, then what the run's best events say
     for ev in events:
         where = f"{events_file}: line {ev.seq + 1}"
         if isinstance(ev, ProposalEvent):
@@ -210,11 +212,16 @@ def _replay(events_file: Path, events: list[Event]) -> tuple[list[Entry], list[S
                           ev.diagnosis)
             entries.append(entry)
             gpu_s += entry.result.cost.gpu_s
-            new = score(entry)
-            if new is not None and (best is None or new > score(best)):
+            if best is None and entry.origin == "baseline" and score(entry) is not None:
                 best = entry
             steps.append(Step(len(steps) + 1, entry, ev.wall_s, tokens, usd, gpu_s, best.id if best else None,
                               best.result.speedup("baseline") if best else None))
+        elif isinstance(ev, BestEvent):  # written right after the evaluation that made the new winner
+            best = next((e for e in entries if e.id == ev.candidate_id), None)
+            if best is None:
+                raise TraceError(f"{where}: best event for {ev.candidate_id!r}, which was never evaluated")
+            if steps and steps[-1].entry is best:
+                steps[-1] = dataclasses.replace(steps[-1], best_id=best.id, best=best.result.speedup("baseline"))
         elif isinstance(ev, SanitizeEvent):
             sanitized = next((e for e in entries if e.id == ev.candidate_id), None)
             if sanitized is None:
