@@ -41,8 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from agent.tune.search import INF, Search, minimize  # noqa: E402
-from agent.tune.proposer import default_max_points, default_patience  # noqa: E402
+from agent.tune.search import INF, minimize  # noqa: E402
+from agent.tune.proposer import tuner_search  # noqa: E402
 from agent.tune.space import TuningSpace, flag_groups  # noqa: E402
 from sandbox import CompileOnlySandbox, SandboxConfig, Status, load_candidate, load_task  # noqa: E402
 from sandbox.compiler import atomic_write, nvrtc_version  # noqa: E402
@@ -261,8 +261,7 @@ def _evaluate_case(run: CaseRun, sandbox, todo: list[str], deadline: float, save
 
 def replay(run: CaseRun, strategy: str, budget: int, seed: int) -> tuple[str, int]:
     """One seeded search on the cached objective, as the tuner runs it: (key of the best found, evaluations)."""
-    search = Search(run.space, strategy, budget=budget, seed=seed, start=run.tspace.start,
-                    patience=default_patience(strategy, run.space), max_points=default_max_points(strategy, budget))
+    search = tuner_search(run.space, strategy, budget, seed, run.tspace.start)
     minimize(search, lambda p: run.keys[_pt(p)], run.value)
     return run.keys[_pt(search.best[0])], search.evaluations
 

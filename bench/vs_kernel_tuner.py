@@ -52,9 +52,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import kernel_tuner_live as klive  # noqa: E402
+import kernel_tuner_sim as kts  # noqa: E402
 from agent.protocols import Entry, ProposalRequest  # noqa: E402
-from agent.tune.proposer import TunerProposer, objective  # noqa: E402
-from agent.tune.search import INF, Search, minimize  # noqa: E402
+from agent.tune.proposer import TunerProposer, objective, tuner_search  # noqa: E402
+from agent.tune.search import INF, minimize  # noqa: E402
 from sandbox import load_candidate, load_task  # noqa: E402
 from sandbox.task import Task  # noqa: E402
 
@@ -133,7 +134,7 @@ def replay(source, fraction: float, seeds: int) -> dict:
     for strategy in ("default", "bayes"):
         gaps = []
         for seed in range(seeds):
-            search = Search(source.tspace.space, strategy, budget=budget, seed=seed, start=source.tspace.start)
+            search = tuner_search(source.tspace.space, strategy, budget, seed, source.tspace.start)
             minimize(search, source.key_of, lambda key: source.shared.values[key])
             gaps.append(100 * (search.best[1] / truth - 1))
         out[strategy] = dict(budget=budget, mean_gap=statistics.mean(gaps), worst_gap=max(gaps),
@@ -169,7 +170,7 @@ def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: in
     task = case_task(case, folder)
     cand = load_candidate(ROOT / case.candidate)
     spec = klive.spec(task, cand)
-    print(f"[{name}] Kernel Tuner {klive.version()} brute force over {klive.configurations(spec)} configurations",
+    print(f"[{name}] Kernel Tuner {kts.version()} brute force over {klive.configurations(spec)} configurations",
           flush=True)
     kt = klive.tune(task, spec, inputs=lambda: kt_inputs(task))
     print(f"[{name}] Kernel Tuner: {kt.tried} configurations in {kt.seconds:.1f} s ({kt.failed} failed)", flush=True)
@@ -179,7 +180,7 @@ def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: in
     kt_best = remeasure(sb, task, cand, kt.best, kw["evaluated"])
     kw_best = remeasure(sb, task, cand, kw["best"], kw["evaluated"])
     row = dict(case=name, task=task.name, sizes=task.spec.sizes.benchmark, space=kw["source"].tspace.space.size,
-               kernel_tuner=dict(version=klive.version(), configurations=kt.tried, failed=kt.failed, seconds=kt.seconds,
+               kernel_tuner=dict(version=kts.version(), configurations=kt.tried, failed=kt.failed, seconds=kt.seconds,
                                  per_hour=3600 * kt.tried / kt.seconds, best=kt.best, best_ms_own=kt.best_ms,
                                  remeasured=kt_best),
                kernelwright=dict(configurations=kw["covered"], screened=kw["screened"], seconds=kw["search_s"],
@@ -241,7 +242,7 @@ def main(argv=None) -> int:
         ap.error(f"unknown cases {unknown} (known: {', '.join(CASES)})")
     if args.finalists < 1 or (args.max_seconds is not None and args.max_seconds <= 0):
         ap.error("--finalists must be at least 1 and --max-seconds above 0")
-    if klive.version() is None:
+    if kts.version() is None:
         print(f"error: Kernel Tuner is not installed, and this bench runs it: {INSTALL}", file=sys.stderr)
         return 2
     import cupy

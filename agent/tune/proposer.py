@@ -90,6 +90,14 @@ def default_max_points(strategy: str, budget: int) -> int | None:
     return None if strategy == "exhaustive" else COMPILES_PER_EVALUATION * budget
 
 
+def tuner_search(space: Space, strategy: str, budget: int, seed: int, start, patience: int | None | str = "auto"):
+    """A search as the tuner runs it: ``patience`` "auto" is the strategy's default, and compiles are bounded by
+    ``default_max_points``."""
+    patience = default_patience(strategy, space) if patience == "auto" else patience
+    return Search(space, strategy, budget=budget, seed=seed, start=start, patience=patience,
+                  max_points=default_max_points(strategy, budget))
+
+
 class TunerProposer:
     """Search knobs x flags of the parent candidate; see the module docstring.
 
@@ -247,9 +255,7 @@ class TunerProposer:
         tspace = TuningSpace(cand, flag_groups(request.task, self.flags))
         size = tspace.space.size
         budget = self.max_evaluations or default_budget(self.strategy, size)
-        patience = default_patience(self.strategy, tspace.space) if self.patience == "auto" else self.patience
-        search = Search(tspace.space, self.strategy, budget=budget, seed=self.seed, start=tspace.start,
-                        patience=patience, max_points=default_max_points(self.strategy, budget))
+        search = tuner_search(tspace.space, self.strategy, budget, self.seed, tspace.start, self.patience)
         sandbox, task = self._sandbox(request), request.task
         source = SourceSearch(task, tspace, search, parent.id, cand.label.split(".tune")[0], objective(parent.result),
                               compile=lambda c: sandbox.compile(task, c),
