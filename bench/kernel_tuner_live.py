@@ -147,12 +147,3 @@ def tune(task: Task, s: KTSpec, strategy: str = "brute_force", iterations: int =
     best = min(timed, key=lambda r: r["time"]) if timed else None
     return KTRun(seconds, len(results), len(results) - len(timed), s.knob_values(best) if best else None,
                  best["time"] if best else None)
-
-
-def version() -> str | None:
-    try:
-        from importlib.metadata import PackageNotFoundError, version as dist_version
-
-        return dist_version("kernel_tuner")
-    except PackageNotFoundError:
-        return None

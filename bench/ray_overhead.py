@@ -22,7 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent.cli.app import BadInput, parse_sizes  # noqa: E402
 from sandbox import SandboxConfig, load_candidate, load_task, open_sandbox  # noqa: E402
+from sandbox.task import TaskError  # noqa: E402
 
 
 def judge_once(sandbox, task, cand, sizes) -> tuple[float, float, str]:
@@ -31,12 +33,6 @@ def judge_once(sandbox, task, cand, sizes) -> tuple[float, float, str]:
     compiled = sandbox.compile(task, cand)
     result = sandbox.evaluate(task, cand, sizes=sizes) if compiled.status.value == "compiled" else compiled
     return time.perf_counter() - t0, result.cost.wall_s, result.status.value
-
-
-def parse_sizes(text: str | None) -> dict | None:
-    if not text:
-        return None
-    return {k: int(v) for k, v in (part.split("=") for part in text.split(","))}
 
 
 def main() -> None:
@@ -49,7 +45,11 @@ def main() -> None:
     args = ap.parse_args()
     from sandbox.cluster import RaySandbox
 
-    task, sizes = load_task(args.task), parse_sizes(args.sizes)
+    task = load_task(args.task)
+    try:
+        sizes = parse_sizes(args.sizes, task)
+    except (BadInput, TaskError) as exc:
+        ap.error(str(exc))
     cand = load_candidate(task.baseline_path)
     config = SandboxConfig()
     t0 = time.perf_counter()

@@ -14,7 +14,8 @@ from importlib import metadata
 READINGS = ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w")
 
 
-def _version(dist: str) -> str | None:
+def installed_version(dist: str) -> str | None:
+    """An installed distribution's version, or None."""
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -24,13 +25,13 @@ def _version(dist: str) -> str | None:
 def software() -> dict:
     from .compiler import nvrtc_version
 
-    cupy = next((v for v in (_version("cupy-cuda13x"), _version("cupy-cuda12x"), _version("cupy")) if v), None)
+    cupy = next((v for v in map(installed_version, ("cupy-cuda13x", "cupy-cuda12x", "cupy")) if v), None)
     try:
         nvrtc = nvrtc_version()
     except Exception as exc:  # NVRTC missing is reported, not fatal
         nvrtc = f"unavailable ({type(exc).__name__})"
-    return {"python": platform.python_version(), "kernelwright": _version("kernelwright") or "checkout",
-            "nvrtc": nvrtc, "cupy": cupy, "cuda_bindings": _version("cuda-bindings"), "host": platform.node(),
+    return {"python": platform.python_version(), "kernelwright": installed_version("kernelwright") or "checkout",
+            "nvrtc": nvrtc, "cupy": cupy, "cuda_bindings": installed_version("cuda-bindings"), "host": platform.node(),
             "platform": sys.platform}
 
 
@@ -43,14 +44,14 @@ def cuda_extra() -> dict:
     compiles), ``cupy`` the CUDA major of the installed CuPy; ``installed`` lists each extra with its packages."""
     installed = {}
     for extra, dists in EXTRAS.items():
-        found = {d: v for d in dists if (v := _version(d))}
+        found = {d: v for d in dists if (v := installed_version(d))}
         if extra == "cuda13" and not (found.get("nvidia-cuda-nvrtc") or "").startswith("13"):
             found.pop("nvidia-cuda-nvrtc", None)
         if found:
             installed[extra] = found
-    bindings = _version("cuda-bindings")
+    bindings = installed_version("cuda-bindings")
     active = f"cuda{bindings.split('.')[0]}" if bindings else None
-    cupy = "cuda13" if _version("cupy-cuda13x") else "cuda12" if _version("cupy-cuda12x") else None
+    cupy = "cuda13" if installed_version("cupy-cuda13x") else "cuda12" if installed_version("cupy-cuda12x") else None
     return {"active": active, "cuda_bindings": bindings, "cupy": cupy, "installed": installed}
 
 

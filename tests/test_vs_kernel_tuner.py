@@ -76,6 +76,6 @@ def test_the_bench_refuses_bad_options_before_it_starts(args, capsys):
 
 
 def test_the_bench_says_so_and_stops_when_kernel_tuner_is_missing(monkeypatch, capsys):
-    monkeypatch.setattr(klive, "version", lambda: None)
+    monkeypatch.setattr(vs.kts, "version", lambda: None)
     assert vs.main(["--cases", "row_sum"]) == 2
     assert "Kernel Tuner is not installed" in capsys.readouterr().err

@@ -81,7 +81,7 @@ def _gpu_rows() -> list[tuple[str, str, str]]:
 def rows() -> list[dict]:
     """Every component: what was found, and what it enables."""
     from sandbox.compiler import include_dirs, nvrtc_version
-    from sandbox.envinfo import software
+    from sandbox.envinfo import installed_version, software
     from sandbox.host.sanitizer import find_sanitizer
     from sandbox.profile.ncu import find_ncu
 
@@ -110,18 +110,9 @@ def rows() -> list[dict]:
                                           "torch.compile baselines, export --torch"),
             ("Ray", "ray", "ray", "optimize and batch --ray: evaluations spread over a cluster's GPUs, one sandbox actor "
                                   "per GPU")):
-        out.append((component, _installed(dist) or f'missing (optional: pip install -e ".[{extra}]")', enables))
+        out.append((component, installed_version(dist) or f'missing (optional: pip install -e ".[{extra}]")', enables))
     return [dict(component=c, status=s, enables=e) for c, s, e in out]
 
-
-def _installed(dist: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return dist_version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 @app.command()

@@ -65,11 +65,6 @@ class Pipeline:
         self.items: deque[Item] = deque()
         self._ahead: dict[str, str] = {}   # identities of candidates past the duplicate check, not yet recorded
 
-    @property
-    def slots(self) -> int:
-        """Candidates evaluated at once: the sandbox's GPU actors, or one."""
-        return max(1, int(getattr(self.sandbox, "slots", 1))) if self.spread else 1
-
     def __len__(self) -> int:
         return len(self.items)
 

@@ -200,10 +200,10 @@ class RaySandbox:
             self.submit_compile(task, cand)
 
     def compile(self, task: Task, candidate: Candidate) -> Result:
-        return compiled_result(self._until(self.submit_compile(task, candidate)))
+        return job_result(self._until(self.submit_compile(task, candidate)))
 
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
-        return evaluated_result(self._call("evaluate", self.packed(task), candidate, sizes, timing))
+        return job_result(self._call("evaluate", self.packed(task), candidate, sizes, timing))
 
     def profile(self, task: Task, candidate: Candidate, result: Result | None = None,
                 parent_profile: dict | None = None) -> dict:
@@ -273,17 +273,9 @@ class RaySandbox:
         return out
 
 
-def compiled_result(outcome: dict) -> Result:
-    if "invalid" in outcome:
-        raise CandidateError(outcome["invalid"])
-    if "failure" in outcome:
-        raise RuntimeError(outcome["failure"])
-    return Result.model_validate(outcome["result"])
-
-
-def evaluated_result(outcome: dict) -> Result:
-    """The result an actor returned; a CandidateError, or a RuntimeError when the sandbox failed or the job was
-    lost twice (as a sandbox that breaks raises)."""
+def job_result(outcome: dict) -> Result:
+    """The result a compile task or an actor returned; a CandidateError, or a RuntimeError when the sandbox failed
+    or the job was lost twice (as a sandbox that breaks raises)."""
     if "invalid" in outcome:
         raise CandidateError(outcome["invalid"])
     if "failure" in outcome:
