@@ -62,9 +62,11 @@ def test_prefetched_compiles_run_side_by_side_and_are_paid_for_once():
     flags = [(), ("--ptxas-options=-O1",), ("--fmad=false",), ("--ptxas-options=-O2",)]
     cands = [base.with_flags(f) for f in flags]
     with CompileOnlySandbox(SandboxConfig(compile_workers=2)) as sb:
+        assert not sb.builder.ready(cands[0])              # never asked for: a build would have to compile it
         assert sb.prefetch(task, cands) == 4
         assert sb.prefetch(task, cands) == 0              # under way or done: nothing new starts
         results = [sb.compile(task, c) for c in cands]
+        assert all(sb.builder.ready(c) for c in cands)    # built: a build now returns at once
         again = sb.compile_many(task, cands)
         assert sb.builder.workers == 2
     assert all(r.status is Status.compiled for r in results + again)

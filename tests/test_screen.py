@@ -88,6 +88,23 @@ def test_screen_refuses_too_few_rounds(monkeypatch):
         sb.screen(task, cands, rounds=3)
 
 
+def test_a_batch_goes_to_the_gpu_once_the_next_compile_is_still_running_and_the_set_up_comes_first(monkeypatch):
+    sb, task, cands, calls, worker = _stub(monkeypatch, {})
+    events = []
+    build = sb.build
+    sb.build = lambda t, c: (events.append(("build", c.label, len(worker.setups))), build(t, c))[1]
+    compiling = {"2", "7"}                       # compiles still running when the screener reaches them
+    sb.ready = lambda c: c.label not in compiling
+    found = sb.screen(task, cands, rounds=6, batch=4)
+    assert calls == [[0, 1], [2, 3, 4, 5], [6], [7, 8, 9]]
+    assert [s.status for s in found] == ["ok"] * 10
+    assert events[0] == ("build", "0", 1), "the screening state is set up before the first compile is awaited"
+    sb.ready = None                              # no way to tell: full batches, as before
+    calls.clear()
+    sb.screen(task, cands, rounds=6, batch=4)
+    assert calls == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+
+
 def test_the_screening_state_is_set_up_once_per_task_and_again_when_the_worker_lost_it(monkeypatch):
     sb, task, cands, calls, worker = _stub(monkeypatch, {})
     sb.screen(task, cands[:3], rounds=6)

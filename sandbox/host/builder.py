@@ -130,6 +130,13 @@ class Builder:
                 started += not self._submit(cand)[1]
         return started
 
+    def ready(self, candidate: Candidate) -> bool:
+        """Whether ``build(candidate)`` would return without waiting for a compile (its compile is done)."""
+        req = compile_request(candidate, self.arch)
+        with self._lock:
+            future = self._done.get(repr(sorted(req.items())))
+        return future is not None and future.done()
+
     @property
     def workers(self) -> int:
         """Compile worker processes started so far."""

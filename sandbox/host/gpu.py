@@ -60,7 +60,8 @@ class GPUSandbox(CompileOnlySandbox):
         super().__init__(config, arch=arch, harness_cubin=harness_cubin)
         self.device = hello["info"]
         self.harness = dict(arch=self.arch, harness_cubin=harness_cubin, harness_names=harness_names)
-        self.screener = Screener(self.builder.build, self.baseline, self._gpu, self.harness, self.config.check_timeout_s)
+        self.screener = Screener(self.builder.build, self.baseline, self._gpu, self.harness, self.config.check_timeout_s,
+                                 ready=self.builder.ready)
         self.sanitizer = Sanitizer(self.builder.build, self.arch, harness_cubin)
         self.referee = Referee(self._gpu, self._ref, self.harness, self.config.compare_timeout_s)
         self._baselines: dict[str, tuple[Candidate, CompileInfo, bytes]] = {}
@@ -79,7 +80,7 @@ class GPUSandbox(CompileOnlySandbox):
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
                timeout_s: float = 10.0, best: float | None = None) -> list[Screened]:
         """Screen ``candidates`` against the baseline at the benchmark size (``Screener.screen``); their
-        compiles run side by side first. ``best``: the best time relative to the baseline known so far
+        compiles start side by side first and the GPU screens each batch as soon as it is compiled. ``best``: the best time relative to the baseline known so far
         (candidates surely slower than it by 10% stop early)."""
         if not task.has_baseline:
             raise ValueError(f"screening compares every run with the task's CUDA baseline, and {task.name} has none")

@@ -57,10 +57,17 @@ class Screener:
     builder); ``baseline(task)`` gives the task's baseline, checked in full once: (candidate, compile info,
     cubin); ``gpu`` is the sandbox's GPU worker, which keeps the screening's state (``sandbox.worker.screening``)
     from one ``screen`` to the next while it runs nothing else; ``harness`` is the device harness every GPU
-    request carries; ``setup_timeout_s`` limits the set-up."""
+    request carries; ``setup_timeout_s`` limits the set-up; ``ready(candidate)`` says whether its compile is done.
 
-    def __init__(self, build: Callable, baseline: Callable, gpu: WorkerProcess, harness: dict, setup_timeout_s: float):
+    The GPU does not wait for compiles it could do without: the screening state is set up while the compiles
+    (started by the sandbox before ``screen``) run, and a batch goes to the GPU as soon as it is full or the
+    next candidate's compile is still running, so later compiles overlap earlier screenings."""
+
+    def __init__(self, build: Callable, baseline: Callable, gpu: WorkerProcess, harness: dict, setup_timeout_s: float,
+                 ready: Callable[[Candidate], bool] | None = None):
         self.build, self.baseline, self.gpu, self.harness = build, baseline, gpu, harness
+        self.ready = ready                            # whether a candidate's compile is done (None: take every one
+                                                      # as ready, so batches are always full)
         self.setup_timeout_s = setup_timeout_s
         self._setup: tuple[str, dict] | None = None  # (task fingerprint, the set-up request) of the last screening
         self._set_up_in = None                       # the worker process (its start count) holding that state
@@ -82,10 +89,48 @@ class Screener:
         candidate is ``crashed`` or ``timeout``."""
         if rounds < 5:
             raise ValueError(f"screen: rounds must be at least 5 (got {rounds})")
-        bench = task.spec.sizes.benchmark
         out: list[Screened | None] = [None] * len(candidates)
-        ready = []
+        if candidates:
+            self._worker_for(task)  # set up while the compiles run
+        rng = random.SystemRandom()
+        known = self.best.get(task.fingerprint)
+        best = known if best is None else best if known is None else min(best, known)
+        for batch_of in self._batches(task, candidates, batch, out):
+            pending = [batch_of]
+            while pending:
+                group = pending.pop(0)
+                req = dict(op="screen", candidates=[c for _, c, _ in group], rounds=rounds,
+                           min_rounds=min(min_rounds, rounds), target=target, margin=margin,
+                           stop_above=None if best is None else best * margin, order_seed=rng.getrandbits(62))
+                try:
+                    reply = self._call(task, req, timeout_s * len(group))
+                except (WorkerDied, WorkerTimeout) as exc:
+                    if len(group) > 1:
+                        half = len(group) // 2
+                        pending[:0] = [group[:half], group[half:]]
+                        continue
+                    i, _, compile_s = group[0]
+                    status = Status.timeout if isinstance(exc, WorkerTimeout) else Status.crashed
+                    out[i] = Screened(status.value, error=str(exc).splitlines()[0], compile_s=compile_s)
+                    continue
+                for (i, _, compile_s), rec in zip(group, reply["results"]):
+                    out[i] = _screened(rec, compile_s)
+                    if out[i].ok and out[i].stopped != "slower":
+                        best = out[i].relative if best is None else min(best, out[i].relative)
+        if best is not None:
+            self.best[task.fingerprint] = best
+        return out  # type: ignore[return-value]
+
+    def _batches(self, task: Task, candidates: list[Candidate], batch: int, out: list):
+        """Batches of compiled candidates ``(index, request part, compile seconds)``, each yielded once it is full
+        or the next candidate's compile is still running; a candidate that failed to compile or to plan gets its
+        ``out`` entry here and joins no batch."""
+        bench = task.spec.sizes.benchmark
+        group: list = []
         for i, cand in enumerate(candidates):
+            if group and (len(group) >= batch or (self.ready is not None and not self.ready(cand))):
+                yield group
+                group = []
             compiled, info, cubin = self.build(task, cand)
             if compiled.status is not Status.compiled:
                 out[i] = Screened(compiled.status.value, error=compiled.error, compile_s=compiled.cost.compile_s)
@@ -95,45 +140,25 @@ class Screener:
             except PlanError as exc:
                 out[i] = Screened(Status.launch_error.value, error=str(exc), compile_s=compiled.cost.compile_s)
                 continue
-            ready.append((i, dict(key=i, cubin=cubin, plan=plan), compiled.cost.compile_s))
-        rng = random.SystemRandom()
-        known = self.best.get(task.fingerprint)
-        best = known if best is None else best if known is None else min(best, known)
-        pending = [ready[k:k + batch] for k in range(0, len(ready), batch)]
-        while pending:
-            group = pending.pop(0)
-            req = dict(op="screen", candidates=[c for _, c, _ in group], rounds=rounds, min_rounds=min(min_rounds, rounds),
-                       target=target, margin=margin, stop_above=None if best is None else best * margin,
-                       order_seed=rng.getrandbits(62))
-            try:
-                reply = self._call(task, req, timeout_s * len(group))
-            except (WorkerDied, WorkerTimeout) as exc:
-                if len(group) > 1:
-                    half = len(group) // 2
-                    pending[:0] = [group[:half], group[half:]]
-                    continue
-                i, _, compile_s = group[0]
-                status = Status.timeout if isinstance(exc, WorkerTimeout) else Status.crashed
-                out[i] = Screened(status.value, error=str(exc).splitlines()[0], compile_s=compile_s)
-                continue
-            for (i, _, compile_s), rec in zip(group, reply["results"]):
-                out[i] = _screened(rec, compile_s)
-                if out[i].ok and out[i].stopped != "slower":
-                    best = out[i].relative if best is None else min(best, out[i].relative)
-        if best is not None:
-            self.best[task.fingerprint] = best
-        return out  # type: ignore[return-value]
+            group.append((i, dict(key=i, cubin=cubin, plan=plan), compiled.cost.compile_s))
+        if group:
+            yield group
+
+    def _worker_for(self, task: Task) -> dict:
+        """The set-up request of ``task``'s screening, sent first to a GPU worker that does not hold it."""
+        if self._setup is None or self._setup[0] != task.fingerprint:
+            self._setup, self._set_up_in = (task.fingerprint, self._setup_request(task)), None
+        setup = self._setup[1]
+        if self._set_up_in is None or not self.gpu.alive or self.gpu.started != self._set_up_in:
+            self.gpu.call_ok(setup, self.setup_timeout_s)
+            self._set_up_in = self.gpu.started
+            self.setups += 1
+        return setup
 
     def _call(self, task: Task, req: dict, timeout: float) -> dict:
         """Send a screen request to a worker that holds this task's screening state (set up first if not)."""
         for attempt in range(2):
-            if self._setup is None or self._setup[0] != task.fingerprint:
-                self._setup, self._set_up_in = (task.fingerprint, self._setup_request(task)), None
-            setup = self._setup[1]
-            if self._set_up_in is None or not self.gpu.alive or self.gpu.started != self._set_up_in:
-                self.gpu.call_ok(setup, self.setup_timeout_s)
-                self._set_up_in = self.gpu.started
-                self.setups += 1
+            setup = self._worker_for(task)
             reply = self.gpu.call({**req, "setup_id": setup["setup_id"]}, timeout)
             if reply.get("setup_lost") and attempt == 0:  # the worker ran another stage since: set up again
                 self._set_up_in = None
