@@ -122,6 +122,31 @@ class KTRun:
     best_ms: float | None   # its mean time over Kernel Tuner's iterations
 
 
+@contextlib.contextmanager
+def _whole_uuid():
+    """CuPy reads a GPU's 16-byte UUID as a C string, so a UUID with a zero byte comes back cut short, and Kernel
+    Tuner's CuPy backend (which only records it) then fails with "bytes is not a 16-char string". While Kernel
+    Tuner starts, the device properties it reads carry the UUID padded back to 16 bytes (the bytes after the
+    first zero are lost: a record, not an identity)."""
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    real = runtime.getDeviceProperties
+
+    def padded(device):
+        props = real(device)
+        uuid = props.get("uuid")
+        if isinstance(uuid, bytes) and len(uuid) < 16:
+            props = {**props, "uuid": uuid.ljust(16, b"\0")}
+        return props
+
+    runtime.getDeviceProperties = padded
+    try:
+        yield
+    finally:
+        runtime.getDeviceProperties = real
+
+
 def tune(task: Task, s: KTSpec, strategy: str = "brute_force", iterations: int = 7,
          inputs: Callable[[], dict[str, np.ndarray]] | None = None) -> KTRun:
     """``tune_kernel`` with the CuPy backend over ``s``; ``inputs()`` gives the host arrays of the inputs and
@@ -136,7 +161,7 @@ def tune(task: Task, s: KTSpec, strategy: str = "brute_force", iterations: int =
             arrays[spec_.name] = np.zeros(shape, dtype=spec_.dtype)
     arguments = [arrays[v] if kind == "array" else np.dtype(kind).type(v) for kind, v in s.args]
     t0 = time.perf_counter()
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _whole_uuid():
         warnings.simplefilter("ignore")
         results, _ = tune_kernel(s.kernel_name, s.source, s.problem_size, arguments, s.tune_params,
                                  grid_div_x=[1], grid_div_y=[1], grid_div_z=[1], restrictions=s.restrictions,

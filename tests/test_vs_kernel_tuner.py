@@ -79,3 +79,20 @@ def test_the_bench_says_so_and_stops_when_kernel_tuner_is_missing(monkeypatch, c
     monkeypatch.setattr(vs.kts, "version", lambda: None)
     assert vs.main(["--cases", "row_sum"]) == 2
     assert "Kernel Tuner is not installed" in capsys.readouterr().err
+
+
+def test_a_gpu_uuid_cut_short_at_a_zero_byte_reaches_kernel_tuner_padded_and_only_while_it_starts(monkeypatch):
+    import uuid
+
+    import cupy
+
+    whole = bytes.fromhex("9b1d00a4c8f1e2d3a4b5c6d7e8f90a1b")
+    monkeypatch.setattr(cupy.cuda.runtime, "getDeviceProperties", lambda device: {"uuid": whole[:2], "name": b"H200"})
+    real = cupy.cuda.runtime.getDeviceProperties
+    with klive._whole_uuid():
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        assert str(uuid.UUID(bytes=props["uuid"])).startswith("9b1d0000-")   # what Kernel Tuner's backend does
+        assert props["name"] == b"H200"
+    assert cupy.cuda.runtime.getDeviceProperties is real
+    with pytest.raises(ValueError, match="16-char"):
+        uuid.UUID(bytes=real(0)["uuid"])
