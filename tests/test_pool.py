@@ -47,6 +47,57 @@ def test_timeout_kills_the_whole_process_group_and_the_next_request_gets_a_fresh
         w.close()
 
 
+@pytest.mark.timeout(60)
+def test_a_busy_worker_and_its_children_die_with_a_killed_host(tmp_path):
+    """A host killed mid-request (kill -9, a lost node, a test runner's time limit) leaves no worker behind to
+    hold the GPU: the worker, busy in its request, notices and kills its process group."""
+    import subprocess
+    import sys
+    import time
+
+    pidfile = tmp_path / "grandchild.pid"
+    (tmp_path / "reference.py").write_text(
+        "import subprocess, time\n"
+        "def reference(xp, **kw):\n"
+        "    p = subprocess.Popen(['sleep', '600'])\n"
+        f"    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "    time.sleep(600)\n")
+    request = dict(op="compare", backend="numpy", task_folder=str(tmp_path), inputs=[], seed=0, sizes={},
+                   scalars={}, outputs=[], runs=[], tolerance={})
+    host = subprocess.Popen([sys.executable, "-c", (
+        "import pathlib, threading, time\n"
+        "from sandbox.host.pool import WorkerProcess\n"
+        "w = WorkerProcess('reference')\n"
+        f"threading.Thread(target=w.call, args=({request!r}, 600), daemon=True).start()\n"
+        f"while not pathlib.Path({str(pidfile)!r}).exists(): time.sleep(0.05)\n"
+        "print(w.proc.pid, flush=True)\n"
+        "time.sleep(600)\n")], stdout=subprocess.PIPE, text=True)
+    worker = None
+    try:
+        worker = int(host.stdout.readline())
+        grandchild = int(pidfile.read_text())
+        assert _alive(worker) and _alive(grandchild)
+        host.kill()
+        host.wait()
+        deadline = time.monotonic() + 10
+        while (_alive(worker) or _alive(grandchild)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker), "the busy worker outlived its host"
+        assert not _alive(grandchild), "the worker's children outlived its host"
+    finally:
+        host.kill()
+        for pid in [worker, *([int(pidfile.read_text())] if pidfile.exists() else [])]:
+            if pid is not None:
+                _kill(pid)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def _alive(pid: int) -> bool:
     try:
         state = open(f"/proc/{pid}/stat").read().split()[2]

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import sys
+import threading
+import time
 import traceback
 from multiprocessing.connection import Connection
 
@@ -128,11 +131,33 @@ class ReferenceRole:
 ROLES = {"compile": CompileRole, "gpu": GpuRole, "reference": ReferenceRole}
 
 
+def exit_with_parent(parent: int, interval_s: float = 0.5) -> threading.Thread:
+    """Kill this worker's process group once the process that started it is gone. A worker waits for the next
+    request on a pipe, which ends when its parent dies, but a worker busy with a kernel that never returns (or
+    a long stage) would outlive a killed host and hold the GPU for every later measurement; a thread watching
+    the parent's pid (CUDA's waits release the interpreter lock) ends it within ``interval_s``. Started after
+    the role has set itself up, so that it runs inside the compile worker's confinement too."""
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        try:
+            os.killpg(os.getpgrp(), signal.SIGKILL)  # the worker leads its own session: its children go too
+        finally:
+            os._exit(4)
+
+    thread = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str]) -> int:
     role, req_fd, rep_fd = argv[0], int(argv[1]), int(argv[2])
     requests = Connection(req_fd, writable=False)
     replies = Connection(rep_fd, readable=False)
+    parent = os.getppid()
     handler = ROLES[role]()
+    exit_with_parent(parent)
     random.seed(os.urandom(16))
     while True:
         try:
