@@ -74,6 +74,14 @@ def settled(samples: list[float], target: float) -> bool:
     return target > 0 and median_halfwidth(samples) <= target
 
 
+def relative_time(candidate: list[float], baseline: list[float]) -> float:
+    """A screened candidate's time over the baseline's: the ratio of the medians (``Screened.relative``), the
+    one figure both the host and the worker rank screened candidates by and set the early-stop bar from.
+    Computed as the inverse of ``speedup_ci``'s value, so that it lies within the inverse of that interval to
+    the last bit."""
+    return 1.0 / float(np.median(baseline) / np.median(candidate))
+
+
 def screening_stop(ratios: list[float], min_rounds: int, target: float, stop_above: float | None) -> str:
     """Whether screening may stop timing a candidate after these rounds (``ratios``: its time over the
     baseline's, paired by round): ``slower`` when the median ratio's interval lies above ``stop_above``,

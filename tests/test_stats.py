@@ -1,7 +1,9 @@
 """Timing statistics: medians with intervals, paired speedups whose interval decides 'faster'."""
 
 import numpy as np
+import pytest
 
+from sandbox import stats
 from sandbox.stats import median_ci, relative_spread, speedup_ci
 
 
@@ -58,3 +60,9 @@ def test_timing_settles_only_when_both_medians_are_known_to_the_target():
     assert _enough({**req, "target_ci": 0.0, "budget_ms": 5.0}, {"candidate": tight, "baseline": tight}, 60, 1.0)
     assert _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 10, 1.0)  # the round cap
     assert _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 60, 61.0)
+
+
+def test_a_screened_candidates_relative_time_is_the_ratio_of_the_medians_the_speedup_is_the_inverse_of():
+    cand, base = [1.0, 3.0, 2.0], [1.0, 1.0, 4.0]          # paired ratios 1, 3, 0.5: their median would say 1.0
+    assert stats.relative_time(cand, base) == pytest.approx(2.0)
+    assert stats.relative_time(cand, base) == pytest.approx(1 / stats.speedup_ci(base, cand)[0])

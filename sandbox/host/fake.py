@@ -181,8 +181,9 @@ class FakeSandbox(CompileOnlySandbox):
         else:
             n = rounds
         cand, base = cand[:n], base[:n]
-        value, lo, hi = stats.speedup_ci(base, cand)
-        return Screened("ok", ms=float(np.median(cand)), baseline_ms=float(np.median(base)), relative=1.0 / value,
+        _, lo, hi = stats.speedup_ci(base, cand)
+        return Screened("ok", ms=float(np.median(cand)), baseline_ms=float(np.median(base)),
+                        relative=stats.relative_time(cand, base),
                         relative_ci=(1.0 / hi, 1.0 / lo), gpu_s=(sum(cand) + sum(base)) / 1e3, samples=cand, rounds=n,
                         stopped=stopped)
 

@@ -182,8 +182,9 @@ def _screened(rec: dict, compile_s: float) -> Screened:
     if rec["status"] != "ok":
         return Screened(rec["status"], error=rec["error"], compile_s=compile_s, gpu_s=rec["gpu_s"])
     cand, base = rec["samples"], rec["baseline_samples"]
-    speed, lo, hi = stats.speedup_ci(base, cand)
-    return Screened("ok", ms=statistics.median(cand), baseline_ms=statistics.median(base), relative=1.0 / speed,
+    _, lo, hi = stats.speedup_ci(base, cand)
+    return Screened("ok", ms=statistics.median(cand), baseline_ms=statistics.median(base),
+                    relative=stats.relative_time(cand, base),
                     relative_ci=(1.0 / hi, 1.0 / lo), compile_s=compile_s, gpu_s=rec["gpu_s"], samples=cand,
                     rounds=len(cand), stopped=rec.get("stopped", ""))
 

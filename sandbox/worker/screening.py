@@ -4,10 +4,9 @@ is ``sandbox.host.screener``)."""
 from __future__ import annotations
 
 import random
-import statistics
 import time
 
-from ..stats import screening_stop
+from ..stats import relative_time, screening_stop
 from .checks import Violation, violations
 from .harness import Harness, LaunchFailed, generate_into, poison_outputs
 
@@ -106,8 +105,7 @@ class Screening:
                 rec.update(status="launch_error", error=str(exc), samples=[], baseline_samples=[])
             rec["gpu_s"] = time.perf_counter() - t0
             if rec["status"] == "ok" and rec["stopped"] != "slower":  # a measured candidate sets the bar for the next
-                ratio = statistics.median(a / b for a, b in zip(rec["samples"], rec["baseline_samples"]))
-                bar = ratio * req.get("margin", 1.1)
+                bar = relative_time(rec["samples"], rec["baseline_samples"]) * req.get("margin", 1.1)
                 stop_above = bar if stop_above is None else min(stop_above, bar)
             results.append(rec)
         return {"ok": True, "results": results}
