@@ -26,11 +26,19 @@ def run(*args, timeout=120):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", ["bench/suite.py", "bench/tuner.py", "bench/sandbox_bench.py", "bench/check_power.py",
                                     "bench/vs_kernel_tuner.py",
-                                    "bench/l2_flush.py", "bench/kernelbench.py"])
+                                    "bench/l2_flush.py", "bench/launch_hold.py", "bench/kernelbench.py"])
 def test_bench_script_imports_and_explains_itself(script):
     out = run(script, "--help")
     assert out.returncode == 0, out.stderr
     assert "usage:" in out.stdout
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, says", [(["--sizes", "n=abc"], "--sizes"), (["--task", "nope"], "no such task"),
+                                        (["--rounds", "2"], "at least 3"), (["--sizes", "rows=4"], "--sizes")])
+def test_the_launch_hold_bench_refuses_bad_options_with_one_error(args, says):
+    out = run("bench/launch_hold.py", *args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
 def test_every_tunable_candidate_is_listed_here():

@@ -71,3 +71,48 @@ def test_the_l2_flush_reads_twice_the_l2_and_writes_nothing(device):
     assert h.flush_l2() == 2 * h.l2_bytes
     h.sync()
     assert int(h._flush._out.get()[0]) == 0
+
+
+def _timed(cp, h, host_latency_s: float, hold) -> float:
+    """Event time of one small harness kernel, with ``host_latency_s`` of host work between the start event and
+    the launch (what Python, argument packing and the driver spend), with or without a stream hold."""
+    import time
+
+    words = cp.arange(4096, dtype=cp.uint32)
+    out = cp.zeros(1, dtype=cp.uint64)
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    h.sync()
+    if hold is not None:
+        hold.hold()
+    try:
+        start.record(h.stream)
+        time.sleep(host_latency_s)
+        h.function("hash_words")((16,), (256,), (words, np.int64(words.size), np.uint64(7), out), stream=h.stream)
+        end.record(h.stream)
+    finally:
+        if hold is not None:
+            hold.release()
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
+
+
+@pytest.mark.timeout(120)
+def test_the_stream_hold_keeps_host_latency_out_of_a_timed_launch(device):
+    cp, h = device
+    unheld = [_timed(cp, h, 0.002, None) for _ in range(5)]
+    held = [_timed(cp, h, 0.002, h.hold) for _ in range(5)]
+    assert min(unheld) >= 1.9, f"without the hold the 2 ms of host work is timed: {unheld}"
+    assert max(held) < 0.5, f"with the hold the kernel alone is timed: {held}"
+    assert not h.hold.ran_out()
+
+
+@pytest.mark.timeout(120)
+def test_a_hold_the_host_does_not_release_in_time_ends_on_its_limit_and_says_so(device):
+    from sandbox.worker.guards import StreamHold
+
+    cp, h = device
+    short = StreamHold(cp, h.function, h.stream, limit_ns=5_000_000)
+    _timed(cp, h, 0.05, short)
+    assert short.ran_out() and short.ran_outs == 1
+    _timed(cp, h, 0.0, short)
+    assert not short.ran_out()

@@ -285,7 +285,7 @@ class GPUSandbox(CompileOnlySandbox):
                    impls=impls_rec, speedup=speedups, faster_than=faster, roofline_ms=floor_ms, bound=bound,
                    primary=task.baselines[0], unavailable=reply.get("unavailable", {}),
                    _env={"clocks_start": reply["clocks_start"], "clocks_end": reply["clocks_end"],
-                         "clocks_timed": reply["clocks_timed"], "ceilings": ceil,
+                         "clocks_timed": reply["clocks_timed"], "ceilings": ceil, "launch_hold": reply.get("launch_hold"),
                          **{k: v["median"] for k, v in reply["clocks_timed"].items()}})
         cand = impls_rec["candidate"]
         if floor_ms and cand["median_ms"] < floor_ms / cfg.roofline_reject_factor:
@@ -321,7 +321,7 @@ def trial_count(task: Task, label: str, per_check_size: int) -> int:
     return n if label in ("benchmark", "size") else max(per_check_size, n)
 
 
-HARNESS_NAMES = DEVICE_NAMES + ["hash_words", "l2_flush_read"]
+HARNESS_NAMES = DEVICE_NAMES + ["hash_words", "l2_flush_read", "hold_stream"]
 
 
 def compile_harness(arch: str) -> tuple[bytes, dict[str, str]]:

@@ -1,9 +1,10 @@
 """Harness kernels that guard a measurement (harness.cu): the agreement test of a candidate output with
 the baseline's (``sandbox.agreement``), the masks that keep a stored baseline output unreadable to
-candidates, and the L2 flush. Trusted code, held by the ``Harness`` and used by the benchmarks."""
+candidates, the L2 flush and the stream hold. Trusted code, held by the ``Harness`` and used by the benchmarks."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 
@@ -101,3 +102,41 @@ class L2Flush:
         self._kernel((_grid(n, self.sms, 32),), (256,), (self._buf, np.int64(n), self._never, self._out),
                      stream=self.stream)
         return self.nbytes
+
+
+class StreamHold:
+    """Keeps host latency out of a timed launch. After a synchronisation the GPU is idle: a start event recorded
+    then runs at once, and the launch behind it arrives only when the host has done its part (Python, argument
+    packing, the driver's launch path), so the timed interval held that latency too, the same absolute amount
+    for every implementation, which pulls every speedup toward 1 and moves with the host's load. ``hold()``
+    queues a one-thread kernel (``hold_stream``) that waits for a flag in mapped host memory; the caller records
+    the start event and queues the launch and the end event; ``release()`` sets the flag. The start event then
+    runs with the whole launch queued behind it. The kernel gives up after ``limit_ns`` (a host preempted that
+    long, or a library call that waits for the device inside itself): ``ran_out`` says so once the stream has
+    synchronised."""
+
+    def __init__(self, cp, function, stream, limit_ns: int = 50_000_000):
+        runtime = cp.cuda.runtime
+        self.stream, self.limit_ns = stream, limit_ns
+        self._kernel = function("hold_stream")
+        self._host = runtime.hostAlloc(8, runtime.hostAllocMapped)   # freed with the process
+        self._device = np.uint64(runtime.pointerGetAttributes(self._host).devicePointer)
+        self._flag = ctypes.c_uint32.from_address(self._host)
+        self._outcome = ctypes.c_uint32.from_address(self._host + 4)
+        self.held = self.ran_outs = 0
+
+    def hold(self) -> None:
+        self._flag.value = 0
+        self._outcome.value = 0
+        self._kernel((1,), (1,), (self._device, np.uint64(self.limit_ns)), stream=self.stream)
+        self.held += 1
+
+    def release(self) -> None:
+        self._flag.value = 1
+
+    def ran_out(self) -> bool:
+        """Whether the last hold ended on its limit, not on ``release`` (ask once, after the stream
+        synchronised; ``ran_outs`` counts them)."""
+        out = self._outcome.value == 2
+        self.ran_outs += out
+        return out

@@ -151,3 +151,20 @@ extern "C" __global__ void l2_flush_read(const ulonglong2* p, long long n, unsig
     }
     if (acc == never) out[0] = acc;
 }
+
+// ---- the stream hold -----------------------------------------------------------------------------
+// One thread that keeps the stream busy until the host sets word[0] (mapped host memory) or limit_ns
+// passes, then writes word[1]: 1 released by the host, 2 ran out. Queued before a timed launch's start
+// event, it lets the host queue the whole launch first, so the timed interval holds no host latency.
+extern "C" __global__ void hold_stream(unsigned int* word, unsigned long long limit_ns) {
+    volatile unsigned int* w = word;
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    unsigned int outcome = 1;
+    while (w[0] == 0u) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t - t0 > limit_ns) { outcome = 2u; break; }
+    }
+    w[1] = outcome;
+    __threadfence_system();
+}

@@ -52,7 +52,7 @@ class Harness:
         self._functions = {}
         self._hash = self.function("hash_words")
         self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
-        self._agreement = self._flush = None
+        self._agreement = self._flush = self._hold = None
         self.handed: list = []   # copies handed to the reference worker by IPC handle: kept until the next request
 
     def function(self, name: str):
@@ -73,6 +73,15 @@ class Harness:
 
             self._flush = L2Flush(self.cp, self.function, self.stream, self.sms, self.l2_bytes, self._rng)
         return self._flush()
+
+    @property
+    def hold(self):
+        """The stream hold that keeps host latency out of a timed launch (``guards.StreamHold``)."""
+        if self._hold is None:
+            from .guards import StreamHold
+
+            self._hold = StreamHold(self.cp, self.function, self.stream)
+        return self._hold
 
     @property
     def agreement(self):

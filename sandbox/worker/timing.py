@@ -4,7 +4,9 @@
   20 ms (at most 200).
 - Rounds: fresh inputs every round (every listed distribution in turn) in rotating buffer sets larger
   than the L2; the candidate, the baseline and the vendor in a shuffled order, each after an L2 flush
-  (a read: clean lines), CUDA events around the whole plan. After ``min_rounds``, rounds stop once both
+  (a read: clean lines), CUDA events around the whole plan, which is queued in full behind a stream hold
+  before its start event runs (``guards.StreamHold``: no host latency in a device time; a library call that
+  waits for the device inside itself is timed as called). After ``min_rounds``, rounds stop once both
   medians are settled, the candidate has used its time budget, the wall cap is reached, or at the round
   cap, fixed before the first round from the budget and the baseline's warm-up time: a noisy candidate
   gets no more rounds than a steady one could.
@@ -101,6 +103,8 @@ class TimingStage:
         self.kept: list[dict] = []  # the candidate outputs the reservoir holds, for the reference comparison
         self.start, self.end = self.cp.cuda.Event(), self.cp.cuda.Event()
         self.flush_bytes = 0
+        self.unheld: set[str] = set()  # implementations timed without the stream hold (they wait inside)
+        self._holds_before = (h.hold.held, h.hold.ran_outs)
 
     # ---- the stage ---------------------------------------------------------------------------
 
@@ -136,7 +140,9 @@ class TimingStage:
         return {"ok": True, "status": "ran", "rounds": r, "round_cap": cap, "sets": self.n_sets,
                 "flush_bytes": self.flush_bytes, "samples": samples, "walls": walls, "full": full,
                 "launches": self.launches["candidate"], "clocks_start": clocks_start, "clocks_end": clocks(),
-                "clocks_timed": sampler.summary(), "gpu_s": time.perf_counter() - t_begin, "unavailable": self.unavailable}
+                "clocks_timed": sampler.summary(), "gpu_s": time.perf_counter() - t_begin, "unavailable": self.unavailable,
+                "launch_hold": {"held": self.h.hold.held - self._holds_before[0],
+                                "ran_out": self.h.hold.ran_outs - self._holds_before[1], "unheld": sorted(self.unheld)}}
 
     def _first_calls(self, inputs: Inputs) -> None:
         """One untimed call of every PyTorch implementation (torch.compile compiles here); one that fails is
@@ -186,19 +192,29 @@ class TimingStage:
             poison_outputs(outs, self.req["outputs"], second=False)
             self.loaded[name].poison_scratch(self.scratch[name])
         self.flush_bytes = h.flush_l2()
-        h.sync()
-        t0 = time.perf_counter()
-        self.start.record(h.stream)
-        if name in self.loaded:
-            self.loaded[name].launch({n: b.view for n, b in {**inputs.buffers, **outs}.items()}, self.scratch[name])
+        held = name not in self.unheld
+        if held:
+            h.hold.hold()     # the launch is queued in full before its start event runs (guards.StreamHold)
         else:
-            produced = self.callables[name](cp, **{n: b.view for n, b in inputs.buffers.items()}, **self.req["sizes"],
-                                            **self.req["scalars"])
-        self.end.record(h.stream)
+            h.sync()
+        t0 = time.perf_counter()
+        try:
+            self.start.record(h.stream)
+            if name in self.loaded:
+                self.loaded[name].launch({n: b.view for n, b in {**inputs.buffers, **outs}.items()}, self.scratch[name])
+            else:
+                produced = self.callables[name](cp, **{n: b.view for n, b in inputs.buffers.items()},
+                                                **self.req["sizes"], **self.req["scalars"])
+            self.end.record(h.stream)
+        finally:
+            if held:
+                h.hold.release()
         try:
             self.end.synchronize()
         except Exception as exc:
             raise h.classify(exc) from None
+        if held and h.hold.ran_out() and name not in self.loaded:
+            self.unheld.add(name)  # a library call that waits for the device inside: timed as called from now on
         wall = (time.perf_counter() - t0) * 1e3
         ms = cp.cuda.get_elapsed_time(self.start, self.end)
         self.launches[name] += 1
