@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # no CuPy, no device
         print(f"error: {type(exc).__name__}: {exc}: bench/launch_hold.py needs a CUDA device", file=sys.stderr)
         return 3
+    if h.hold is None:
+        print(f"error: the stream hold cannot be set up here: {h.hold_error}", file=sys.stderr)
+        return 3
     from sandbox.compiler import compile_source
     from sandbox.inputs import input_specs, output_specs
     from sandbox.plan import resolve

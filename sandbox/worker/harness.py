@@ -53,6 +53,7 @@ class Harness:
         self._hash = self.function("hash_words")
         self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
         self._agreement = self._flush = self._hold = None
+        self.hold_error = ""
         self.handed: list = []   # copies handed to the reference worker by IPC handle: kept until the next request
 
     def function(self, name: str):
@@ -76,11 +77,15 @@ class Harness:
 
     @property
     def hold(self):
-        """The stream hold that keeps host latency out of a timed launch (``guards.StreamHold``)."""
-        if self._hold is None:
+        """The stream hold that keeps host latency out of a timed launch (``guards.StreamHold``), or None where
+        it cannot be set up (``hold_error`` says why; launches are then timed after a synchronisation)."""
+        if self._hold is None and not self.hold_error:
             from .guards import StreamHold
 
-            self._hold = StreamHold(self.cp, self.function, self.stream)
+            try:
+                self._hold = StreamHold(self.cp, self.function, self.stream)
+            except Exception as exc:  # no mapped host memory here
+                self.hold_error = f"{type(exc).__name__}: {exc}"
         return self._hold
 
     @property

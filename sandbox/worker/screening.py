@@ -65,13 +65,16 @@ class Screening:
         if flush:
             h.flush_l2()
         arrays = {n: b.view for n, b in {**self.sets[k], **self.outs}.items()}
-        h.hold.hold()  # the launch is queued in full before its start event runs (guards.StreamHold)
+        hold = h.hold  # the launch is queued in full before its start event runs (guards.StreamHold)
+        if hold is not None:
+            hold.hold()
         try:
             self.start.record(h.stream)
             loaded.launch(arrays, scratch)
             self.end.record(h.stream)
         finally:
-            h.hold.release()
+            if hold is not None:
+                hold.release()
         h.sync()
         groups = {"input": self.sets[k], "output": self.outs, "scratch": scratch}
         problems = violations(h, groups, self.hashes[k], self.req["hash_seed"])

@@ -44,6 +44,8 @@ from ..task_reference import load_reference
 from .checks import Violation, violations
 from .harness import Harness, LaunchFailed, generate_into, hand_over, poison_outputs
 
+GIVE_UP_HOLDS = 3  # holds of the stage's own kernels that ran out (each a 50 ms wait) before timing goes on without
+
 
 class Disagreement(Exception):
     """A candidate launch whose output disagrees with the baseline's for the same inputs."""
@@ -104,7 +106,8 @@ class TimingStage:
         self.start, self.end = self.cp.cuda.Event(), self.cp.cuda.Event()
         self.flush_bytes = 0
         self.unheld: set[str] = set()  # implementations timed without the stream hold (they wait inside)
-        self._holds_before = (h.hold.held, h.hold.ran_outs)
+        self.hold = h.hold              # None where it cannot be set up: every launch timed after a synchronisation
+        self._holds_before = (self.hold.held, self.hold.ran_outs) if self.hold else (0, 0)
 
     # ---- the stage ---------------------------------------------------------------------------
 
@@ -141,8 +144,17 @@ class TimingStage:
                 "flush_bytes": self.flush_bytes, "samples": samples, "walls": walls, "full": full,
                 "launches": self.launches["candidate"], "clocks_start": clocks_start, "clocks_end": clocks(),
                 "clocks_timed": sampler.summary(), "gpu_s": time.perf_counter() - t_begin, "unavailable": self.unavailable,
-                "launch_hold": {"held": self.h.hold.held - self._holds_before[0],
-                                "ran_out": self.h.hold.ran_outs - self._holds_before[1], "unheld": sorted(self.unheld)}}
+                "launch_hold": self._hold_record()}
+
+    def _hold_record(self) -> dict:
+        """What the result's environment says of the stream hold in this stage."""
+        if self.h.hold is None:
+            return {"held": 0, "ran_out": 0, "unheld": sorted(self.names), "error": self.h.hold_error}
+        rec = {"held": self.h.hold.held - self._holds_before[0], "ran_out": self.h.hold.ran_outs - self._holds_before[1],
+               "unheld": sorted(self.unheld)}
+        if self.hold is None:
+            rec["error"] = f"given up after {rec['ran_out']} holds ran out"
+        return rec
 
     def _first_calls(self, inputs: Inputs) -> None:
         """One untimed call of every PyTorch implementation (torch.compile compiles here); one that fails is
@@ -192,9 +204,9 @@ class TimingStage:
             poison_outputs(outs, self.req["outputs"], second=False)
             self.loaded[name].poison_scratch(self.scratch[name])
         self.flush_bytes = h.flush_l2()
-        held = name not in self.unheld
+        held = self.hold is not None and name not in self.unheld
         if held:
-            h.hold.hold()     # the launch is queued in full before its start event runs (guards.StreamHold)
+            self.hold.hold()  # the launch is queued in full before its start event runs (guards.StreamHold)
         else:
             h.sync()
         t0 = time.perf_counter()
@@ -208,13 +220,16 @@ class TimingStage:
             self.end.record(h.stream)
         finally:
             if held:
-                h.hold.release()
+                self.hold.release()
         try:
             self.end.synchronize()
         except Exception as exc:
             raise h.classify(exc) from None
-        if held and h.hold.ran_out() and name not in self.loaded:
-            self.unheld.add(name)  # a library call that waits for the device inside: timed as called from now on
+        if held and self.hold.ran_out():
+            if name not in self.loaded:
+                self.unheld.add(name)  # a library call that waits for the device inside: timed as called from now on
+            elif self.hold.ran_outs - self._holds_before[1] >= GIVE_UP_HOLDS:
+                self.hold = None       # a hold that keeps running out costs its limit each time: timed as before
         wall = (time.perf_counter() - t0) * 1e3
         ms = cp.cuda.get_elapsed_time(self.start, self.end)
         self.launches[name] += 1
