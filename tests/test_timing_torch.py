@@ -88,9 +88,31 @@ class _Agreement:
         return masked.reshape(-1)[index].item()
 
 
+class _Hold:
+    """guards.StreamHold's bookkeeping without a device: ``late`` makes the next hold end on its limit (a launch
+    that waited for the device inside, or a host that came late)."""
+
+    def __init__(self):
+        self.held = self.ran_outs = 0
+        self.open = self.late = False
+
+    def hold(self):
+        assert not self.open, "a hold was queued before the last one was released"
+        self.held, self.open = self.held + 1, True
+
+    def release(self):
+        self.open = False
+
+    def ran_out(self):
+        out, self.late = self.late, False
+        self.ran_outs += out
+        return out
+
+
 class _Harness:
     def __init__(self):
         self.cp, self.l2_bytes, self.stream, self.agreement = _numpy_cp(), 1 << 16, None, _Agreement()
+        self.hold, self.hold_error = _Hold(), ""
 
     def alloc(self, dtype, shape):
         return _Buffer(dtype, shape)
@@ -173,3 +195,36 @@ def test_the_candidate_never_sees_eagers_outputs(swish, tmp_path, monkeypatch):
     monkeypatch.setattr(timing, "_overlaps", lambda array, buffers: wiped.append(array) or real(array, buffers))
     stage.run()
     assert wiped and all(not a.any() for a in wiped)
+
+
+def test_every_launch_is_held_until_one_waits_inside_and_a_stage_whose_holds_keep_running_out_gives_up(
+        swish, tmp_path, monkeypatch):
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
+    reply = stage.run()
+    launches = reply["launches"] + sum(len(v) for v in reply["samples"].values()) - len(reply["samples"]["candidate"])
+    assert reply["launch_hold"]["held"] >= launches and reply["launch_hold"]["unheld"] == []
+
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
+    hold, eager = stage.h.hold, stage.callables["eager"]
+    stage.callables["eager"] = lambda *a, **k: (setattr(hold, "late", hold.open), eager(*a, **k))[1]
+    reply = stage.run()
+    assert reply["launch_hold"]["unheld"] == ["eager"] and reply["launch_hold"]["ran_out"] == 1  # once, then unheld
+
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
+    kernel, hold = stage.loaded["candidate"], stage.h.hold
+    real = kernel.launch
+    kernel.launch = lambda arrays, scratch: (setattr(hold, "late", True), real(arrays, scratch))[1]
+    reply = stage.run()
+    rec = reply["launch_hold"]
+    assert rec["ran_out"] == timing.GIVE_UP_HOLDS and "given up" in rec["error"]
+    assert reply["status"] == "ran" and reply["launches"] >= 12      # timed on, the old way
+
+
+def test_without_a_hold_every_launch_is_timed_after_a_synchronisation_and_the_result_says_why(
+        swish, tmp_path, monkeypatch):
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
+    stage.h.hold, stage.h.hold_error = None, "cudaErrorNotSupported"
+    stage.hold = None
+    reply = stage.run()
+    assert reply["launch_hold"] == {"held": 0, "ran_out": 0, "unheld": ["candidate", "eager"],
+                                    "error": "cudaErrorNotSupported"}
