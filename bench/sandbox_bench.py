@@ -9,8 +9,10 @@ compare the medians.
 
 At the benchmark size (--at-benchmark TASK): evaluate the task's baseline at each of its knob values
 with the sandbox's default settings, as a model's candidate is evaluated, and split each evaluation's wall time
-(compile, the correctness stage's launches, the reference worker, the timing stage, the rest); --profile
-also profiles each with Nsight Compute, as a run profiles a new best.
+(compile, the correctness stage's launches, the reference worker, the timing stage, the rest), then the timing
+stage inside the GPU worker (input generation, launches, the checks of every output, clock readings, the
+hand-over of outputs for the reference, the rest); --profile also profiles each with Nsight Compute, as a run
+profiles a new best.
 
     python bench/sandbox_bench.py [--candidates 40] [--size 1048576] [--task softmax]
     python bench/sandbox_bench.py --at-benchmark softmax [--candidates 4] [--profile]
@@ -75,7 +77,8 @@ def at_benchmark(task_name: str, n_candidates: int, profile: bool = False) -> tu
             row = dict(config=" ".join(f"{k}={v}" for k, v in cand.defines().items()) or "defaults",
                        status=r.status.value, rounds=r.timing.rounds if r.timing else 0, wall=wall,
                        compile=c.compile_s, check=c.check_gpu_s, time=c.time_gpu_s, reference=c.reference_s,
-                       other=max(0.0, wall - c.compile_s - c.check_gpu_s - c.time_gpu_s - c.reference_s))
+                       other=max(0.0, wall - c.compile_s - c.check_gpu_s - c.time_gpu_s - c.reference_s),
+                       timing_split=r.env.get("timing_split_s") or {}, hold=r.env.get("launch_hold") or {})
             if profile:
                 prof = sb.profile(task, cand, result=r)
                 row.update(profile=prof["seconds"], profile_status=prof["status"], profile_split=prof.get("stage_seconds"))
@@ -125,6 +128,16 @@ def main() -> None:
         walls = sorted(r["wall"] for r in rows)
         print(f"median wall {statistics.median(walls):.2f} s over {len(rows)} evaluations"
               + (f"; median profile {statistics.median(r['profile'] for r in rows):.2f} s" if args.profile else ""))
+        parts = sorted({k for r in rows for k in r["timing_split"]}, key=lambda k: (k == "other", k))
+        if parts:
+            print("\nthe timing stage inside the GPU worker (seconds per part; launches are held, "
+                  "sandbox.worker.guards.StreamHold):")
+            print("| configuration | " + " | ".join(parts) + " | holds (ran out) |")
+            print("|---|" + "---|" * (len(parts) + 1))
+            for r in rows:
+                hold = r["hold"]
+                print(f"| {r['config']} | " + " | ".join(f"{r['timing_split'].get(k, 0.0):.3f}" for k in parts)
+                      + f" | {hold.get('held', 0)} ({hold.get('ran_out', 0)}) |")
         return
 
     tp = throughput(args.candidates, args.size)

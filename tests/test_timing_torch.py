@@ -180,6 +180,9 @@ def test_every_candidate_launch_is_checked_against_eager_and_a_failing_compile_i
     assert len(reply["samples"]["eager"]) == reply["rounds"] and reply["launches"] >= 12
     assert len(checked) == reply["launches"] and "warm-up" in checked and "timed round 0" in checked
     assert len(reply["full"]) == 2 and all(Path(f).is_file() for e in reply["full"] for f in e["files"].values())
+    split = reply["split_s"]  # where the stage's seconds went, for bench/sandbox_bench.py
+    assert {"inputs", "launches", "output checks", "clocks", "hand-over", "other"} == set(split)
+    assert all(v >= 0 for v in split.values()) and sum(split.values()) == pytest.approx(reply["gpu_s"], abs=0.01)
 
 
 def test_a_candidate_that_disagrees_with_eager_is_wrong(swish, tmp_path, monkeypatch):

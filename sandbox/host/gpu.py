@@ -286,6 +286,7 @@ class GPUSandbox(CompileOnlySandbox):
                    primary=task.baselines[0], unavailable=reply.get("unavailable", {}),
                    _env={"clocks_start": reply["clocks_start"], "clocks_end": reply["clocks_end"],
                          "clocks_timed": reply["clocks_timed"], "ceilings": ceil, "launch_hold": reply.get("launch_hold"),
+                         "timing_split_s": reply.get("split_s"),
                          **{k: v["median"] for k, v in reply["clocks_timed"].items()}})
         cand = impls_rec["candidate"]
         if floor_ms and cand["median_ms"] < floor_ms / cfg.roofline_reject_factor:

@@ -43,6 +43,7 @@ from ..stats import settled
 from ..task_reference import load_reference
 from .checks import Violation, violations
 from .harness import Harness, LaunchFailed, generate_into, hand_over, poison_outputs
+from .stopwatch import Stopwatch
 
 GIVE_UP_HOLDS = 3  # holds of the stage's own kernels that ran out (each a 50 ms wait) before timing goes on without
 
@@ -105,6 +106,7 @@ class TimingStage:
         self.kept: list[dict] = []  # the candidate outputs the reservoir holds, for the reference comparison
         self.start, self.end = self.cp.cuda.Event(), self.cp.cuda.Event()
         self.flush_bytes = 0
+        self.watch = Stopwatch()        # where the stage's seconds go (inputs, launches, output checks, ...)
         self.unheld: set[str] = set()  # implementations timed without the stream hold (they wait inside)
         self.hold = h.hold              # None where it cannot be set up: every launch timed after a synchronisation
         self._holds_before = (self.hold.held, self.hold.ran_outs) if self.hold else (0, 0)
@@ -123,13 +125,15 @@ class TimingStage:
         cap = round_cap(req["budget_ms"], baseline_ms, req["min_rounds"], req["max_rounds"])
         r = 0
         while True:
-            inputs = self._generate((req["seed"] * 6364136223846793005 + r + 1) % 2**63, r % len(self.variants),
-                                    r % self.n_sets)
+            with self.watch("inputs"):
+                inputs = self._generate((req["seed"] * 6364136223846793005 + r + 1) % 2**63,
+                                        r % len(self.variants), r % self.n_sets)
             order = self.names[:]
             self.rng.shuffle(order)
             for name in order:
                 ms, wall = self._launch(name, inputs, f"timed round {r}")
-                sampler.sample()
+                with self.watch("clocks"):
+                    sampler.sample()
                 samples[name].append(ms)
                 walls[name].append(wall)
             if self.pending:
@@ -139,12 +143,13 @@ class TimingStage:
                 break
         while self.launches["candidate"] < req["launches_to"]:
             self._launch("candidate", inputs, "untimed, after the timed rounds")
-        full = self._save_kept(Path(req["data_dir"]), req.get("ipc", False))
+        with self.watch("hand-over"):
+            full = self._save_kept(Path(req["data_dir"]), req.get("ipc", False))
         return {"ok": True, "status": "ran", "rounds": r, "round_cap": cap, "sets": self.n_sets,
                 "flush_bytes": self.flush_bytes, "samples": samples, "walls": walls, "full": full,
                 "launches": self.launches["candidate"], "clocks_start": clocks_start, "clocks_end": clocks(),
                 "clocks_timed": sampler.summary(), "gpu_s": time.perf_counter() - t_begin, "unavailable": self.unavailable,
-                "launch_hold": self._hold_record()}
+                "launch_hold": self._hold_record(), "split_s": self.watch.report(time.perf_counter() - t_begin)}
 
     def _hold_record(self) -> dict:
         """What the result's environment says of the stream hold in this stage."""
@@ -198,11 +203,19 @@ class TimingStage:
         return Inputs(buffers, before, seed, variant)
 
     def _launch(self, name: str, inputs: Inputs, phase: str) -> tuple[float, float]:
-        h, cp = self.h, self.cp
         outs = self.outs.get(name, {})
         if name in self.loaded:
             poison_outputs(outs, self.req["outputs"], second=False)
             self.loaded[name].poison_scratch(self.scratch[name])
+        with self.watch("launches"):
+            ms, wall, produced = self._timed_launch(name, inputs, outs)
+        with self.watch("output checks"):
+            return self._after_launch(name, inputs, phase, outs, produced, ms, wall)
+
+    def _timed_launch(self, name: str, inputs: Inputs, outs: dict):
+        """Flush the L2, then time one launch of ``name``: (event ms, host wall ms, what a library call returned)."""
+        h, cp = self.h, self.cp
+        produced = None
         self.flush_bytes = h.flush_l2()
         held = self.hold is not None and name not in self.unheld
         if held:
@@ -231,7 +244,11 @@ class TimingStage:
             elif self.hold.ran_outs - self._holds_before[1] >= GIVE_UP_HOLDS:
                 self.hold = None       # a hold that keeps running out costs its limit each time: timed as before
         wall = (time.perf_counter() - t0) * 1e3
-        ms = cp.cuda.get_elapsed_time(self.start, self.end)
+        return cp.cuda.get_elapsed_time(self.start, self.end), wall, produced
+
+    def _after_launch(self, name: str, inputs: Inputs, phase: str, outs: dict, produced, ms: float, wall: float):
+        """Count the launch and check what it left: outputs, guard bands, inputs (``_launch``)."""
+        h = self.h
         self.launches[name] += 1
         if name not in self.loaded:
             if name == self.primary:  # untimed: the PyTorch baseline's outputs into the baseline's buffers
