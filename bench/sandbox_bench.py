@@ -9,10 +9,9 @@ compare the medians.
 
 At the benchmark size (--at-benchmark TASK): evaluate the task's baseline at each of its knob values
 with the sandbox's default settings, as a model's candidate is evaluated, and split each evaluation's wall time
-(compile, the correctness stage's launches, the reference worker, the timing stage, the rest), then the timing
-stage inside the GPU worker (input generation, launches, the checks of every output, clock readings, the
-hand-over of outputs for the reference, the rest); --profile also profiles each with Nsight Compute, as a run
-profiles a new best.
+(compile, the correctness stage's launches, the reference worker, the timing stage, the rest), then each stage
+inside its worker (the correctness stage, the reference worker, the timing stage: seconds per part); --profile
+also profiles each with Nsight Compute, as a run profiles a new best.
 
     python bench/sandbox_bench.py [--candidates 40] [--size 1048576] [--task softmax]
     python bench/sandbox_bench.py --at-benchmark softmax [--candidates 4] [--profile]
@@ -70,6 +69,7 @@ def at_benchmark(task_name: str, n_candidates: int, profile: bool = False) -> tu
     with GPUSandbox(SandboxConfig()) as sb:
         sb.evaluate(task, base)  # the baseline checked, ceilings measured, workers warm
         for cand in stream:
+            checks_before, reference_before = dict(sb.check_split_s), dict(sb.referee.split_s)
             t0 = time.perf_counter()
             r = sb.evaluate(task, cand)
             wall = time.perf_counter() - t0
@@ -78,13 +78,32 @@ def at_benchmark(task_name: str, n_candidates: int, profile: bool = False) -> tu
                        status=r.status.value, rounds=r.timing.rounds if r.timing else 0, wall=wall,
                        compile=c.compile_s, check=c.check_gpu_s, time=c.time_gpu_s, reference=c.reference_s,
                        other=max(0.0, wall - c.compile_s - c.check_gpu_s - c.time_gpu_s - c.reference_s),
-                       timing_split=r.env.get("timing_split_s") or {}, hold=r.env.get("launch_hold") or {})
+                       timing_split=r.env.get("timing_split_s") or {}, hold=r.env.get("launch_hold") or {},
+                       check_split=_since(sb.check_split_s, checks_before),
+                       reference_split=_since(sb.referee.split_s, reference_before))
             if profile:
                 prof = sb.profile(task, cand, result=r)
                 row.update(profile=prof["seconds"], profile_status=prof["status"], profile_split=prof.get("stage_seconds"))
             rows.append(row)
         transport = dict(ipc=sb.referee.ipc, why_not=sb.referee.ipc_error)
     return rows, transport
+
+
+def _since(now: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in now.items() if v - before.get(k, 0.0) > 0}
+
+
+def _split_table(title: str, rows: list[dict], key: str, note=None) -> None:
+    """One table of seconds per part (``key`` of each row), parts as columns, ``other`` last."""
+    parts = sorted({k for r in rows for k in r[key]}, key=lambda k: (k == "other", k))
+    if not parts:
+        return
+    print(f"\n{title} (seconds per part):")
+    print("| configuration | " + " | ".join(parts) + (" | " + note[0] if note else "") + " |")
+    print("|---|" + "---|" * (len(parts) + bool(note)))
+    for r in rows:
+        print(f"| {r['config']} | " + " | ".join(f"{r[key].get(k, 0.0):.3f}" for k in parts)
+              + (f" | {note[1](r)}" if note else "") + " |")
 
 
 def repeatability(task_name: str, runs: int = 2) -> list[float]:
@@ -128,16 +147,12 @@ def main() -> None:
         walls = sorted(r["wall"] for r in rows)
         print(f"median wall {statistics.median(walls):.2f} s over {len(rows)} evaluations"
               + (f"; median profile {statistics.median(r['profile'] for r in rows):.2f} s" if args.profile else ""))
-        parts = sorted({k for r in rows for k in r["timing_split"]}, key=lambda k: (k == "other", k))
-        if parts:
-            print("\nthe timing stage inside the GPU worker (seconds per part; launches are held, "
-                  "sandbox.worker.guards.StreamHold):")
-            print("| configuration | " + " | ".join(parts) + " | holds (ran out) |")
-            print("|---|" + "---|" * (len(parts) + 1))
-            for r in rows:
-                hold = r["hold"]
-                print(f"| {r['config']} | " + " | ".join(f"{r['timing_split'].get(k, 0.0):.3f}" for k in parts)
-                      + f" | {hold.get('held', 0)} ({hold.get('ran_out', 0)}) |")
+        _split_table("the correctness stage inside the GPU worker", rows, "check_split")
+        _split_table("the reference worker (the correctness stage's and the timing stage's full comparisons)", rows,
+                     "reference_split")
+        _split_table("the timing stage inside the GPU worker (launches held: sandbox.worker.guards.StreamHold)", rows,
+                     "timing_split", ("holds (ran out)",
+                                      lambda r: f"{r['hold'].get('held', 0)} ({r['hold'].get('ran_out', 0)})"))
         return
 
     tp = throughput(args.candidates, args.size)

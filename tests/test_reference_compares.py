@@ -47,6 +47,9 @@ def test_one_request_compares_every_trial_stops_at_the_first_failure_and_reuses_
     assert [t["checks"][0]["passed"] for t in reply["trials"]] == [True, True, True, False]
     assert reply["trials"][3]["checks"][0]["first_mismatch"]["index"] == [7]
     assert len(computed) == 3                     # b and b2 share their inputs: one reference for both
+    split = reply["split_s"]                      # where the worker's seconds went, for bench/sandbox_bench.py
+    assert {"inputs", "reference", "outputs", "compare", "other"} == set(split)
+    assert sum(split.values()) == pytest.approx(reply["seconds"], abs=1e-3)
 
 
 def _workers(gpu_reply, ref_reply):

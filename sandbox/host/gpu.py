@@ -68,6 +68,8 @@ class GPUSandbox(CompileOnlySandbox):
         self._baseline_checks: dict[str, _Checked] = {}   # task fingerprint -> the baseline's correctness stage
         self._ceilings: dict | None = None
         self._rng = random.SystemRandom()
+        self.check_split_s: dict[str, float] = {}  # the correctness stage's seconds per part in the GPU worker,
+                                                   # summed over this sandbox's life (the reference's: referee)
 
     # ---- public ------------------------------------------------------------------------------
 
@@ -201,6 +203,8 @@ class GPUSandbox(CompileOnlySandbox):
         ran, failed = [], None
         for tr in reply["trials"]:
             cost.check_gpu_s += tr.get("gpu_s", 0.0)
+            for part, seconds in tr.get("split_s", {}).items():
+                self.check_split_s[part] = self.check_split_s.get(part, 0.0) + seconds
             trial = by_label[tr["label"]]
             if tr["status"] != "ran":
                 failed = (Status(tr["status"]), f"{_where(trial)}: {tr['error']}", tr.get("detail", ""))

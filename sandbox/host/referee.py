@@ -24,6 +24,7 @@ class Referee:
         self.gpu, self.ref, self.harness, self.timeout_s = gpu, ref, harness, timeout_s
         self._ipc: bool | None = None
         self.ipc_error = ""
+        self.split_s: dict[str, float] = {}  # the reference worker's seconds per part, summed over this sandbox's life
 
     @property
     def ipc(self) -> bool:
@@ -65,6 +66,8 @@ class Referee:
             if reply.get("task_error"):
                 raise TaskError(reply["error"])
             raise RuntimeError(f"reference: {reply['error']}")
+        for part, seconds in reply.get("split_s", {}).items():
+            self.split_s[part] = self.split_s.get(part, 0.0) + seconds
         out = []
         for trial, done in zip(trials, reply["trials"]):
             dist = ",".join(s["dist"] for s in trial["inputs"])

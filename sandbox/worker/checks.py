@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from .harness import Harness, LaunchFailed, Poisoned, generate_into, hand_over, poison_outputs
+from .stopwatch import Stopwatch
 
 
 def _safe(label: str) -> str:
@@ -72,34 +73,41 @@ def run_checks(h: Harness, req: dict) -> dict:
 
 def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int, ipc: bool) -> dict:
     cp = h.cp
-    ins = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["inputs"]}
-    outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["outputs"]}
-    scratch = loaded.alloc_scratch()
-    generate_into(h, ins, t["inputs"], t["seed"])
-    before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
+    watch = Stopwatch(h.sync)  # where the trial's seconds go
+    with watch("buffers"):
+        ins = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["inputs"]}
+        outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["outputs"]}
+        scratch = loaded.alloc_scratch()
+    with watch("inputs"):
+        generate_into(h, ins, t["inputs"], t["seed"])
+        before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
     arrays = {n: b.view for n, b in {**ins, **outs}.items()}
     files, first, gpu_s = {}, {}, 0.0
     for run in (1, 2):
-        poison_outputs(outs, t["outputs"], second=run == 2)
-        loaded.poison_scratch(scratch)
-        h.sync()
+        with watch("buffers"):
+            poison_outputs(outs, t["outputs"], second=run == 2)
+            loaded.poison_scratch(scratch)
         t0 = time.perf_counter()
-        loaded.launch(arrays, scratch)
-        h.sync()
+        with watch("launches"):
+            loaded.launch(arrays, scratch)
         gpu_s += time.perf_counter() - t0
-        problems = violations(h, {"input": ins, "output": outs, "scratch": scratch}, before, hash_seed)
+        with watch("guards"):
+            problems = violations(h, {"input": ins, "output": outs, "scratch": scratch}, before, hash_seed)
         if problems:
             return dict(label=t["label"], status="rejected", error=problems[0], detail="\n".join(problems))
         if run == 1:
-            files["run1"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run1-{n}.npy", ipc)
+            with watch("hand-over"):
+                files["run1"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run1-{n}.npy", ipc)
+                                 for n, b in outs.items()}
+                first = {n: b.view.copy() for n, b in outs.items()}
+    with watch("hand-over"):
+        identical = all(same_bytes(cp, first[n], outs[n].view) for n in outs)
+        if not identical:  # the second run is compared with the reference only when it differs from the first
+            files["run2"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run2-{n}.npy", ipc)
                              for n, b in outs.items()}
-            first = {n: b.view.copy() for n, b in outs.items()}
-    identical = all(same_bytes(cp, first[n], outs[n].view) for n in outs)
-    if not identical:  # the second run is compared with the reference only when it differs from the first
-        files["run2"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run2-{n}.npy", ipc)
-                         for n, b in outs.items()}
-    hashes = {n: int(d.get()[0]) for n, d in before.items()}
-    return dict(label=t["label"], status="ran", files=files, identical=identical, input_hashes=hashes, gpu_s=gpu_s)
+        hashes = {n: int(d.get()[0]) for n, d in before.items()}
+    return dict(label=t["label"], status="ran", files=files, identical=identical, input_hashes=hashes, gpu_s=gpu_s,
+                split_s=watch.seconds)
 
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from ..compare import compare
 from ..task_reference import ReferenceOutputError, checked_outputs, load_reference
 from .harness import Harness, reference_inputs
+from .stopwatch import Stopwatch
 
 
 class ReferenceCache:
@@ -38,21 +39,24 @@ def run_compares(req: dict, cache: ReferenceCache | None = None) -> dict:
     cache = cache or ReferenceCache()
     shared = {k: v for k, v in req.items() if k != "trials"}
     t0 = time.perf_counter()
-    done = []
+    done, watch = [], Stopwatch()
     for trial in req["trials"]:
         reply = run_compare({**shared, **trial}, cache)
         if not reply["ok"]:
             return reply
+        watch.add(reply["split_s"])
         done.append(dict(label=trial["label"], checks=reply["checks"]))
         if not all(c["passed"] for c in reply["checks"]):
             break
-    return {"ok": True, "trials": done, "seconds": time.perf_counter() - t0}
+    seconds = time.perf_counter() - t0
+    return {"ok": True, "trials": done, "seconds": seconds, "split_s": watch.report(seconds)}
 
 
 def run_compare(req: dict, cache: ReferenceCache | None = None) -> dict:
     """Reference role: regenerate the inputs from the seed, compute the reference, compare each run."""
     xp = _xp(req.get("backend", "cupy"))
     t0 = time.perf_counter()
+    watch = Stopwatch(xp.cuda.get_current_stream().synchronize if xp.__name__ == "cupy" else None)
     cache = cache or ReferenceCache()
     key = json.dumps([xp.__name__, req["task_folder"], req["sizes"], req["inputs"], req["seed"], req["scalars"]],
                      sort_keys=True, default=str)
@@ -61,19 +65,23 @@ def run_compare(req: dict, cache: ReferenceCache | None = None) -> dict:
     else:
         cache.key = cache.expected = None  # the last reference's memory goes before the next is computed
         module = load_reference(Path(req["task_folder"]) / "reference.py")  # only for a reference not cached
-        ins = reference_inputs(xp, req["inputs"], req["seed"])
-        if req.get("input_hashes") and xp.__name__ == "cupy":
-            h = cache.hasher(req)
-            for name, digest in req["input_hashes"].items():
-                if int(h.hash_array(ins[name], req["hash_seed"]).get()[0]) != digest:
-                    return {"ok": False, "error": f"regenerated input {name!r} differs from the worker's (infrastructure fault)"}
+        with watch("inputs"):
+            ins = reference_inputs(xp, req["inputs"], req["seed"])
+            if req.get("input_hashes") and xp.__name__ == "cupy":
+                h = cache.hasher(req)
+                for name, digest in req["input_hashes"].items():
+                    if int(h.hash_array(ins[name], req["hash_seed"]).get()[0]) != digest:
+                        return {"ok": False,
+                                "error": f"regenerated input {name!r} differs from the worker's (infrastructure fault)"}
         try:
-            returned = module.reference(xp, **ins, **req["sizes"], **req["scalars"])
+            with watch("reference"):
+                returned = module.reference(xp, **ins, **req["sizes"], **req["scalars"])
         except Exception as exc:  # the task's own code failed: a task error, with the exception's words
             return {"ok": False, "task_error": True,
                     "error": f"{module.__file__}: reference() raised {type(exc).__name__}: {exc}"}
         try:
-            expected = checked_outputs(xp, returned, req["outputs"])
+            with watch("reference"):
+                expected = checked_outputs(xp, returned, req["outputs"])
         except ReferenceOutputError as exc:
             return {"ok": False, "task_error": True, "error": f"{module.__file__}: {exc}"}
         del ins, returned
@@ -84,10 +92,13 @@ def run_compare(req: dict, cache: ReferenceCache | None = None) -> dict:
         ref = expected[name]
         atol, rtol = req["tolerance"][name]
         for run in req["runs"]:
-            got = _fetch(xp, run["files"][name])
-            stats = compare(xp, got, ref, atol, rtol)
+            with watch("outputs"):
+                got = _fetch(xp, run["files"][name])
+            with watch("compare"):
+                stats = compare(xp, got, ref, atol, rtol)
             checks.append(dict(output=name, run=run["label"], **stats))
-    return {"ok": True, "checks": checks, "seconds": time.perf_counter() - t0}
+    seconds = time.perf_counter() - t0
+    return {"ok": True, "checks": checks, "seconds": seconds, "split_s": dict(watch.seconds)}
 
 
 def _fetch(xp, entry):

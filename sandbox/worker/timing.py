@@ -106,7 +106,7 @@ class TimingStage:
         self.kept: list[dict] = []  # the candidate outputs the reservoir holds, for the reference comparison
         self.start, self.end = self.cp.cuda.Event(), self.cp.cuda.Event()
         self.flush_bytes = 0
-        self.watch = Stopwatch()        # where the stage's seconds go (inputs, launches, output checks, ...)
+        self.watch = Stopwatch(h.sync)  # where the stage's seconds go (inputs, launches, output checks, ...)
         self.unheld: set[str] = set()  # implementations timed without the stream hold (they wait inside)
         self.hold = h.hold              # None where it cannot be set up: every launch timed after a synchronisation
         self._holds_before = (self.hold.held, self.hold.ran_outs) if self.hold else (0, 0)
