@@ -26,7 +26,8 @@ def run(*args, timeout=120):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", ["bench/suite.py", "bench/tuner.py", "bench/sandbox_bench.py", "bench/check_power.py",
                                     "bench/vs_kernel_tuner.py",
-                                    "bench/l2_flush.py", "bench/launch_hold.py", "bench/kernelbench.py"])
+                                    "bench/l2_flush.py", "bench/launch_hold.py", "bench/ray_ab.py",
+                                    "bench/kernelbench.py"])
 def test_bench_script_imports_and_explains_itself(script):
     out = run(script, "--help")
     assert out.returncode == 0, out.stderr
@@ -39,6 +40,28 @@ def test_bench_script_imports_and_explains_itself(script):
 def test_the_launch_hold_bench_refuses_bad_options_with_one_error(args, says):
     out = run("bench/launch_hold.py", *args)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, says", [(["--pairs", "0"], "at least 1"), (["--answers", "kernels"], "no *.md answers"),
+                                        (["--task", "nope"], "no such task")])
+def test_the_ray_ab_bench_refuses_bad_options_with_one_error(args, says):
+    out = run("bench/ray_ab.py", "--sandbox", "fake", *args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(300)
+def test_the_ray_ab_bench_sets_runs_with_and_without_ray_side_by_side_on_the_fake_sandbox(tmp_path):
+    pytest.importorskip("ray")
+    out = subprocess.run([sys.executable, "bench/ray_ab.py", "--sandbox", "fake", "--pairs", "1"], capture_output=True,
+                         text=True, timeout=280, cwd=ROOT, env={**__import__("os").environ,
+                                                                "KERNELWRIGHT_CACHE_DIR": str(tmp_path / "cache")})
+    assert out.returncode == 0, out.stderr[-2000:]
+    runs = [line.split("|")[1].strip() for line in out.stdout.splitlines() if line.startswith("| local") or
+            line.startswith("| ray")]
+    assert runs.count("ray 1") == runs.count("local 1") == runs.count("local 0") >= 2
+    gaps = [line for line in out.stdout.splitlines() if line.startswith("| c0")]
+    assert gaps and all("+0.000 (+0.0%)" in g for g in gaps), gaps   # simulated times: the same on both sides
 
 
 def test_every_tunable_candidate_is_listed_here():
