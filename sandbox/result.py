@@ -104,6 +104,7 @@ class Timing(_Record):
     candidate_launches: int | None = None                 # launches of the candidate in the stage, each checked
     l2_flush_bytes: int
     rotating_sets: int
+    set_of_round: list[int] | None = None                 # the rotating set of each round: intervals resample these
     impls: dict[str, ImplTiming]                         # "candidate", "baseline", "vendor"
     speedup: dict[str, Interval] = Field(default_factory=dict)   # baseline/vendor time over candidate time
     faster_than: dict[str, bool] = Field(default_factory=dict)   # the interval clears 1.0

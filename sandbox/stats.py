@@ -3,6 +3,13 @@
 Intervals are percentile bootstraps with a fixed generator seed, so the same samples always give
 the same interval. A speedup resamples whole rounds (baseline and candidate timed in the same round
 stay paired), so drift shared by both cancels.
+
+Given each round's placement (``clusters``: which set of buffers the round's inputs and outputs were in),
+the bootstrap is two-level: it draws placements with replacement, then rounds from the drawn placements.
+Where a buffer sits in device memory moves a memory-bound kernel's time by a few tenths of a percent, the
+same in every round of that placement, so rounds of one placement are not independent samples: an interval
+that resampled rounds alone would be as narrow as if the placement could not change, and a repeat of the
+measurement (other buffers, another process) would often fall outside it.
 """
 
 from __future__ import annotations
@@ -14,25 +21,46 @@ import numpy as np
 RESAMPLES = 4000
 
 
-def median_ci(samples: list[float], level: float = 0.95) -> tuple[float, float, float]:
+def resample(n: int, rng: np.random.Generator, clusters: list[int] | None = None) -> np.ndarray:
+    """RESAMPLES rows of ``n`` indices into the samples: drawn uniformly, or, given each sample's cluster,
+    two-level (each row draws as many clusters as there are, with replacement, then each of its ``n``
+    indices one of the row's clusters and a sample of that cluster)."""
+    if clusters is None or len(set(clusters)) < 2:
+        return rng.integers(0, n, size=(RESAMPLES, n))
+    labels = np.asarray(clusters)
+    if labels.size != n:
+        raise ValueError(f"{labels.size} cluster labels for {n} samples")
+    order = np.argsort(labels, kind="stable")
+    _, starts, sizes = np.unique(labels[order], return_index=True, return_counts=True)
+    k = sizes.size
+    drawn = rng.integers(0, k, size=(RESAMPLES, k))
+    pick = np.take_along_axis(drawn, rng.integers(0, k, size=(RESAMPLES, n)), axis=1)
+    within = (rng.random((RESAMPLES, n)) * sizes[pick]).astype(np.int64)
+    return order[starts[pick] + within]
+
+
+def median_ci(samples: list[float], level: float = 0.95,
+              clusters: list[int] | None = None) -> tuple[float, float, float]:
     x = np.asarray(samples, dtype=np.float64)
     if x.size == 0:
         raise ValueError("no samples")
     rng = np.random.default_rng(0)
-    idx = rng.integers(0, x.size, size=(RESAMPLES, x.size))
+    idx = resample(x.size, rng, clusters)
     boots = np.median(x[idx], axis=1)
     lo, hi = np.quantile(boots, [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(np.median(x)), float(lo), float(hi)
 
 
-def speedup_ci(reference: list[float], candidate: list[float], level: float = 0.95) -> tuple[float, float, float]:
-    """median(reference) / median(candidate) with a paired-round bootstrap interval."""
+def speedup_ci(reference: list[float], candidate: list[float], level: float = 0.95,
+               clusters: list[int] | None = None) -> tuple[float, float, float]:
+    """median(reference) / median(candidate) with a paired-round bootstrap interval (two-level given the
+    rounds' placements)."""
     a = np.asarray(reference, dtype=np.float64)
     b = np.asarray(candidate, dtype=np.float64)
     if a.size != b.size or a.size == 0:
         raise ValueError("speedup needs the same, non-zero number of paired samples")
     rng = np.random.default_rng(1)
-    idx = rng.integers(0, a.size, size=(RESAMPLES, a.size))
+    idx = resample(a.size, rng, clusters)
     boots = np.median(a[idx], axis=1) / np.median(b[idx], axis=1)
     lo, hi = np.quantile(boots, [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(np.median(a) / np.median(b)), float(lo), float(hi)

@@ -66,3 +66,45 @@ def test_a_screened_candidates_relative_time_is_the_ratio_of_the_medians_the_spe
     cand, base = [1.0, 3.0, 2.0], [1.0, 1.0, 4.0]          # paired ratios 1, 3, 0.5: their median would say 1.0
     assert stats.relative_time(cand, base) == pytest.approx(2.0)
     assert stats.relative_time(cand, base) == pytest.approx(1 / stats.speedup_ci(base, cand)[0])
+
+
+def _placed(offsets, per_cluster, noise, seed):
+    """Baseline and candidate times of rounds in several placements: the baseline's time moves with its
+    placement (``offsets``), the same in every round of it, as a buffer's position in memory moves it."""
+    rng = np.random.default_rng(seed)
+    clusters = [c for c in range(len(offsets)) for _ in range(per_cluster)]
+    base = [2.0 * (1 + offsets[c]) * (1 + noise * rng.standard_normal()) for c in clusters]
+    cand = [0.8 * (1 + noise * rng.standard_normal()) for _ in clusters]
+    return base, cand, clusters
+
+
+def test_an_interval_over_placements_covers_the_speedup_each_placement_alone_would_give():
+    offsets = [0.0, 0.006, -0.004]
+    base, cand, clusters = _placed(offsets, 6, 0.0003, 7)
+    _, lo, hi = speedup_ci(base, cand, clusters=clusters)
+    alone = [speedup_ci(base[i * 6:(i + 1) * 6], cand[i * 6:(i + 1) * 6])[0] for i in range(3)]
+    assert lo <= min(alone) * 1.001 and max(alone) * 0.999 <= hi
+    _, lo_rounds, hi_rounds = speedup_ci(base, cand)  # rounds of one placement are not independent samples
+    assert hi - lo >= hi_rounds - lo_rounds
+    _, mlo, mhi = median_ci(base, clusters=clusters)
+    assert mlo <= 2.0 * (1 + min(offsets)) * 1.001 and 2.0 * (1 + max(offsets)) * 0.999 <= mhi
+
+
+def test_placements_that_do_not_differ_leave_the_interval_as_narrow_as_the_rounds_make_it():
+    base, cand, clusters = _placed([0.0, 0.0, 0.0], 8, 0.002, 8)
+    _, lo, hi = speedup_ci(base, cand, clusters=clusters)
+    _, lo_rounds, hi_rounds = speedup_ci(base, cand)
+    assert lo < 2.5 < hi and (hi - lo) < 2.0 * (hi_rounds - lo_rounds)
+    assert speedup_ci(base, cand, clusters=[0] * len(base)) == (speedup_ci(base, cand)[0], lo_rounds, hi_rounds)
+    with pytest.raises(ValueError, match="cluster labels"):
+        speedup_ci(base, cand, clusters=[0, 1])
+
+
+def test_a_timing_stage_rotates_at_least_three_placements_where_memory_holds_them():
+    from sandbox.worker.timing import rotating_sets
+
+    gib, l2 = 1 << 30, 60 << 20
+    assert rotating_sets(gib, 3 * gib, l2, 100 * gib) == 3             # large buffers: three placements
+    assert rotating_sets(gib, 3 * gib, l2, 15 * gib) == 2              # three would take over half the free memory
+    assert rotating_sets(1 << 20, 3 << 20, l2, 100 * gib) == 64        # small ones: enough to be twice the L2, capped
+    assert rotating_sets(8 << 20, 24 << 20, l2, 100 * gib) == 15

@@ -117,6 +117,9 @@ class _Harness:
     def alloc(self, dtype, shape):
         return _Buffer(dtype, shape)
 
+    def free_bytes(self):
+        return 1 << 30
+
     def flush_l2(self):
         return 0
 
@@ -180,6 +183,10 @@ def test_every_candidate_launch_is_checked_against_eager_and_a_failing_compile_i
     assert len(reply["samples"]["eager"]) == reply["rounds"] and reply["launches"] >= 12
     assert len(checked) == reply["launches"] and "warm-up" in checked and "timed round 0" in checked
     assert len(reply["full"]) == 2 and all(Path(f).is_file() for e in reply["full"] for f in e["files"].values())
+    # each round in the next rotating set, whose inputs and outputs are buffers of their own (placements)
+    assert reply["set_of_round"] == [r % reply["sets"] for r in range(reply["rounds"])] and reply["sets"] >= 3
+    outs = [o["candidate"]["out"].raw for o in stage.set_outs]
+    assert not any(np.shares_memory(a, b) for i, a in enumerate(outs) for b in outs[i + 1:])
     split = reply["split_s"]  # where the stage's seconds went, for bench/sandbox_bench.py
     assert {"inputs", "launches", "output checks", "clocks", "hand-over", "other"} == set(split)
     assert all(v >= 0 for v in split.values()) and sum(split.values()) == pytest.approx(reply["gpu_s"], abs=0.01)

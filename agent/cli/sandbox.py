@@ -133,7 +133,7 @@ def print_result(result) -> None:
     if tm:
         size = ",".join(f"{k}={v}" for k, v in tm.sizes.items())
         console.print(f"  timing at {size}: {tm.rounds} interleaved rounds, L2 flushed ({tm.l2_flush_bytes >> 20} MiB) "
-                      f"before each, {tm.rotating_sets} rotating input sets", soft_wrap=True)
+                      f"before each, {tm.rotating_sets} rotating sets of input and output buffers", soft_wrap=True)
         cols = [Col("implementation"), Col("median ms", right=True), Col("95% interval"), Col("% of roofline", right=True),
                 Col("speedup of candidate")]
         rows = []

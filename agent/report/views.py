@@ -147,7 +147,7 @@ def envelope(stored: RunTrace, shown: Entry | None, task=None) -> list[dict]:
         t = r.timing
         rows.append({"key": "benchmark", "label": "benchmark size (timed)", "value": describe_sizes(t.sizes)})
         rows.append({"key": "timing", "label": "timing protocol", "value": f"{t.rounds} interleaved A/B rounds, L2 flush "
-                     f"{t.l2_flush_bytes / 2**20:.0f} MiB, {t.rotating_sets} rotating input set(s)"})
+                     f"{t.l2_flush_bytes / 2**20:.0f} MiB, {t.rotating_sets} rotating sets of input and output buffers"})
     if r is not None and r.checks:
         sizes = dict.fromkeys(describe_sizes(c.sizes) for c in r.checks)
         rows.append({"key": "checked", "label": "checked at sizes", "value": "; ".join(sizes)})

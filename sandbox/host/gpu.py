@@ -271,8 +271,9 @@ class GPUSandbox(CompileOnlySandbox):
         impls_rec = {}
         ceil = self.ceilings
         floor_ms, bound = roofline_ms(task, bench, ceil)
+        placements = reply.get("set_of_round")
         for name, samples in reply["samples"].items():
-            med, lo, hi = stats.median_ci(samples)
+            med, lo, hi = stats.median_ci(samples, clusters=placements)
             walls = sorted(reply["walls"][name])
             impls_rec[name] = dict(samples_ms=samples, median_ms=med, ci_ms=dict(value=med, low=lo, high=hi),
                                    wall_median_ms=walls[len(walls) // 2],
@@ -281,11 +282,12 @@ class GPUSandbox(CompileOnlySandbox):
         for name in impls_rec:
             if name == "candidate":
                 continue
-            v, lo, hi = stats.speedup_ci(reply["samples"][name], reply["samples"]["candidate"])
+            v, lo, hi = stats.speedup_ci(reply["samples"][name], reply["samples"]["candidate"], clusters=placements)
             speedups[name] = dict(value=v, low=lo, high=hi)
             faster[name] = lo > 1.0
         rec = dict(sizes=bench, rounds=reply["rounds"], round_cap=reply["round_cap"], candidate_launches=reply["launches"],
                    l2_flush_bytes=reply["flush_bytes"], rotating_sets=reply["sets"],
+                   set_of_round=placements,
                    impls=impls_rec, speedup=speedups, faster_than=faster, roofline_ms=floor_ms, bound=bound,
                    primary=task.baselines[0], unavailable=reply.get("unavailable", {}),
                    _env={"clocks_start": reply["clocks_start"], "clocks_end": reply["clocks_end"],

@@ -67,6 +67,11 @@ class Harness:
     def alloc(self, dtype: str, shape: tuple[int, ...]) -> "Guarded":
         return Guarded(self, dtype, tuple(shape))
 
+    def free_bytes(self) -> int:
+        """Device memory that is free, counting what this process's memory pool holds unused."""
+        pool = self.cp.get_default_memory_pool()
+        return int(self.cp.cuda.runtime.memGetInfo()[0]) + int(pool.free_bytes())
+
     def flush_l2(self) -> int:
         """Empty the L2 before a timed launch (``guards.L2Flush``); returns the bytes read."""
         if self._flush is None:

@@ -3,7 +3,10 @@
 - Warm-up on one input set: the baseline, the vendor, then the candidate, each at least 3 launches and
   20 ms (at most 200).
 - Rounds: fresh inputs every round (every listed distribution in turn) in rotating buffer sets larger
-  than the L2; the candidate, the baseline and the vendor in a shuffled order, each after an L2 flush
+  than the L2, at least three where the device memory holds them; each set has its own output buffers for
+  every implementation, so a kernel's time is measured in several placements of everything it reads and
+  writes, and the result says which set each round used (``set_of_round``: the speedup's interval
+  resamples placements, ``sandbox.stats``); the candidate, the baseline and the vendor in a shuffled order, each after an L2 flush
   (a read: clean lines), CUDA events around the whole plan, which is queued in full behind a stream hold
   before its start event runs (``guards.StreamHold``: no host latency in a device time; a library call that
   waits for the device inside itself is timed as called). After ``min_rounds``, rounds stop once both
@@ -60,6 +63,7 @@ class Inputs:
     before: dict
     seed: int
     variant: int
+    index: int  # which rotating set: the buffers of the inputs and of every implementation's outputs
 
 
 def run_timing(h: Harness, req: dict) -> dict:
@@ -92,11 +96,13 @@ class TimingStage:
         self.names = list(req["impls"])
         self.unavailable: dict[str, str] = {}
         self.variants = req["input_variants"]
-        set_bytes = sum(int(np.prod(s["shape"])) * np.dtype(s["dtype"]).itemsize for s in self.variants[0])
-        self.n_sets = int(min(64, max(2, math.ceil(2 * h.l2_bytes / max(set_bytes, 1)))))
+        writers = {*loaded, self.primary}
+        set_bytes = _nbytes(self.variants[0])
+        self.n_sets = rotating_sets(set_bytes, set_bytes + len(writers) * _nbytes(req["outputs"]), h.l2_bytes,
+                                    h.free_bytes())
         self.sets = [{s["name"]: h.alloc(s["dtype"], s["shape"]) for s in self.variants[0]} for _ in range(self.n_sets)]
-        self.outs = {n: {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]}
-                     for n in {*loaded, self.primary}}
+        self.set_outs = [{n: {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]} for n in writers}
+                         for _ in range(self.n_sets)]
         self.scratch = {n: impl.alloc_scratch() for n, impl in loaded.items()}
         self.tolerance = req["tolerance"]  # output name -> [atol, rtol]
         self.launches = {n: 0 for n in self.names}
@@ -121,13 +127,16 @@ class TimingStage:
         self._first_calls(inputs)
         samples = {n: [] for n in self.names}
         walls = {n: [] for n in self.names}
+        set_of_round: list[int] = []
         baseline_ms = self._warm_up(inputs)
         cap = round_cap(req["budget_ms"], baseline_ms, req["min_rounds"], req["max_rounds"])
         r = 0
         while True:
+            index = (r // len(self.variants)) % self.n_sets  # every set sees every distribution
             with self.watch("inputs"):
                 inputs = self._generate((req["seed"] * 6364136223846793005 + r + 1) % 2**63,
-                                        r % len(self.variants), r % self.n_sets)
+                                        r % len(self.variants), index)
+            set_of_round.append(index)
             order = self.names[:]
             self.rng.shuffle(order)
             for name in order:
@@ -145,7 +154,7 @@ class TimingStage:
             self._launch("candidate", inputs, "untimed, after the timed rounds")
         with self.watch("hand-over"):
             full = self._save_kept(Path(req["data_dir"]), req.get("ipc", False))
-        return {"ok": True, "status": "ran", "rounds": r, "round_cap": cap, "sets": self.n_sets,
+        return {"ok": True, "status": "ran", "rounds": r, "round_cap": cap, "sets": self.n_sets, "set_of_round": set_of_round,
                 "flush_bytes": self.flush_bytes, "samples": samples, "walls": walls, "full": full,
                 "launches": self.launches["candidate"], "clocks_start": clocks_start, "clocks_end": clocks(),
                 "clocks_timed": sampler.summary(), "gpu_s": time.perf_counter() - t_begin, "unavailable": self.unavailable,
@@ -200,10 +209,14 @@ class TimingStage:
         buffers = self.sets[index]
         generate_into(self.h, buffers, self.variants[variant], seed)
         before = {n: b.data_hash(self.req["hash_seed"]) for n, b in buffers.items()}
-        return Inputs(buffers, before, seed, variant)
+        return Inputs(buffers, before, seed, variant, index)
+
+    def _outs(self, inputs: Inputs) -> dict[str, dict]:
+        """Every implementation's output buffers for these inputs (those of their set)."""
+        return self.set_outs[inputs.index]
 
     def _launch(self, name: str, inputs: Inputs, phase: str) -> tuple[float, float]:
-        outs = self.outs.get(name, {})
+        outs = self._outs(inputs).get(name, {})
         if name in self.loaded:
             poison_outputs(outs, self.req["outputs"], second=False)
             self.loaded[name].poison_scratch(self.scratch[name])
@@ -252,7 +265,7 @@ class TimingStage:
         self.launches[name] += 1
         if name not in self.loaded:
             if name == self.primary:  # untimed: the PyTorch baseline's outputs into the baseline's buffers
-                for n, buf in self.outs[name].items():
+                for n, buf in outs.items():
                     buf.view[...] = produced[n].reshape(buf.view.shape)
                 self._store_baseline(inputs)
             for array in produced.values():  # nothing the candidate can read keeps an answer
@@ -278,7 +291,7 @@ class TimingStage:
         """Mask the baseline's fresh output in place and wipe its scratch before anything else runs."""
         checks = self.h.agreement
         self.base_keys = {}
-        for n, buf in self.outs[self.primary].items():
+        for n, buf in self._outs(inputs)[self.primary].items():
             self.base_keys[n] = checks.new_keys()
             checks.mask(buf.view, self.base_keys[n])
         if self.primary in self.loaded:
@@ -288,8 +301,9 @@ class TimingStage:
     def _check(self, inputs: Inputs, phase: str) -> None:
         checks = self.h.agreement
         self.pending = None
-        for n, buf in self.outs["candidate"].items():
-            masked, keys = self.outs[self.primary][n].view, self.base_keys[n]
+        outs = self._outs(inputs)
+        for n, buf in outs["candidate"].items():
+            masked, keys = outs[self.primary][n].view, self.base_keys[n]
             atol, rtol = self.tolerance[n]
             found = checks.agree(buf.view, masked, keys, atol, rtol, self.rng.getrandbits(64))
             verdict = found.verdict()
@@ -308,9 +322,10 @@ class TimingStage:
         slot = self.reservoir.offer()
         if slot is None:
             return
+        outs = self._outs(inputs)["candidate"]
         if slot == len(self.kept):
-            self.kept.append({"out": {n: self.cp.empty_like(b.view) for n, b in self.outs["candidate"].items()}})
-        for n, b in self.outs["candidate"].items():
+            self.kept.append({"out": {n: self.cp.empty_like(b.view) for n, b in outs.items()}})
+        for n, b in outs.items():
             self.cp.copyto(self.kept[slot]["out"][n], b.view)
         self.kept[slot].update(launch=self.launches["candidate"], phase=phase, seed=inputs.seed, variant=inputs.variant)
 
@@ -322,6 +337,19 @@ class TimingStage:
             full.append(dict(launch=slot["launch"], phase=slot["phase"], seed=slot["seed"], variant=slot["variant"],
                              files=files))
         return full
+
+
+def _nbytes(specs: list[dict]) -> int:
+    return sum(int(np.prod(s["shape"])) * np.dtype(s["dtype"]).itemsize for s in specs)
+
+
+def rotating_sets(input_bytes: int, set_bytes: int, l2_bytes: int, free_bytes: int) -> int:
+    """How many rotating sets a timing stage uses: enough that their inputs are twice the L2, at least three
+    placements of every buffer (two where three would take over half the free device memory), at most 64."""
+    n = min(64, max(3, math.ceil(2 * l2_bytes / max(input_bytes, 1))))
+    while n > 2 and n * set_bytes > free_bytes / 2:
+        n -= 1
+    return n
 
 
 def round_cap(budget_ms: float, baseline_ms: float, min_rounds: int, max_rounds: int) -> int:
