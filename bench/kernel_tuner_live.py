@@ -21,7 +21,7 @@ import math
 import re
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -100,6 +100,19 @@ def spec(task: Task, candidate: Candidate) -> KTSpec:
 
     return KTSpec(launch.kernel, candidate.source, tune_params, block_names, allowed if restrictions else None,
                   problem_size, args, knobs)
+
+
+def restricted(s: KTSpec, valid: Callable[[dict], bool] | None) -> KTSpec:
+    """``s`` with a further restriction (the configurations a kernel's static_asserts reject, which Kernel
+    Tuner would otherwise compile and stop on)."""
+    if valid is None:
+        return s
+    ties = s.restrictions
+
+    def allowed(params: dict) -> bool:  # a def, not a lambda: Kernel Tuner parses a lambda's source
+        return valid(params) and (ties is None or ties(params))
+
+    return replace(s, restrictions=allowed)
 
 
 def _eval(text: str, sizes: dict, knobs: dict) -> int:

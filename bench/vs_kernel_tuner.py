@@ -11,8 +11,8 @@ For each case, in one run:
 - the best configuration each found is evaluated in full by the sandbox (one and the same protocol for both;
   one already evaluated in full as the start or a finalist keeps that evaluation).
 
-It prints configurations per hour for both (every point of the space the tool has a value for, compile failures
-included, over the search's wall time: for kernelwright from the first compile to the last screening, after the
+It prints configurations per hour for both (every configuration the tool timed, compile failures left out, over
+the search's wall time: for kernelwright from the first compile to the last screening, after the
 starting configuration's full evaluation, which also warms the sandbox; for Kernel Tuner the tune_kernel call,
 after a CUDA context exists), their ratio, the finalists' time apart, the re-measured bests, and the gap to the
 exhaustive best of kernelwright's default and bayes strategies replayed at 20% of the space on the screened
@@ -47,6 +47,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
@@ -69,11 +70,18 @@ class Case:
     task: str
     candidate: str
     benchmark: dict | None = None    # another benchmark size for the task
+    valid: Callable[[dict], bool] | None = None  # the kernel's static_asserts, as a Kernel Tuner user restricts them
+
+
+def _sgemm_threads_ok(p: dict) -> bool:
+    """sgemm_blocked.cu's static_asserts: the tiles divide, and a block has 32..1024 threads."""
+    return (p["BM"] % p["TM"] == 0 and p["BN"] % p["TN"] == 0
+            and 32 <= (p["BM"] // p["TM"]) * (p["BN"] // p["TN"]) <= 1024)
 
 
 CASES = {"row_sum": Case("row_sum", "bench/candidates/row_sum_vec.cu", {"rows": 16384, "cols": 8192}),
          "softmax_tuned": Case("softmax", "bench/candidates/softmax_tuned.cu"),
-         "sgemm_blocked": Case("sgemm", "bench/candidates/sgemm_blocked.cu")}
+         "sgemm_blocked": Case("sgemm", "bench/candidates/sgemm_blocked.cu", valid=_sgemm_threads_ok)}
 
 
 def case_task(case: Case, folder: Path) -> Task:
@@ -169,7 +177,7 @@ def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: in
     t0 = time.perf_counter()
     task = case_task(case, folder)
     cand = load_candidate(ROOT / case.candidate)
-    spec = klive.spec(task, cand)
+    spec = klive.restricted(klive.spec(task, cand), case.valid)
     print(f"[{name}] Kernel Tuner {kts.version()} brute force over {klive.configurations(spec)} configurations",
           flush=True)
     kt = klive.tune(task, spec, inputs=lambda: kt_inputs(task))
@@ -181,10 +189,11 @@ def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: in
     kw_best = remeasure(sb, task, cand, kw["best"], kw["evaluated"])
     row = dict(case=name, task=task.name, sizes=task.spec.sizes.benchmark, space=kw["source"].tspace.space.size,
                kernel_tuner=dict(version=kts.version(), configurations=kt.tried, failed=kt.failed, seconds=kt.seconds,
-                                 per_hour=3600 * kt.tried / kt.seconds, best=kt.best, best_ms_own=kt.best_ms,
+                                 per_hour=3600 * (kt.tried - kt.failed) / kt.seconds, best=kt.best,
+                                 best_ms_own=kt.best_ms,
                                  remeasured=kt_best),
                kernelwright=dict(configurations=kw["covered"], screened=kw["screened"], seconds=kw["search_s"],
-                                 per_hour=3600 * kw["covered"] / kw["search_s"],
+                                 per_hour=3600 * kw["screened"] / kw["search_s"],
                                  screened_per_hour=3600 * kw["screened"] / kw["search_s"],
                                  screen_gpu_s=kw["screen_gpu_s"], finalists_s=kw["finalists_s"], start_s=kw["start_s"],
                                  finalists=kw["finalists"], best=kw["best"], remeasured=kw_best,
