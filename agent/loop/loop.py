@@ -43,6 +43,7 @@ class Loop:
         self.on_progress = on_progress or (lambda kind, loop: None)
         self.next_candidate = len(lineage.entries())
         self.next_request = 0
+        self.cut_off: list[RequestEvent] = []   # a resumed run asks these again first, as they were (``resume``)
         self.last: Entry | None = None
         self.phase = "setup"
 
@@ -119,15 +120,22 @@ class Loop:
     # ---- select + propose ---------------------------------------------------------------------
 
     def request(self, phase: str, target: Entry | None) -> ProposalRequest:
-        """The next request; with no parent (a task without a CUDA baseline, nothing evaluated yet) it asks for a
-        first kernel written from the task's PyTorch module."""
-        parents = [target] if target else self.lineage.select(1)
-        rid = f"r{self.next_request:04d}"
-        self.next_request += 1
+        """The next request: one a kill cut off in this phase, asked again with its id, iteration and parents;
+        else a new one. With no parent (a task without a CUDA baseline, nothing evaluated yet) it asks for a first
+        kernel written from the task's PyTorch module."""
+        again = next((r for r in self.cut_off if r.phase == phase), None)
+        if again is not None:
+            self.cut_off.remove(again)
+            rid, iteration = again.request, again.iteration
+            parents = [target] if target else [self.lineage.get(p) for p in again.parents]
+        else:
+            parents = [target] if target else self.lineage.select(1)
+            rid, iteration = f"r{self.next_request:04d}", self.next_request + 1
+            self.next_request += 1
         failures = self.lineage.recent_failures(self.selection.recent_failures, exclude={p.id for p in parents})
         extra = {"sandbox": self.sandbox.kind, "request_id": rid, "phase": phase}
         request = ProposalRequest(self.task, parents, self.lineage.best(), self.lineage.baseline(), failures,
-                                  self.sandbox.device, self.next_request, extra)
+                                  self.sandbox.device, iteration, extra)
         self.trace.event(RequestEvent(request=rid, iteration=request.iteration, phase=phase,
                                       parents=[p.id for p in parents]))
         return request

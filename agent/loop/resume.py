@@ -1,6 +1,12 @@
 """Rebuilding a run's state from its ``events.jsonl``: the lineage, the totals, the counters, the proposals that
-were recorded but never evaluated (they are evaluated first; their tokens are spent), and the built-in search's
-recorded steps, which a fresh search replays before it proposes anything new."""
+were recorded but never evaluated (they are evaluated first; their tokens are spent), the requests a kill cut off
+(asked again first, as they were), and the built-in search's recorded steps, which a fresh search replays before it
+proposes anything new.
+
+A request the kill cut off (asked, its answer never recorded) is asked again under its own id, with its recorded
+parents and iteration: a replayed run's answers and a model's prompt depend on them, and its pick is replayed like
+any other, so the draws that follow are those of a run that never stopped. Runs resumed before this was so asked
+such a request again under a new id; the request they left behind is superseded and its pick not replayed."""
 
 from __future__ import annotations
 
@@ -13,12 +19,14 @@ from .loop import Loop
 def restore(loop: Loop, events: list[Event]) -> None:
     """Re-apply recorded events to a fresh loop (nothing is written)."""
     proposals: dict[str, ProposalEvent] = {}
-    answered = {ev.request for ev in events if isinstance(ev, ProposalEvent) and ev.request}
+    cut_off, superseded = open_requests(events)
+    picked: set[str] = set()
     for ev in events:
         if isinstance(ev, RequestEvent):
             loop.next_request = max(loop.next_request, int(ev.request[1:]) + 1)
-            if ev.phase == "model" and ev.request in answered:
-                loop.lineage.note_pick()  # a request the kill cut off is asked again: its pick is not replayed
+            if ev.phase == "model" and ev.request not in superseded and ev.request not in picked:
+                picked.add(ev.request)  # a request asked again was picked once
+                loop.lineage.note_pick()
         elif isinstance(ev, ProposalEvent):
             loop.totals.usage = loop.totals.usage + ev.usage
             if ev.phase == "model":
@@ -40,6 +48,38 @@ def restore(loop: Loop, events: list[Event]) -> None:
         elif isinstance(ev, SanitizeEvent):
             loop.lineage.get(ev.candidate_id).result.record_sanitize(ev.report)
     loop.last = None
+    loop.cut_off = cut_off
+
+
+def open_requests(events: list[Event]) -> tuple[list[RequestEvent], set[str]]:
+    """The requests asked and never answered, in the order they were asked (each as last asked), and the ids of
+    those superseded: still open when their phase was entered again, and not asked again before a new request.
+    A proposal answers its request; a screening answers the latest open request of its phase (the search asks
+    one at a time)."""
+    open_: dict[str, RequestEvent] = {}
+    waiting: set[str] = set()  # open when their phase was entered again
+    superseded: set[str] = set()
+    for ev in events:
+        if isinstance(ev, RequestEvent):
+            if ev.request in waiting:
+                waiting.discard(ev.request)
+            else:
+                stale = {r for r in waiting if open_[r].phase == ev.phase}
+                waiting -= stale
+                superseded |= stale
+                for r in stale:
+                    del open_[r]
+            open_[ev.request] = ev
+        elif isinstance(ev, ProposalEvent) and ev.request:
+            open_.pop(ev.request, None)
+        elif isinstance(ev, ScreenEvent):
+            asked = [r for r, req in open_.items() if req.phase == ev.phase]
+            if asked:
+                open_.pop(asked[-1])
+                waiting.discard(asked[-1])
+        elif isinstance(ev, PhaseEvent):
+            waiting |= {r for r, req in open_.items() if req.phase == ev.name}
+    return list(open_.values()), superseded
 
 
 def pending_proposals(events: list[Event]) -> list[dict]:
