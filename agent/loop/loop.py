@@ -101,8 +101,9 @@ class Loop:
         if screen and not failed:
             stop = self.screen(screen, phase, proposer) or stop
             failed = stop is not None and stop.reason is StopReason.SANDBOX
-        for proposal in (p for p in proposals if p.stage != "screen"):
-            entry_id = self.record_proposal(request, proposal, phase)
+        listed = [p for p in proposals if p.stage != "screen"]
+        for proposal in listed:
+            entry_id = self.record_proposal(request, proposal, phase, len(listed))
             if entry_id is not None and not failed:
                 pipeline.add(Item(entry_id, proposal.candidate, proposal, request.iteration, phase, proposer, rid))
         if not failed:
@@ -172,7 +173,9 @@ class Loop:
             self.totals.iterations += 1
         return request, outcome
 
-    def record_proposal(self, request: ProposalRequest, proposal: Proposal, phase: str) -> str | None:
+    def record_proposal(self, request: ProposalRequest, proposal: Proposal, phase: str,
+                        answer_proposals: int) -> str | None:
+        """Record one of an answer's ``answer_proposals`` proposals; returns its candidate's id (None without one)."""
         rid = request.extra["request_id"]
         exchange = proposal.exchange or {}
         for attempt in exchange.get("attempts", []):
@@ -189,7 +192,8 @@ class Loop:
         self.trace.event(ProposalEvent(request=rid, iteration=request.iteration, phase=phase, candidate_id=entry_id,
                                        parents=proposal.parent_ids, origin=proposal.origin, note=proposal.note,
                                        error=proposal.error, usage=proposal.usage, answer=answer,
-                                       candidate=CandidateRecord.of(proposal.candidate) if proposal.candidate else None))
+                                       candidate=CandidateRecord.of(proposal.candidate) if proposal.candidate else None,
+                                       answer_proposals=answer_proposals))
         self.on_progress("proposal", self)
         return entry_id
 

@@ -54,13 +54,18 @@ def restore(loop: Loop, events: list[Event]) -> None:
 def open_requests(events: list[Event]) -> tuple[list[RequestEvent], set[str]]:
     """The requests asked and never answered, in the order they were asked (each as last asked), and the ids of
     those superseded: still open when their phase was entered again, and not asked again before a new request.
-    A proposal answers its request; a screening answers the latest open request of its phase (the search asks
-    one at a time)."""
+
+    An answer is recorded when all its proposals are (``answer_proposals``; in older traces, its first one); a
+    request whose answer was recorded in part is asked again, and the search, which retraces the proposals it
+    recorded, proposes the rest. A screening answers the latest open request of its phase (the search asks one at
+    a time)."""
     open_: dict[str, RequestEvent] = {}
+    recorded: dict[str, int] = {}  # proposals recorded since the request was last asked
     waiting: set[str] = set()  # open when their phase was entered again
     superseded: set[str] = set()
     for ev in events:
         if isinstance(ev, RequestEvent):
+            recorded[ev.request] = 0
             if ev.request in waiting:
                 waiting.discard(ev.request)
             else:
@@ -71,7 +76,9 @@ def open_requests(events: list[Event]) -> tuple[list[RequestEvent], set[str]]:
                     del open_[r]
             open_[ev.request] = ev
         elif isinstance(ev, ProposalEvent) and ev.request:
-            open_.pop(ev.request, None)
+            recorded[ev.request] = recorded.get(ev.request, 0) + 1
+            if recorded[ev.request] >= (ev.answer_proposals or 1):
+                open_.pop(ev.request, None)
         elif isinstance(ev, ScreenEvent):
             asked = [r for r, req in open_.items() if req.phase == ev.phase]
             if asked:

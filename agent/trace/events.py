@@ -87,6 +87,7 @@ class ProposalEvent(_Event):
     usage: Usage = Field(default_factory=Usage)
     answer: str | None = None        # the model's answer as received
     candidate: CandidateRecord | None = None
+    answer_proposals: int | None = None  # how many proposals its request's answer recorded (None: an older trace)
 
 
 class EvaluationEvent(_Event):
