@@ -1,9 +1,11 @@
 """`kernelwright optimize` killed with SIGKILL at random moments, and resumed each time, ends with the lineage of
-a run that was never interrupted: the same candidate ids, sources, parents and statuses, model phase and tuning."""
+a run that was never interrupted: the same candidate ids, sources, parents and statuses, model phase and tuning.
+So does a run stopped after any one of its events (the folder as a kill there leaves it), resumed once."""
 
 from __future__ import annotations
 
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import pytest
 import agent
 from agent.trace.events import ProposalEvent
 from agent.trace.reader import read
+from agent.trace.writer import Trace
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402
@@ -43,7 +46,8 @@ def answers_run(tmp_path, monkeypatch):
 
 def _lineage(run: Path) -> list[tuple]:
     stored = read(run)
-    proposals = [(e.candidate_id, e.phase, e.parents, e.origin) for e in stored.events if isinstance(e, ProposalEvent)]
+    proposals = [(e.candidate_id, e.phase, e.parents, e.origin, e.request, e.iteration) for e in stored.events
+                 if isinstance(e, ProposalEvent)]
     results = {e.id: e.result.status.value for e in stored.entries}
     sources = {p[0]: (run / "candidates" / p[0] / "candidate.cu").read_text() for p in proposals if p[0]}
     return [p + (results.get(p[0], "not evaluated"), sources.get(p[0])) for p in proposals]
@@ -86,3 +90,35 @@ def test_a_run_killed_five_times_at_random_moments_resumes_to_the_lineage_of_an_
     expected, got = _lineage(traces / "unbroken"), _lineage(traces / "killed")
     assert {p[1] for p in expected} == {"setup", "model", "tune"} and len(expected) > 8
     assert got == expected, f"seed {seed}"
+
+
+@pytest.mark.timeout(600)
+def test_a_run_stopped_after_any_one_of_its_events_resumes_to_the_lineage_of_an_unbroken_run(answers_run, tmp_path,
+                                                                                           monkeypatch):
+    config = tmp_path / "run.toml"
+    config.write_text("[tune]\nmax_evaluations = 4\n[selection]\nexplore = 0.5\n")
+    traces, stops = tmp_path / "t", tmp_path / "stops"
+    record = Trace.event
+
+    def event_then_copy(trace, event):
+        # every event is on disk (fsynced, files written atomically) before the run goes on: the folder copied
+        # here is what a SIGKILL right after this event leaves
+        written = record(trace, event)
+        shutil.copytree(trace.path, stops / f"{written.seq:03d}", ignore=shutil.ignore_patterns(".lock"))
+        return written
+
+    monkeypatch.setattr(Trace, "event", event_then_copy)
+    agent.optimize("vector_add", replay=answers_run, sandbox="fake", config=config, sanitize=False, traces=traces,
+                   run_id="unbroken")
+    monkeypatch.setattr(Trace, "event", record)
+    expected = _lineage(traces / "unbroken")
+    assert {p[1] for p in expected} == {"setup", "model", "tune"} and len(expected) > 8
+
+    differ = []
+    for stopped in sorted(stops.iterdir()):
+        final = agent.optimize(resume=stopped, traces=stops)
+        assert final.stop is not None and not final.stop.reason.failed, (stopped.name, final.stop)
+        got = _lineage(stopped)
+        if got != expected:
+            differ.append((stopped.name, next(((g, e) for g, e in zip(got, expected) if g != e), (got, expected))))
+    assert not differ, differ
