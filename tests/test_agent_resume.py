@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 import agent
-from agent.trace.events import read_events
+from agent.config import BudgetConfig, SelectionConfig
+from agent.loop.budget import Budget, Totals
+from agent.loop.lineage import MemoryLineage
+from agent.loop.loop import Loop
+from agent.loop.resume import open_requests, restore
+from agent.trace.events import PhaseEvent, ProposalEvent, RequestEvent, ScreenEvent, read_events
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402
@@ -134,3 +139,71 @@ def test_ctrl_c_ends_the_run_with_a_summary_and_exit_code_130_and_it_resumes(htt
     run = agent.optimize(resume="stopped", traces=traces)
     assert run.stop_reason == "iterations: 5 reached"
     assert sum(e["kind"] == "proposal" and e["phase"] == "model" for e in event_records(run.path)) == 5
+
+
+# ---- the requests a kill cut off, from the events alone --------------------------------------------------------
+
+
+class CountedPicks(MemoryLineage):
+    """A lineage that lists the picks a restore replays (by the request they were made for)."""
+
+    def __init__(self):
+        super().__init__()
+        self.replayed: list[int] = []
+
+    def note_pick(self) -> None:
+        self.replayed.append(len(self.replayed))
+        super().note_pick()
+
+
+def _phase(name):
+    return PhaseEvent(name=name, proposer="replay")
+
+
+def _request(rid, phase="model", parents=("c0000",)):
+    return RequestEvent(request=rid, iteration=int(rid[1:]) + 1, phase=phase, parents=list(parents))
+
+
+def _proposal(rid, cid, of=None, phase="model"):
+    return ProposalEvent(request=rid, iteration=int(rid[1:]) + 1, phase=phase, candidate_id=cid, parents=["c0000"],
+                         origin="replay", answer_proposals=of)
+
+
+def _restored(events):
+    lineage = CountedPicks()
+    loop = Loop(None, None, lineage, None, Budget(BudgetConfig()), Totals(), SelectionConfig())
+    restore(loop, events)
+    return loop, lineage
+
+
+def test_a_request_cut_off_again_after_its_resume_is_asked_again_with_its_id_and_parents_and_picked_once():
+    events = [_phase("model"), _request("r0000"), _proposal("r0000", None, of=1), _request("r0001", parents=["c0007"]),
+              _phase("model"), _request("r0001", parents=["c0007"]), _phase("model")]
+    loop, lineage = _restored(events)
+    assert [(r.request, r.iteration, r.parents) for r in loop.cut_off] == [("r0001", 2, ["c0007"])]
+    assert len(lineage.replayed) == 2 and loop.next_request == 2
+
+
+def test_a_request_an_earlier_resume_asked_again_under_a_new_id_is_superseded_and_its_pick_not_replayed():
+    events = [_phase("model"), _request("r0000"), _proposal("r0000", None), _request("r0001"),
+              _phase("model"), _request("r0002"), _proposal("r0002", None)]
+    assert open_requests(events) == ([], {"r0001"})
+    loop, lineage = _restored(events)
+    assert loop.cut_off == [] and len(lineage.replayed) == 2 and loop.next_request == 3
+
+
+def test_a_request_whose_answer_was_recorded_in_part_is_asked_again():
+    asked = [_phase("tune"), _request("r0004", phase="tune")]
+    part = [_proposal("r0004", "c0006", of=3, phase="tune"), _proposal("r0004", "c0007", of=3, phase="tune")]
+    assert [r.request for r in open_requests(asked + part)[0]] == ["r0004"]
+    rest = [_phase("tune"), _request("r0004", phase="tune"), _proposal("r0004", "c0008", of=1, phase="tune")]
+    assert open_requests(asked + part + rest)[0] == []
+    older = [_proposal("r0004", "c0006", phase="tune")]  # a trace that did not count an answer's proposals
+    assert open_requests(asked + older)[0] == []
+
+
+def test_a_screening_answers_the_search_request_it_came_from():
+    events = [_phase("tune"), _request("r0003", phase="tune"),
+              ScreenEvent(phase="tune", parents=["c0000"], gpu_s=0.1, configurations=[])]
+    assert open_requests(events) == ([], set())
+    assert [r.request for r in open_requests(events + [_request("r0004", phase="tune")])[0]] == ["r0004"]
