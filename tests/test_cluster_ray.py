@@ -109,7 +109,8 @@ def test_a_gpu_actor_killed_mid_evaluation_costs_only_a_retry_of_its_candidate(c
         assert again.ok and again.env["measured_on"]["id"]
 
 
-def test_batch_with_ray_spreads_each_task_over_the_gpus(cluster, httpserver, tmp_path):
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_batch_with_ray_spreads_each_task_over_the_gpus(cluster, httpserver, tmp_path, gpus):
     import json
     import shutil
 
@@ -123,13 +124,13 @@ def test_batch_with_ray_spreads_each_task_over_the_gpus(cluster, httpserver, tmp
     shutil.copytree(load_task("vector_add").folder, other)
     spec = other / "task.toml"
     spec.write_text(spec.read_text().replace('name = "vector_add"', 'name = "vector_add_copy"', 1))
-    out = CliRunner().invoke(app, ["batch", "vector_add", str(other), "--sandbox", "fake", "--ray", "--ray-gpus", "4",
+    out = CliRunner().invoke(app, ["batch", "vector_add", str(other), "--sandbox", "fake", "--ray", "--ray-gpus", str(gpus),
                                    "--model", "scripted", "--base-url", httpserver.url_for("/v1"), "--iterations", "2",
                                    "--no-tune", "--no-sanitize", "--json", "--traces", str(tmp_path / "traces"),
                                    "--batch-id", "b"])
     assert out.exit_code == 0, out.output
     for name in ("vector_add", "vector_add_copy"):
         cluster_info = json.loads((tmp_path / "traces" / "b" / name / "run.json").read_text())["sandbox"]["cluster"]
-        assert cluster_info["kind"] == "fake" and len(cluster_info["gpus"]) == 4
+        assert cluster_info["kind"] == "fake" and len(cluster_info["gpus"]) == gpus
     rows = json.loads((tmp_path / "traces" / "b" / "summary.json").read_text())["tasks"]
     assert [r["state"] for r in rows] == ["done", "done"] and all(r["candidates"] == 3 for r in rows), rows
