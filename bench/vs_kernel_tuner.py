@@ -194,7 +194,6 @@ def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: in
                                  remeasured=kt_best),
                kernelwright=dict(configurations=kw["covered"], screened=kw["screened"], seconds=kw["search_s"],
                                  per_hour=3600 * kw["screened"] / kw["search_s"],
-                                 screened_per_hour=3600 * kw["screened"] / kw["search_s"],
                                  screen_gpu_s=kw["screen_gpu_s"], finalists_s=kw["finalists_s"], start_s=kw["start_s"],
                                  finalists=kw["finalists"], best=kw["best"], remeasured=kw_best,
                                  replay=replay(kw["source"], fraction, seeds)))
