@@ -104,14 +104,22 @@ def kernelwright(sb, task: Task, cand, finalists: int = 3) -> dict:
     """The exhaustive screened search and its finalists, timed apart; the full evaluation of the start first."""
     start = Entry("e0", cand, sb.evaluate(task, cand), [], "start", 0)
     tuner = TunerProposer(strategy="exhaustive", flags=False, sandbox=sb, finalists=finalists)
-    entries, screened_gpu, search_s = [start], 0.0, None
+    entries, screened_gpu, search_s, split = [start], 0.0, None, dict(propose=0.0, screen=0.0)
+    setup_before = _setup_s(sb)
     t0 = time.perf_counter()
-    while proposals := tuner.propose(ProposalRequest(task, [start], None, start, [], sb.device, len(entries))):
+    while True:
+        t1 = time.perf_counter()
+        proposals = tuner.propose(ProposalRequest(task, [start], None, start, [], sb.device, len(entries)))
+        split["propose"] += time.perf_counter() - t1
+        if not proposals:
+            break
         screen = [p for p in proposals if p.stage == "screen"]
         if screen:
+            t1 = time.perf_counter()
             for p, s in zip(screen, sb.screen(task, [p.candidate for p in screen])):
                 screened_gpu += s.gpu_s
                 tuner.observe_screened(p, s)
+            split["screen"] += time.perf_counter() - t1
             continue
         search_s = search_s if search_s is not None else time.perf_counter() - t0
         for p in proposals:
@@ -126,7 +134,14 @@ def kernelwright(sb, task: Task, cand, finalists: int = 3) -> dict:
     return dict(source=source, summary=summary, search_s=search_s, finalists_s=total - search_s,
                 covered=len(source.search.memory.values) - 1, screened=summary["screened"], screen_gpu_s=screened_gpu,
                 start_s=start.result.cost.wall_s, best=best.candidate.defines(), finalists=summary["finalists"],
+                propose_s=split["propose"], screen_s=split["screen"], setup_s=_setup_s(sb) - setup_before,
                 evaluated={_knobs(e.candidate.defines()): e.result for e in entries})
+
+
+def _setup_s(sb) -> float:
+    """Seconds the sandbox's screener spent setting screenings up (a fake sandbox has none)."""
+    screener = getattr(sb, "screener", None)
+    return screener.setup_s if screener is not None else 0.0
 
 
 def _knobs(knobs: dict) -> tuple:
@@ -183,7 +198,9 @@ def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: in
     kt = klive.tune(task, spec, inputs=lambda: kt_inputs(task))
     print(f"[{name}] Kernel Tuner: {kt.tried} configurations in {kt.seconds:.1f} s ({kt.failed} failed)", flush=True)
     kw = kernelwright(sb, task, cand, finalists)
-    print(f"[{name}] kernelwright: {kw['covered']} configurations ({kw['screened']} screened) in {kw['search_s']:.1f} s, "
+    print(f"[{name}] kernelwright: {kw['covered']} configurations ({kw['screened']} screened) in {kw['search_s']:.1f} s "
+          f"(proposing, compiles included: {kw['propose_s']:.2f} s; screening {kw['screen_s']:.2f} s, of which the "
+          f"set-up {kw['setup_s']:.2f} s and the screened configurations' own GPU time {kw['screen_gpu_s']:.2f} s), "
           f"finalists {kw['finalists_s']:.1f} s", flush=True)
     kt_best = remeasure(sb, task, cand, kt.best, kw["evaluated"])
     kw_best = remeasure(sb, task, cand, kw["best"], kw["evaluated"])
@@ -195,6 +212,7 @@ def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: in
                kernelwright=dict(configurations=kw["covered"], screened=kw["screened"], seconds=kw["search_s"],
                                  per_hour=3600 * kw["screened"] / kw["search_s"],
                                  screen_gpu_s=kw["screen_gpu_s"], finalists_s=kw["finalists_s"], start_s=kw["start_s"],
+                                 propose_s=kw["propose_s"], screen_s=kw["screen_s"], setup_s=kw["setup_s"],
                                  finalists=kw["finalists"], best=kw["best"], remeasured=kw_best,
                                  replay=replay(kw["source"], fraction, seeds)))
     row["ratio"] = row["kernelwright"]["per_hour"] / row["kernel_tuner"]["per_hour"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import time
 from dataclasses import dataclass, field
 
 from typing import Callable
@@ -72,6 +73,7 @@ class Screener:
         self._setup: tuple[str, dict] | None = None  # (task fingerprint, the set-up request) of the last screening
         self._set_up_in = None                       # the worker process (its start count) holding that state
         self.setups = 0                               # set-ups sent to the worker (a cost worth seeing)
+        self.setup_s = 0.0                            # and their wall seconds
         self.best: dict[str, float] = {}              # task fingerprint -> the best ratio screened so far
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
@@ -150,9 +152,11 @@ class Screener:
             self._setup, self._set_up_in = (task.fingerprint, self._setup_request(task)), None
         setup = self._setup[1]
         if self._set_up_in is None or not self.gpu.alive or self.gpu.started != self._set_up_in:
+            t0 = time.perf_counter()
             self.gpu.call_ok(setup, self.setup_timeout_s)
             self._set_up_in = self.gpu.started
             self.setups += 1
+            self.setup_s += time.perf_counter() - t0
         return setup
 
     def _call(self, task: Task, req: dict, timeout: float) -> dict:

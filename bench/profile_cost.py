@@ -1,0 +1,154 @@
+"""Where a profile's seconds go: the profiled program alone, then Nsight Compute runs of the same program with
+different sections and metrics, and the imports of a report's pages.
+
+For one task's baseline at its benchmark size (as a run profiles a new best), each variant is one ncu run of
+``python -m sandbox.profile.target`` (the program ``Profiler`` profiles) with the same kernel filter and launch
+skip; the table gives its wall seconds, the replay passes ncu reports, and what the diagnosis would get from it:
+the summary's fields (``sandbox.profile.counters``) and ncu's OPT/WRN rules, against the sections in use now.
+
+    python bench/profile_cost.py [--task softmax] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT)]
+
+from sandbox import GPUSandbox, load_candidate, load_task  # noqa: E402
+from sandbox.host.tools import run_tool  # noqa: E402
+from sandbox.plan import resolve  # noqa: E402
+from sandbox.profile import ncu  # noqa: E402
+from sandbox.profile.counters import summarize  # noqa: E402
+
+HEADER = '"ID",'  # the first cell of a CSV page
+PASSES = re.compile(r"(\d+) pass(?:es)?\b")
+
+
+def variants(summary_metrics: list[str]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...], list[str]]]:
+    """name -> (sections, metrics, extra options)."""
+    now = (ncu.SECTIONS, ncu.METRICS, [])
+    out = {"now: sections + metrics": now,
+           "now, --cache-control none": (ncu.SECTIONS, ncu.METRICS, ["--cache-control", "none"]),
+           "duration only": ((), ("gpu__time_duration.sum",), []),
+           "sections only": (ncu.SECTIONS, (), []),
+           "summary's metrics only": ((), tuple(summary_metrics), [])}
+    for s in ncu.SECTIONS:
+        out[f"now without {s}"] = (tuple(x for x in ncu.SECTIONS if x != s), ncu.METRICS, [])
+    return out
+
+
+def command(exe: str, names: list[str], skip: int, count: int, report: Path, target: list[str], sections, metrics,
+            extra: list[str]) -> list[str]:
+    cmd = [exe, "--clock-control", "none", "--cache-control", "all", "--replay-mode", "kernel",
+           "--kernel-name-base", "mangled", "-k", ncu.kernel_filter(names),
+           "--launch-skip", str(skip), "--launch-count", str(count)]
+    if extra[:1] == ["--cache-control"]:
+        i = cmd.index("--cache-control")
+        cmd[i + 1] = extra[1]
+        extra = extra[2:]
+    for s in sections:
+        cmd += ["--section", s]
+    if metrics:
+        cmd += ["--metrics", ",".join(metrics)]
+    return cmd + extra + ["--export", str(report), "--force-overwrite", *target]
+
+
+def pages(exe: str, rep: Path, cwd: Path, env: dict) -> tuple[dict, dict]:
+    texts, seconds = {}, {}
+    for page in ("details", "raw"):
+        code, texts[page], seconds[page] = run_tool(ncu.import_command(exe, rep, page), cwd, env, 180,
+                                                    keep_stdout_only=True)
+    return texts, seconds
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--task", default="softmax")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each variant (median wall)")
+    args = ap.parse_args()
+    task = load_task(args.task)
+    cand = load_candidate(task.baseline_path)
+    with GPUSandbox() as sb:
+        prof = sb.profiler
+        exe = prof.config.ncu or ncu.find_ncu()
+        if not exe:
+            print("no ncu")
+            return 1
+        compiled, info, cubin = sb.builder.build(task, cand)
+        sizes = dict(task.spec.sizes.benchmark)
+        plan = resolve(task, cand, info, sizes)
+        names = [launch["func"] for launch in plan["launches"]]
+        count = len(names)
+        skip = prof.config.warmup_rounds * count
+        work = Path(tempfile.mkdtemp(prefix="pc-"))
+        target = prof._target(task, plan, cubin, sizes, work)
+        env = prof._profile_env()
+        cwd = work / "cwd"
+        print(f"{task.name} {sizes}, ncu {exe}; extras/python: "
+              f"{sorted(p.name for p in (Path(exe).resolve().parent / 'extras' / 'python').glob('*'))[:6]}", flush=True)
+        walls = []
+        for _ in range(args.repeat):
+            code, out, s = run_tool(target, cwd, env, 300)
+            walls.append(s)
+        print(f"program alone: {statistics.median(walls):.2f} s (exit {code})", flush=True)
+        # the current set first: it says which metrics the summary reads
+        base_rep = work / "now"
+        code, out, s = run_tool(command(exe, names, skip, count, base_rep, target, ncu.SECTIONS, ncu.METRICS, []),
+                                cwd, env, 300)
+        texts, imp = pages(exe, base_rep.with_suffix(".ncu-rep"), cwd, env)
+        rows = ncu.launches(texts["raw"], texts["details"])
+        raw_names = sorted({m for r in rows for m in r["metrics"]})
+        summary = [summarize(r["metrics"]) for r in rows]
+        used = sorted({m for m in raw_names if _read_by_summary(m)})
+        print(f"now: {s:.2f} s, imports details {imp['details']:.2f} s, raw {imp['raw']:.2f} s; "
+              f"{len(raw_names)} raw metrics, {len(used)} read by the summary; summary fields "
+              f"{sorted(summary[0]) if summary else None}", flush=True)
+        rules_now = {(r["section"], r["rule"], r["type"]) for row in rows for r in row["rules"] if r["type"] in ("OPT", "WRN")}
+        print(f"rules now (OPT/WRN): {sorted(rules_now)}", flush=True)
+        # one run that also prints the details page (does ncu print a page beside --export?)
+        code, out2, s2 = run_tool(command(exe, names, skip, count, work / "both", target, ncu.SECTIONS, ncu.METRICS,
+                                          ["--csv", "--page", "details", "--print-details", "all",
+                                           "--print-units", "base"]), cwd, env, 300)
+        print(f"export + details page printed: {s2:.2f} s, CSV on stdout: {HEADER in out2}", flush=True)
+        code, out3, s3 = run_tool(command(exe, names, skip, count, work / "raw", target, ncu.SECTIONS, ncu.METRICS,
+                                          ["--csv", "--page", "raw", "--print-units", "base"]), cwd, env, 300)
+        print(f"export + raw page printed: {s3:.2f} s, CSV on stdout: {HEADER in out3}", flush=True)
+        print("\n| variant | wall s (median) | passes | summary fields | OPT/WRN rules | fields missing |")
+        print("|---|---|---|---|---|---|")
+        for name, (sections, metrics, extra) in variants(used).items():
+            ws, passes = [], None
+            rep = work / "v"
+            for _ in range(args.repeat):
+                code, out, s = run_tool(command(exe, names, skip, count, rep, target, sections, metrics, extra), cwd,
+                                        env, 300)
+                ws.append(s)
+                found = PASSES.findall(out)
+                passes = "+".join(found) if found else f"? (exit {code})"
+            texts, _ = pages(exe, rep.with_suffix(".ncu-rep"), cwd, env)
+            got = ncu.launches(texts["raw"], texts["details"])
+            fields = set(summarize(got[0]["metrics"])) if got else set()
+            rules = {(r["section"], r["rule"], r["type"]) for row in got for r in row["rules"] if r["type"] in ("OPT", "WRN")}
+            missing = sorted(set(summary[0]) - fields) if summary else []
+            print(f"| {name} | {statistics.median(ws):.2f} | {passes} | {len(fields)} | {len(rules)} | "
+                  f"{' '.join(missing)[:160]} |", flush=True)
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _read_by_summary(name: str) -> bool:
+    from sandbox.profile.counters import _LIMIT, _STALL, FIELDS
+
+    return any(name in names for names in FIELDS.values()) or bool(_STALL.match(name) or _LIMIT.match(name))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
