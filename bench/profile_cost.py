@@ -12,6 +12,7 @@ the summary's fields (``sandbox.profile.counters``) and ncu's OPT/WRN rules, aga
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import statistics
@@ -37,12 +38,9 @@ def variants(summary_metrics: list[str]) -> dict[str, tuple[tuple[str, ...], tup
     """name -> (sections, metrics, extra options)."""
     now = (ncu.SECTIONS, ncu.METRICS, [])
     out = {"now: sections + metrics": now,
-           "now, --cache-control none": (ncu.SECTIONS, ncu.METRICS, ["--cache-control", "none"]),
+           "now + MemoryWorkloadAnalysis_Tables": (ncu.SECTIONS + ("MemoryWorkloadAnalysis_Tables",), ncu.METRICS, []),
            "duration only": ((), ("gpu__time_duration.sum",), []),
-           "sections only": (ncu.SECTIONS, (), []),
-           "summary's metrics only": ((), tuple(summary_metrics), [])}
-    for s in ncu.SECTIONS:
-        out[f"now without {s}"] = (tuple(x for x in ncu.SECTIONS if x != s), ncu.METRICS, [])
+           "summary's metrics only": ((), tuple(m for m in summary_metrics if not m.startswith("derived__")), [])}
     return out
 
 
@@ -99,7 +97,8 @@ def main() -> int:
         for _ in range(args.repeat):
             code, out, s = run_tool(target, cwd, env, 300)
             walls.append(s)
-        print(f"program alone: {statistics.median(walls):.2f} s (exit {code})", flush=True)
+        print(f"program alone: {statistics.median(walls):.2f} s (exit {code}); its parts: "
+              f"{json.loads((work / 'target.json').read_text()).get('split_s')}", flush=True)
         # the current set first: it says which metrics the summary reads
         base_rep = work / "now"
         code, out, s = run_tool(command(exe, names, skip, count, base_rep, target, ncu.SECTIONS, ncu.METRICS, []),
@@ -109,19 +108,22 @@ def main() -> int:
         raw_names = sorted({m for r in rows for m in r["metrics"]})
         summary = [summarize(r["metrics"]) for r in rows]
         used = sorted({m for m in raw_names if _read_by_summary(m)})
-        print(f"now: {s:.2f} s, imports details {imp['details']:.2f} s, raw {imp['raw']:.2f} s; "
+        parts = json.loads((work / "target.json").read_text()).get("split_s")
+        print(f"now: {s:.2f} s (program parts under ncu: {parts}), imports details {imp['details']:.2f} s, "
+              f"raw {imp['raw']:.2f} s; "
               f"{len(raw_names)} raw metrics, {len(used)} read by the summary; summary fields "
               f"{sorted(summary[0]) if summary else None}", flush=True)
         rules_now = {(r["section"], r["rule"], r["type"]) for row in rows for r in row["rules"] if r["type"] in ("OPT", "WRN")}
         print(f"rules now (OPT/WRN): {sorted(rules_now)}", flush=True)
-        # one run that also prints the details page (does ncu print a page beside --export?)
-        code, out2, s2 = run_tool(command(exe, names, skip, count, work / "both", target, ncu.SECTIONS, ncu.METRICS,
+        # one run that also prints the details page, every metric the summary reads named in --metrics: does the
+        # page name them all (then no import is needed)?
+        wanted = sorted(set(ncu.METRICS) | {m for m in used if not m.startswith("derived__")})
+        code, out2, s2 = run_tool(command(exe, names, skip, count, work / "both", target, ncu.SECTIONS, wanted,
                                           ["--csv", "--page", "details", "--print-details", "all",
-                                           "--print-units", "base"]), cwd, env, 300)
-        print(f"export + details page printed: {s2:.2f} s, CSV on stdout: {HEADER in out2}", flush=True)
-        code, out3, s3 = run_tool(command(exe, names, skip, count, work / "raw", target, ncu.SECTIONS, ncu.METRICS,
-                                          ["--csv", "--page", "raw", "--print-units", "base"]), cwd, env, 300)
-        print(f"export + raw page printed: {s3:.2f} s, CSV on stdout: {HEADER in out3}", flush=True)
+                                           "--print-units", "base", "--print-metric-name", "name"]), cwd, env, 300)
+        printed = {r["Metric Name"] for r in _csv_rows(out2)}
+        print(f"export + details page printed (metric names): {s2:.2f} s, exit {code}, CSV on stdout: {HEADER in out2}; "
+              f"summary metrics not on the page: {sorted(set(used) - printed)}", flush=True)
         print("\n| variant | wall s (median) | passes | summary fields | OPT/WRN rules | fields missing |")
         print("|---|---|---|---|---|---|")
         for name, (sections, metrics, extra) in variants(used).items():
@@ -142,6 +144,15 @@ def main() -> int:
                   f"{' '.join(missing)[:160]} |", flush=True)
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _csv_rows(text: str) -> list[dict]:
+    import csv
+    import io
+
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(HEADER)), len(lines))
+    return list(csv.DictReader(io.StringIO("\n".join(x for x in lines[start:] if not x.startswith("==")))))
 
 
 def _read_by_summary(name: str) -> bool:

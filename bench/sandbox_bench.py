@@ -83,7 +83,8 @@ def at_benchmark(task_name: str, n_candidates: int, profile: bool = False) -> tu
                        reference_split=_since(sb.referee.split_s, reference_before))
             if profile:
                 prof = sb.profile(task, cand, result=r)
-                row.update(profile=prof["seconds"], profile_status=prof["status"], profile_split=prof.get("stage_seconds"))
+                row.update(profile=prof["seconds"], profile_status=prof["status"], profile_split=prof.get("stage_seconds"),
+                           program_split=prof.get("program_seconds") or {})
             rows.append(row)
         transport = dict(ipc=sb.referee.ipc, why_not=sb.referee.ipc_error)
     return rows, transport
@@ -150,6 +151,8 @@ def main() -> None:
         _split_table("the correctness stage inside the GPU worker", rows, "check_split")
         _split_table("the reference worker (the correctness stage's and the timing stage's full comparisons)", rows,
                      "reference_split")
+        if args.profile:
+            _split_table("the profiled program under Nsight Compute", rows, "program_split")
         _split_table("the timing stage inside the GPU worker (launches held: sandbox.worker.guards.StreamHold)", rows,
                      "timing_split", ("holds (ran out)",
                                       lambda r: f"{r['hold'].get('held', 0)} ({r['hold'].get('ran_out', 0)})"))

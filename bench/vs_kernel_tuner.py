@@ -148,21 +148,48 @@ def _knobs(knobs: dict) -> tuple:
     return tuple(sorted(knobs.items()))
 
 
-def replay(source, fraction: float, seeds: int) -> dict:
-    """kernelwright's strategies at ``fraction`` of the space, replayed on the screened values."""
-    values = {k: v for k, v in source.shared.values.items() if v < INF}
-    truth = min(values.values())
-    budget = max(1, math.ceil(fraction * source.tspace.space.size))
+def replay(space, start, key_of: Callable, value_of: Callable, fraction: float, seeds: int) -> dict:
+    """kernelwright's strategies at ``fraction`` of the space, replayed on measured values, as the tuner runs
+    them: ``key_of(point)`` is the point's code (None where it did not compile: free, as in a run; points with
+    one code share one measurement), ``value_of(key)`` its screened time relative to the baseline (INF: did not
+    run)."""
+    truth = min(v for v in (value_of(k) for k in map(key_of, space.points()) if k is not None) if v < INF)
+    budget = max(1, math.ceil(fraction * space.size))
     out = {}
     for strategy in ("default", "bayes"):
         gaps = []
         for seed in range(seeds):
-            search = tuner_search(source.tspace.space, strategy, budget, seed, source.tspace.start)
-            minimize(search, source.key_of, lambda key: source.shared.values[key])
+            search = tuner_search(space, strategy, budget, seed, start)
+            minimize(search, key_of, value_of)
             gaps.append(100 * (search.best[1] / truth - 1))
         out[strategy] = dict(budget=budget, mean_gap=statistics.mean(gaps), worst_gap=max(gaps),
                              within_2=sum(g <= 2.0 for g in gaps) / len(gaps))
     return out
+
+
+def _value_of(source) -> Callable:
+    return lambda key: source.shared.values.get(key, INF)
+
+
+def screened_values(source) -> list[list]:
+    """Every point of the space: [knobs, the code's key (None: no compile), screened value (None: INF)]."""
+    out = []
+    for point in source.tspace.space.points():
+        key = source.key_of(point)
+        value = source.shared.values.get(key, INF) if key is not None else INF
+        out.append([source.tspace.candidate_at(point).defines(), key, value if value < INF else None])
+    return out
+
+
+def replay_saved(row: dict, fraction: float, seeds: int) -> dict:
+    """``replay`` on the values a run saved (``--json``): no GPU."""
+    from agent.tune.space import TuningSpace
+
+    tspace = TuningSpace(load_candidate(ROOT / CASES[row["case"]].candidate), ())
+    saved = {_knobs(knobs): (key, INF if v is None else v) for knobs, key, v in row["kernelwright"]["values"]}
+    keys = {p: saved[_knobs(tspace.candidate_at(p).defines())][0] for p in tspace.space.points()}
+    values = {key: v for key, v in saved.values() if key is not None}
+    return replay(tspace.space, tspace.start, keys.__getitem__, values.__getitem__, fraction, seeds)
 
 
 def remeasure(sb, task: Task, cand, knobs: dict | None, evaluated: dict | None = None) -> dict | None:
@@ -214,7 +241,9 @@ def run_case(name: str, case: Case, sb, folder: Path, fraction: float, seeds: in
                                  screen_gpu_s=kw["screen_gpu_s"], finalists_s=kw["finalists_s"], start_s=kw["start_s"],
                                  propose_s=kw["propose_s"], screen_s=kw["screen_s"], setup_s=kw["setup_s"],
                                  finalists=kw["finalists"], best=kw["best"], remeasured=kw_best,
-                                 replay=replay(kw["source"], fraction, seeds)))
+                                 values=screened_values(kw["source"]),
+                                 replay=replay(kw["source"].tspace.space, kw["source"].tspace.start,
+                                               kw["source"].key_of, _value_of(kw["source"]), fraction, seeds)))
     row["ratio"] = row["kernelwright"]["per_hour"] / row["kernel_tuner"]["per_hour"]
     row["case_s"] = time.perf_counter() - t0
     print(f"[{name}] done in {row['case_s']:.0f} s", flush=True)
@@ -261,7 +290,11 @@ def main(argv=None) -> int:
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="start no case once this many seconds have passed (the cases left out are named)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON to this file (after every case)")
+    ap.add_argument("--replay", type=Path, metavar="JSON",
+                    help="no GPU: replay the strategies on the screened values a run wrote with --json, print its tables")
     args = ap.parse_args(argv)
+    if args.replay:
+        return replay_file(args.replay, args.fraction, args.seeds)
     names = [n.strip() for n in args.cases.split(",") if n.strip()]
     unknown = [n for n in names if n not in CASES]
     if unknown:
@@ -291,6 +324,19 @@ def main(argv=None) -> int:
         print("\nAll cases:")
         print_rows(rows, args.fraction, args.seeds)
     print(f"\n{len(rows)} of {len(names)} cases in {time.perf_counter() - t0:.0f} s", flush=True)
+    return 0
+
+
+def replay_file(path: Path, fraction: float, seeds: int) -> int:
+    try:
+        rows = json.loads(path.read_text())
+        for row in rows:
+            row["kernelwright"]["replay"] = replay_saved(row, fraction, seeds)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"error: {path}: not a --json file of this bench with screened values ({type(exc).__name__}: {exc})",
+              file=sys.stderr)
+        return 2
+    print_rows(rows, fraction, seeds)
     return 0
 
 

@@ -3,6 +3,7 @@ arithmetic of the comparison on the fake sandbox's simulated search (Kernel Tune
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -71,6 +72,20 @@ def test_the_comparison_arithmetic_on_a_simulated_search(tmp_path, monkeypatch, 
     vs.print_rows([row], 0.2, 4)
     out = capsys.readouterr().out
     assert "| row_sum | 24 | 24 / 3.6 / 24,000 |" in out and f"**{row['ratio']:.2f}x**" in out
+    # the screened values saved with the row replay, with no GPU, to the same gaps as in the run
+    assert len(kw["values"]) == 24 and all(v is None or v > 0 for _, _, v in kw["values"])
+    saved = tmp_path / "rows.json"
+    saved.write_text(json.dumps([row], default=str))
+    assert vs.replay_saved(json.loads(saved.read_text())[0], 0.2, 4) == kw["replay"]
+    assert vs.main(["--replay", str(saved), "--seeds", "4"]) == 0
+    assert "| row_sum | 24 |" in capsys.readouterr().out
+
+
+def test_a_replay_of_a_file_that_is_not_the_bench_s_is_refused(tmp_path, capsys):
+    bad = tmp_path / "x.json"
+    bad.write_text('[{"case": "row_sum"}]')
+    assert vs.main(["--replay", str(bad)]) == 2
+    assert "not a --json file of this bench" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args", [["--finalists", "0"], ["--max-seconds", "0"], ["--cases", "row_sum,gemm"]])

@@ -57,6 +57,7 @@ from .space import TuningSpace, flag_groups
 COMPILES_PER_EVALUATION = 5   # configurations compiled (duplicates included) per evaluation in the budget
 MAX_DEFAULT_BUDGET = 200
 SCREEN_BATCH = 32             # configurations of a non-adaptive strategy proposed for screening at once
+FIRST_SCREEN_BATCH = 8        # the first time: the GPU starts once a few are compiled, the rest compile meanwhile
 
 
 def objective(result: Result) -> float:
@@ -148,7 +149,8 @@ class TunerProposer:
         self._expire_unobserved()
         source = self._source(request, request.parents[0])
         screening = self._screening(request.task)
-        wanted = SCREEN_BATCH if screening and not source.search.adaptive else 1
+        wanted = (FIRST_SCREEN_BATCH if source.proposed == 0 else SCREEN_BATCH) \
+            if screening and not source.search.adaptive else 1
         source.look_ahead()  # what comes next compiles side by side while it is routed one point at a time
         proposals: list[Proposal] = []
         while len(proposals) < wanted:

@@ -17,9 +17,9 @@ class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     arch: str | None = Field(None, description="Target arch (e.g. sm_90a); default: the device's, or sm_90 without one.")
-    compile_workers: int = Field(default_factory=lambda: min(8, os.cpu_count() or 1), ge=1, le=128,
-                                 description="Compile worker processes at most (default: the CPU count, up to 8), started "
-                                 "as compiles run side by side (a search compiles ahead of the GPU).")
+    compile_workers: int = Field(default_factory=lambda: min(16, _cpus()), ge=1, le=128,
+                                 description="Compile worker processes at most (default: the CPUs this process may use, "
+                                 "up to 16), started as compiles run side by side (a search compiles ahead of the GPU).")
     compile_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of one compile.")
     check_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of the correctness stage on the GPU.")
     time_timeout_s: float = Field(240.0, gt=0, description="Wall-clock limit of the timing stage.")
@@ -42,3 +42,11 @@ class SandboxConfig(BaseModel):
                              "untimed), drawn after each launch.")
     roofline_reject_factor: float = Field(1.5, ge=1.0, description="Reject times below the roofline floor divided by this.")
     vendor: bool = Field(True, description="Time the task's vendor implementation side by side.")
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1

@@ -16,11 +16,14 @@ from pathlib import Path
 
 from ..host.tools import find_tool
 
-# The sections the diagnosis reads (bound, traffic, coalescing and bank conflicts, occupancy, launch, stalls,
-# compute pipes) and whose rules it quotes. SchedulerStats is left out: the diagnosis reads none of its
-# metrics, and its one rule (issue slots) restates the stall reasons WarpStateStats gives.
-SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "Occupancy", "LaunchStats",
-            "WarpStateStats", "ComputeWorkloadAnalysis")
+# The sections the diagnosis reads (bound, traffic, occupancy, launch, stalls, compute pipes) and whose rules it
+# quotes. SchedulerStats is left out: the diagnosis reads none of its metrics, and its one rule (issue slots)
+# restates the stall reasons WarpStateStats gives. MemoryWorkloadAnalysis_Tables is left out too: it took 13 of
+# 33 replay passes on the H200 (bench/profile_cost.py) for four numbers the diagnosis reads, collected below as
+# metrics instead (bytes used per global load and store sector, shared-memory wavefronts), and for one rule
+# (MemoryCacheAccessPattern) whose finding, the bytes used per sector, the diagnosis states from those numbers.
+SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats",
+            "ComputeWorkloadAnalysis")
 
 # Metrics collected beside the sections (most sections already hold the rest).
 METRICS = ("gpu__time_duration.sum",
@@ -29,8 +32,12 @@ METRICS = ("gpu__time_duration.sum",
            "lts__t_sector_hit_rate.pct", "l1tex__t_sector_hit_rate.pct",
            "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
            "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+           "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",
+           "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio",
            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+           "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+           "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
            "sm__warps_active.avg.pct_of_peak_sustained_active",
            "sm__maximum_warps_per_active_cycle_pct",
            "launch__registers_per_thread", "launch__occupancy_limit_registers",

@@ -16,7 +16,8 @@ sections and metrics. It returns a JSON-ready dict:
 - ``diagnosis`` (short text, for ``Entry.diagnosis`` and prompts) and ``diagnosis_data`` (the same as a
   dict: bound, roofline, issues, changes, resources), from ``sandbox.profile.diagnosis``;
 - ``seconds``: wall time of the ncu runs, also added to ``result.cost.profile_gpu_s``; ``stage_seconds`` splits
-  it into the profiling run and the report's page imports.
+  it into the profiling run and the report's page imports, ``program_seconds`` the profiled program's own parts
+  (under ncu: imports, CUDA context, module load, buffers, inputs, launches with their replays).
 
 Counters never feed the timing: the timed numbers come from the timing stage alone.
 """
@@ -206,7 +207,8 @@ class Profiler:
                 (save_to / f"ncu-{page}.csv").write_text(text)
         return dict(outcome("ok", seconds=seconds), tool=self._ncu_version(exe), kernels=kernels_from(rows, plan),
                     messages=ncu.messages(output)[:10],
-                    stage_seconds={"profile": round(profiled_s, 3), "import": round(seconds - profiled_s, 3)})
+                    stage_seconds={"profile": round(profiled_s, 3), "import": round(seconds - profiled_s, 3)},
+                    program_seconds=status.get("split_s", {}))
 
     def _target(self, task, plan: dict, cubin: bytes, sizes: dict, work: Path) -> list[str]:
         """Write the profiled program's request into ``work``; return its command line."""
