@@ -36,9 +36,9 @@ PASSES = re.compile(r"(\d+) pass(?:es)?\b")
 
 def variants(summary_metrics: list[str]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...], list[str]]]:
     """name -> (sections, metrics, extra options)."""
-    now = (ncu.SECTIONS, ncu.METRICS, [])
+    now = (ncu.SECTIONS, ncu.METRICS + ncu.SUMMARY_METRICS, [])
     out = {"now: sections + metrics": now,
-           "now + MemoryWorkloadAnalysis_Tables": (ncu.SECTIONS + ("MemoryWorkloadAnalysis_Tables",), ncu.METRICS, []),
+           "now + MemoryWorkloadAnalysis_Tables": (ncu.SECTIONS + ("MemoryWorkloadAnalysis_Tables",), now[1], []),
            "duration only": ((), ("gpu__time_duration.sum",), []),
            "summary's metrics only": ((), tuple(m for m in summary_metrics if not m.startswith("derived__")), [])}
     return out

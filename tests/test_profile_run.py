@@ -3,6 +3,8 @@ records how it was called and serves the CSV pages captured on the H200. The com
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import time
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import CompileOnlySandbox, Status, load_task, parse_candidate
+from sandbox.profile import ncu
 from sandbox.profile.profiler import ProfileConfig, Profiler
 from stand_in import install
 
@@ -31,6 +34,9 @@ if mode == "noperm":
 if mode == "badmetric" and "--metrics" in args:
     print("==ERROR== Failed to find metric lts__t_bytes.sum")
     sys.exit(1)
+if mode.endswith("badextra") and "--metrics" in args and "gmma" in args[args.index("--metrics") + 1]:
+    print("==ERROR== Failed to find metric smsp__average_warps_issue_stalled_gmma_per_issue_active.ratio")
+    sys.exit(1)
 if mode == "hang":
     (here / "pid").write_text(str(os.getpid()))
     time.sleep(600)
@@ -41,6 +47,9 @@ print("==PROF== Connected to process 1")
 if mode == "flood":
     sys.stdout.write("device printf line\\n" * 100000)
 pathlib.Path(args[args.index("--export") + 1] + ".ncu-rep").write_bytes(b"report")
+if mode.startswith("log") and "--log-file" in args:   # ncu's output, the details page by metric name, in its log
+    pathlib.Path(args[args.index("--log-file") + 1]).write_text(
+        "==PROF== Connected to process 1\\n" + (here / "ncu_names.csv").read_text())
 """
 
 THREE = """/*@kernelwright
@@ -84,7 +93,27 @@ def fake(tmp_path) -> Path:
     install(folder, "ncu", FAKE_NCU, mode="ok")
     for page in ("raw", "details"):
         (folder / f"ncu_{page}.csv").write_text((FIXTURES / f"ncu_{page}.csv").read_text())
+    (folder / "ncu_names.csv").write_text(names_page((FIXTURES / "ncu_raw.csv").read_text(),
+                                                     (FIXTURES / "ncu_details.csv").read_text()))
     return folder
+
+
+def names_page(raw_text: str, details_text: str) -> str:
+    """The details page as ``--print-metric-name name`` prints it, built from the captured pages: every raw
+    metric of a launch on a row of its own (by name, with its unit), then the launch's rules."""
+    rows = ncu.launches(raw_text, details_text)
+    out = io.StringIO()
+    w = csv.writer(out, quoting=csv.QUOTE_ALL)
+    w.writerow(["ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value", "Rule Name",
+                "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup"])
+    for r in rows:
+        for name, value in r["metrics"].items():
+            w.writerow([r["id"], r["kernel"], "Command line profiler metrics", name, r["units"][name], value,
+                        "", "", "", "", ""])
+        for rule in r["rules"]:
+            w.writerow([r["id"], r["kernel"], rule["section"], "", "", "", rule["rule"], rule["type"], rule["message"],
+                        rule["speedup_type"], "" if rule["speedup"] is None else rule["speedup"]])
+    return out.getvalue()
 
 
 def calls(folder: Path) -> list[list[str]]:
@@ -166,7 +195,38 @@ def test_a_refused_metric_falls_back_to_sections_only_and_stays_off(sandbox, fak
     assert sandbox.profile(task, cand, sizes={"n": 4096})["status"] == "ok"
     assert sandbox.profile(task, cand, sizes={"n": 4096})["status"] == "ok"
     runs = profiling_runs(fake)
-    assert ["--metrics" in r for r in runs] == [True, False, False]
+    assert ["--metrics" in r for r in runs] == [True, True, False, False]
+
+
+def _named(run: list[str]) -> list[str]:
+    return run[run.index("--metrics") + 1].split(",") if "--metrics" in run else []
+
+
+def test_the_page_printed_by_the_run_replaces_the_imports_and_gives_the_same_profile(sandbox, fake, task):
+    cand = parse_candidate(THREE, label="three")
+    imported = sandbox.profile(task, cand, sizes={"n": 4096})
+    (fake / "mode").write_text("log")
+    before = len(calls(fake))
+    printed = sandbox.profile(task, cand, sizes={"n": 4096})
+    new = calls(fake)[before:]
+    assert printed["status"] == "ok" and printed["pages"] == "printed by the run" and imported["pages"] == "imported"
+    assert not any("--import" in c for c in new) and printed["stage_seconds"]["import"] == 0
+    run = [c for c in new if "--export" in c][0]
+    assert "--log-file" in run and "--print-metric-name" in run
+    assert set(_named(run)) == set(ncu.METRICS + ncu.SUMMARY_METRICS)
+    assert [k["summary"] for k in printed["kernels"]] == [k["summary"] for k in imported["kernels"]]
+    assert [k["rules"] for k in printed["kernels"]] == [k["rules"] for k in imported["kernels"]]
+    assert printed["diagnosis"] == imported["diagnosis"]
+
+
+def test_a_refused_summary_metric_falls_back_to_the_base_set_and_imports_the_pages(sandbox, fake, task):
+    (fake / "mode").write_text("logbadextra")
+    cand = parse_candidate(THREE, label="three")
+    first = sandbox.profile(task, cand, sizes={"n": 4096})
+    second = sandbox.profile(task, cand, sizes={"n": 4096})
+    assert first["status"] == second["status"] == "ok" and second["pages"] == "imported"
+    runs = profiling_runs(fake)
+    assert [set(_named(r)) == set(ncu.METRICS) for r in runs] == [False, True, True]
 
 
 def test_a_hanging_ncu_is_killed_at_the_limit_and_the_candidate_marked_failed(sandbox, fake, task):

@@ -19,6 +19,9 @@ class Space:
 
     names: tuple[str, ...]
     choices: tuple[tuple[Any, ...], ...]
+    # dimensions a model's picks hold at the best point's choice, left to sweeps (compiler options: many leave
+    # the machine code as it was, which no model of the time can tell from a real change)
+    held: tuple[int, ...] = ()
 
     def __post_init__(self):
         if len(self.names) != len(self.choices) or any(not c for c in self.choices):

@@ -43,8 +43,10 @@ class TuningSpace:
         self.groups = groups
         covered = {f for _, choices in groups for choice in choices for f in choice}
         self.fixed_flags = tuple(f for f in candidate.flags if f not in covered)
+        knobs = len(self.knob_names)
         self.space = Space(self.knob_names + tuple(name for name, _ in groups),
-                           tuple(candidate.knobs[k] for k in self.knob_names) + tuple(c for _, c in groups))
+                           tuple(candidate.knobs[k] for k in self.knob_names) + tuple(c for _, c in groups),
+                           held=tuple(range(knobs, knobs + len(groups))))
         self.start = self.point_of(candidate)
 
     def point_of(self, candidate: Candidate) -> Point:

@@ -8,8 +8,11 @@ decides what to try next. All of them try ``start`` (the configuration being tun
 - ``exhaustive``: every point, in order.
 - ``random``: uniform sampling without replacement.
 - ``default``: a short random start, then coordinate sweeps (every choice of one dimension at a
-  time, moving to the best) until a local optimum; then iterated local search, restarting from the
-  best point not yet swept or from the best point with two dimensions changed at random.
+  time, moving to the best) until a local optimum; from then on one point at a time by expected
+  improvement (as ``bayes`` picks it), and a coordinate sweep from every point that becomes the best.
+  Sweeps alone stall where dimensions interact (a tile size that only pays with another thread
+  count: every single-dimension move from the pair is slower or does not compile); the model's picks
+  leave such a basin, the sweeps then refine what they find.
 - ``bayes``: the same random start, then one point at a time by expected improvement under a
   Gaussian-process model of log time (``agent.tune.surrogate``), among all untried points (a random
   sample of them and the neighbours of the best ones where the space is large).
@@ -89,25 +92,30 @@ def local_search(space: Space, memory: Memory, rng: random.Random, start: Point,
     sample = _initial_sample(space, memory, rng, budget)
     if sample:
         yield sample
+    model = _ExpectedImprovement(space)
     swept: set[Point] = set()
     stale = 0
     while len(memory.values) < space.size and stale < 50:
-        unswept = [p for p in memory.ranked() if p not in swept]
         best = memory.best_point
-        roll = rng.random()
-        if best is not None and best not in swept:
-            center = best
-        elif unswept and roll < 0.4:
-            center = unswept[0]
-        elif roll < 0.7:
-            center = _kick(space, best if best is not None else start, rng)
-        else:
-            center = space.random_point(rng)
         before = len(memory.values)
-        swept.add(center)
-        if center not in memory:
-            yield [center]
-        swept.add((yield from _sweep(space, memory, center)))
+        if best is not None and best not in swept:
+            swept.add(best)
+            swept.add((yield from _sweep(space, memory, best)))
+        elif (point := model.pick(memory, rng, best)) is not None:
+            yield [point]
+        else:  # nothing left to pick with the held dimensions as the best has them: iterated local search
+            unswept = [p for p in memory.ranked() if p not in swept]
+            roll = rng.random()
+            if unswept and roll < 0.4:
+                center = unswept[0]
+            elif roll < 0.7:
+                center = _kick(space, best if best is not None else start, rng)
+            else:
+                center = space.random_point(rng)
+            swept.add(center)
+            if center not in memory:
+                yield [center]
+            swept.add((yield from _sweep(space, memory, center)))
         stale = stale + 1 if len(memory.values) == before else 0
 
 
@@ -134,52 +142,81 @@ def _training_points(memory: Memory, rng: random.Random, limit: int = 256) -> li
     return best + rng.sample([p for p in tried if p not in chosen], limit - len(best))
 
 
-def bayesian(space: Space, memory: Memory, rng: random.Random, start: Point, budget: int | None):
-    import numpy as np
+class _ExpectedImprovement:
+    """The next point by expected improvement under a Gaussian-process model of log time, among all untried
+    points (a random sample of them and the neighbours of the best ones where the space is large). The length
+    scales are picked again once the memory has grown by a fifth since the last pick of them."""
 
-    from .surrogate import GaussianProcess, expected_improvement, positions
+    def __init__(self, space: Space):
+        import numpy as np
 
-    yield [start]
-    sample = _initial_sample(space, memory, rng, budget)
-    if sample:
-        yield sample
-    place = [positions(c) for c in space.choices]
+        from .surrogate import positions
 
-    def encode(points: list[Point]) -> np.ndarray:
-        idx = np.array(points, dtype=np.intp).reshape(len(points), len(place))
-        return np.stack([place[d][idx[:, d]] for d in range(len(place))], axis=1)
+        self.np, self.space = np, space
+        self.place = [positions(c) for c in space.choices]
+        self.everything = list(space.points()) if space.size <= BAYES_FULL_SPACE else None
+        self.grid = self.encode(self.everything) if self.everything is not None else None
+        self.scales, self.refit_at = None, 0
 
-    everything = list(space.points()) if space.size <= BAYES_FULL_SPACE else None
-    grid = encode(everything) if everything is not None else None
-    scales, refit_at = None, 0
-    while len(memory.values) < space.size:
-        if everything is not None:
-            open_ = [i for i, p in enumerate(everything) if p not in memory]
-            untried, x_untried = [everything[i] for i in open_], grid[open_]
+    def encode(self, points: list[Point]):
+        np = self.np
+        idx = np.array(points, dtype=np.intp).reshape(len(points), len(self.place))
+        return np.stack([self.place[d][idx[:, d]] for d in range(len(self.place))], axis=1)
+
+    def pick(self, memory: Memory, rng: random.Random, held_as: Point | None = None) -> Point | None:
+        """None when every point has been tried. ``held_as``: only points with the space's held dimensions
+        (``Space.held``) as this point has them."""
+        from .surrogate import GaussianProcess, expected_improvement
+
+        np, space = self.np, self.space
+        held = [(d, held_as[d]) for d in space.held] if held_as is not None else []
+
+        def eligible(p: Point) -> bool:
+            return p not in memory and all(p[d] == i for d, i in held)
+
+        if self.everything is not None:
+            open_ = [i for i, p in enumerate(self.everything) if eligible(p)]
+            untried, x_untried = [self.everything[i] for i in open_], self.grid[open_]
         else:
             pool = {space.random_point(rng) for _ in range(4096)}
             for p in memory.ranked()[:3]:
                 pool.update(q for d in range(len(space.choices)) for q in space.line(p, d))
-            untried = sorted(p for p in pool if p not in memory)
+            if held:
+                pool = {tuple(dict(held).get(d, i) for d, i in enumerate(p)) for p in pool}
+            untried = sorted(p for p in pool if eligible(p))
             if not untried:
-                return
-            x_untried = encode(untried)
+                return None
+            x_untried = self.encode(untried)
+        if not untried:
+            return None
         tried = _training_points(memory, rng)
         finite = [memory.values[p] for p in tried if memory.values[p] < INF]
         if len(finite) < 2:
-            yield [rng.choice(untried)]
-            continue
+            return rng.choice(untried)
         y = np.log(np.array(finite))
         fail = y.max() + 0.5 * (y.max() - y.min()) + 0.1   # failures: worse than anything that ran
         y_all = np.array([math.log(memory.values[p]) if memory.values[p] < INF else fail for p in tried])
-        refit = scales is None or len(memory.values) >= refit_at
-        gp = GaussianProcess(encode(tried), y_all, None if refit else scales)
-        if refit:  # length scales picked again once the memory has grown by a fifth
-            scales, refit_at = gp.scales, math.ceil(len(memory.values) * 1.2)
+        refit = self.scales is None or len(memory.values) >= self.refit_at
+        gp = GaussianProcess(self.encode(tried), y_all, None if refit else self.scales)
+        if refit:
+            self.scales, self.refit_at = gp.scales, math.ceil(len(memory.values) * 1.2)
         mu, sigma = gp.predict(x_untried)
         ei = expected_improvement(mu, sigma, float(y.min()))
         top = np.flatnonzero(ei >= ei.max() * (1 - 1e-9))
-        yield [untried[int(top[rng.randrange(len(top))])]]
+        return untried[int(top[rng.randrange(len(top))])]
+
+
+def bayesian(space: Space, memory: Memory, rng: random.Random, start: Point, budget: int | None):
+    yield [start]
+    sample = _initial_sample(space, memory, rng, budget)
+    if sample:
+        yield sample
+    model = _ExpectedImprovement(space)
+    while len(memory.values) < space.size:
+        point = model.pick(memory, rng)
+        if point is None:
+            return
+        yield [point]
 
 
 STRATEGIES: dict[str, Strategy] = {"exhaustive": exhaustive, "random": random_sampling, "default": local_search,

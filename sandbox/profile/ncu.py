@@ -44,6 +44,29 @@ METRICS = ("gpu__time_duration.sum",
            "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps", "launch__occupancy_limit_blocks",
            "launch__waves_per_multiprocessor")
 
+# Every other metric the summary reads (``sandbox.profile.counters``), named so that the details page the
+# profiling run prints lists it by name: with these, that page holds all the diagnosis needs and no import of the
+# report is run. Each is one the sections above collect anyway (no extra replay pass).
+SUMMARY_METRICS = ("gpc__cycles_elapsed.avg.per_second",
+                   "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                   "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+                   "l1tex__throughput.avg.pct_of_peak_sustained_active",
+                   "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+                   "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                   "sm__inst_executed.avg.per_cycle_active",
+                   "smsp__average_warp_latency_per_inst_issued.ratio",
+                   "launch__block_size", "launch__grid_size", "launch__occupancy_limit_barriers",
+                   "launch__shared_mem_per_block_dynamic", "launch__shared_mem_per_block_static",
+                   *(f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio" for reason in (
+                       "barrier", "branch_resolving", "dispatch_stall", "drain", "gmma", "imc_miss", "lg_throttle",
+                       "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction",
+                       "not_selected", "selected", "short_scoreboard", "sleeping", "tex_throttle", "wait")))
+
+# The flags that make the profiling run print its details page (rules, and every metric by name, base units)
+# into its log file, as an import of the report would print it.
+PRINT_DETAILS = ("--csv", "--page", "details", "--print-details", "all", "--print-units", "base",
+                 "--print-metric-name", "name")
+
 NCU_GLOBS = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda/bin/ncu", "/usr/local/cuda-*/bin/ncu")
 
 
@@ -59,15 +82,21 @@ def kernel_filter(names: list[str]) -> str:
 
 
 def profile_command(ncu: str, names: list[str], skip: int, count: int, report: Path, target: list[str],
-                    metrics: bool = True) -> list[str]:
-    """The profiling run: the plan's kernels only, past the warm-up, real clocks, fixed sections."""
+                    metrics: tuple[str, ...] | bool = True, log: Path | None = None) -> list[str]:
+    """The profiling run: the plan's kernels only, past the warm-up, real clocks, fixed sections. ``metrics``:
+    True for ``METRICS``, False for none, or the names. With ``log``, ncu's own output goes to that file, the
+    details page included (``PRINT_DETAILS``): the profiled program's output, a candidate's printf among it,
+    cannot reach it."""
     cmd = [ncu, "--clock-control", "none", "--cache-control", "all", "--replay-mode", "kernel",
            "--kernel-name-base", "mangled", "-k", kernel_filter(names),
            "--launch-skip", str(skip), "--launch-count", str(count)]
     for section in SECTIONS:
         cmd += ["--section", section]
+    metrics = METRICS if metrics is True else metrics or ()
     if metrics:
-        cmd += ["--metrics", ",".join(METRICS)]
+        cmd += ["--metrics", ",".join(metrics)]
+    if log is not None:
+        cmd += [*PRINT_DETAILS, "--log-file", str(log)]
     return cmd + ["--export", str(report), "--force-overwrite", *target]
 
 
@@ -228,6 +257,22 @@ def _int(text: str | None) -> int:
         return int(str(text).replace(",", "").strip())
     except ValueError:
         return -1
+
+
+def launches_from_details(details_text: str) -> list[dict]:
+    """The launches of a details page printed with metric names (``PRINT_DETAILS``), in the shape ``launches``
+    gives: every metric named on the page (the sections' and the ``--metrics``) as the raw page would hold it."""
+    out = []
+    for launch, d in sorted(parse_details(details_text).items()):
+        metrics, units = {}, {}
+        for section in d["sections"].values():
+            for name, (value, unit) in section.items():
+                if "__" in name and value is not None:
+                    metrics[name], units[name] = to_base(value, unit)
+        if metrics:
+            out.append(dict(id=launch, kernel=d["kernel"], metrics=metrics, units=units, launch={},
+                            sections=d["sections"], rules=d["rules"]))
+    return out
 
 
 def launches(raw_text: str, details_text: str) -> list[dict]:

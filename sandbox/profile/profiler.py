@@ -85,7 +85,7 @@ class Profiler:
         self.config = config or ProfileConfig()
         self._refused: str | None = None     # why ncu cannot profile here, once known
         self._notice_given = False
-        self._metrics = True                  # ncu accepts the extra metrics
+        self._metrics = 0                     # 0: ncu accepts every metric named, 1: only the base set, 2: none
         self._version: str | None = None
         self._home: Path | None = None
         self._cleanup = None
@@ -162,16 +162,20 @@ class Profiler:
         target = self._target(task, plan, cubin, sizes, work)
         names = [launch["func"] for launch in plan["launches"]]
         count = len(names)
-        report = work / "report"
+        report, log = work / "report", work / "ncu.log"
         seconds = 0.0
-        for with_metrics in ((True, False) if self._metrics else (False,)):
-            cmd = ncu.profile_command(exe, names, cfg.warmup_rounds * count, count, report, target, metrics=with_metrics)
+        # every metric the summary reads named (the printed page then holds them all); where ncu refuses a name,
+        # the base set, then none (the sections alone)
+        for level in range(self._metrics, 3):
+            metrics = (ncu.METRICS + ncu.SUMMARY_METRICS, ncu.METRICS, ())[level]
+            log.unlink(missing_ok=True)
+            cmd = ncu.profile_command(exe, names, cfg.warmup_rounds * count, count, report, target, metrics, log)
             code, output, spent = run_tool(cmd, work / "cwd", self._profile_env(), cfg.timeout_s)
+            output += _read_text(log)
             seconds += spent
-            refused = ncu.unknown_metric(output)
-            if not (with_metrics and refused):
+            if not (metrics and ncu.unknown_metric(output)):
                 break
-            self._metrics = False
+            self._metrics = level + 1
         if code is None:
             return _failed(f"ncu passed its {cfg.timeout_s:.0f} s limit and was killed", output, seconds)
         denied = ncu.no_permission(output)
@@ -185,19 +189,22 @@ class Profiler:
         rep = report.with_suffix(".ncu-rep")
         if not rep.is_file():
             return _failed(f"ncu wrote no report (exit code {code})", output, seconds)
-        # the two page exports read the same report: run them side by side (each is a whole ncu start-up)
         profiled_s = seconds
-        t0 = time.perf_counter()
-        with ThreadPoolExecutor(2) as pool:
-            done = {page: pool.submit(run_tool, ncu.import_command(exe, rep, page), work / "cwd", self._profile_env(),
-                                      cfg.timeout_s, keep_stdout_only=True) for page in ("details", "raw")}
-        seconds += time.perf_counter() - t0
-        pages = {}
-        for page, future in done.items():
-            code, pages[page], _ = future.result()
-            if code != 0:
-                return _failed(f"ncu --import --page {page} failed (exit code {code})", pages[page], seconds)
-        rows = ncu.launches(pages["raw"], pages["details"])
+        pages = {"details": _read_text(log)}
+        rows = ncu.launches_from_details(pages["details"]) if self._metrics == 0 else []
+        if not rows:  # the page is not in the log (or not every metric is named on it): import the report's pages
+            # the two page exports read the same report: run them side by side (each is a whole ncu start-up)
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(2) as pool:
+                done = {page: pool.submit(run_tool, ncu.import_command(exe, rep, page), work / "cwd",
+                                          self._profile_env(), cfg.timeout_s, keep_stdout_only=True)
+                        for page in ("details", "raw")}
+            seconds += time.perf_counter() - t0
+            for page, future in done.items():
+                code, pages[page], _ = future.result()
+                if code != 0:
+                    return _failed(f"ncu --import --page {page} failed (exit code {code})", pages[page], seconds)
+            rows = ncu.launches(pages["raw"], pages["details"])
         if not rows:
             return _failed("ncu profiled no launch of the plan's kernels", output, seconds)
         if save_to is not None:
@@ -208,6 +215,7 @@ class Profiler:
         return dict(outcome("ok", seconds=seconds), tool=self._ncu_version(exe), kernels=kernels_from(rows, plan),
                     messages=ncu.messages(output)[:10],
                     stage_seconds={"profile": round(profiled_s, 3), "import": round(seconds - profiled_s, 3)},
+                    pages="printed by the run" if "raw" not in pages else "imported",
                     program_seconds=status.get("split_s", {}))
 
     def _target(self, task, plan: dict, cubin: bytes, sizes: dict, work: Path) -> list[str]:
@@ -246,6 +254,13 @@ def kernels_from(rows: list[dict], plan: dict) -> list[dict]:
         out.append(dict(launch=i, kernel=launch.get("kernel", row["kernel"]), ncu_name=row["kernel"],
                         share_pct=share, summary=s, rules=row["rules"]))
     return out
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _failed(reason: str, output: str, seconds: float) -> dict:
