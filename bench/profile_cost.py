@@ -113,7 +113,8 @@ def main() -> int:
               f"raw {imp['raw']:.2f} s; "
               f"{len(raw_names)} raw metrics, {len(used)} read by the summary; summary fields "
               f"{sorted(summary[0]) if summary else None}", flush=True)
-        rules_now = {(r["section"], r["rule"], r["type"]) for row in rows for r in row["rules"] if r["type"] in ("OPT", "WRN")}
+        rules_now = {(r["section"], r["rule"], r["type"]) for row in rows for r in row["rules"]
+                     if r["type"] in ("OPT", "WRN")}
         print(f"rules now (OPT/WRN): {sorted(rules_now)}", flush=True)
         # one run that also prints the details page, every metric the summary reads named in --metrics: does the
         # page name them all (then no import is needed)?
@@ -138,7 +139,8 @@ def main() -> int:
             texts, _ = pages(exe, rep.with_suffix(".ncu-rep"), cwd, env)
             got = ncu.launches(texts["raw"], texts["details"])
             fields = set(summarize(got[0]["metrics"])) if got else set()
-            rules = {(r["section"], r["rule"], r["type"]) for row in got for r in row["rules"] if r["type"] in ("OPT", "WRN")}
+            rules = {(r["section"], r["rule"], r["type"]) for row in got for r in row["rules"]
+                     if r["type"] in ("OPT", "WRN")}
             missing = sorted(set(summary[0]) - fields) if summary else []
             print(f"| {name} | {statistics.median(ws):.2f} | {passes} | {len(fields)} | {len(rules)} | "
                   f"{' '.join(missing)[:160]} |", flush=True)

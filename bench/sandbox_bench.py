@@ -83,8 +83,9 @@ def at_benchmark(task_name: str, n_candidates: int, profile: bool = False) -> tu
                        reference_split=_since(sb.referee.split_s, reference_before))
             if profile:
                 prof = sb.profile(task, cand, result=r)
-                row.update(profile=prof["seconds"], profile_status=prof["status"], profile_split=prof.get("stage_seconds"),
-                           program_split=prof.get("program_seconds") or {}, pages=prof.get("pages", "-"))
+                row.update(profile=prof["seconds"], profile_status=prof["status"],
+                           profile_split=prof.get("stage_seconds"), program_split=prof.get("program_seconds") or {},
+                           pages=prof.get("pages", "-"))
             rows.append(row)
         transport = dict(ipc=sb.referee.ipc, why_not=sb.referee.ipc_error)
     return rows, transport
@@ -142,7 +143,8 @@ def main() -> None:
                     f"{r['check']:.2f} | {r['reference']:.2f} | {r['time']:.2f} | {r['other']:.2f} |")
             if args.profile:
                 split = r.get("profile_split") or {}
-                line += (f" {r['profile']:.2f} ({r['profile_status']}, pages {r['pages']}) | {split.get('profile', 0):.2f} / "
+                line += (f" {r['profile']:.2f} ({r['profile_status']}, pages {r['pages']}) | "
+                         f"{split.get('profile', 0):.2f} / "
                          f"{split.get('import', 0):.2f} |")
             print(line)
         walls = sorted(r["wall"] for r in rows)

@@ -14,22 +14,46 @@ The seam, in one protocol::
 Layout: the shared vocabulary at the top (task with task_spec and task_reference, candidate, plan, expr,
 dtypes, result, stats, compare, inputs, envinfo, cubin, compiler); ``host/`` orchestrates (the sandboxes, worker processes, screener),
 ``worker/`` runs on the device, ``profile/`` profiles with Nsight Compute. Importing this package
-imports neither CuPy nor CUDA bindings.
+imports neither CuPy nor CUDA bindings, nor any of its modules until one of its names is used.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import importlib
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .candidate import Candidate, CandidateError, load_candidate, parse_candidate
-from .host.compile_only import CompileOnlySandbox
-from .host.config import SANDBOX_KINDS, SandboxConfig, SandboxKind
-from .host.fake import FakeSandbox
-from .host.gpu import GPUSandbox
-from .host.open import open_sandbox
-from .result import Result, Status
-from .sanitizer_report import SanitizeReport
-from .task import Task, TaskError, load_task, suite_names
+# The public names, each imported from its module on first use: a process that needs one part of the package (a
+# GPU worker, the program Nsight Compute profiles) starts without importing the rest.
+_EXPORTS = {"Candidate": ".candidate", "CandidateError": ".candidate", "load_candidate": ".candidate",
+            "parse_candidate": ".candidate", "CompileOnlySandbox": ".host.compile_only", "SANDBOX_KINDS": ".host.config",
+            "SandboxConfig": ".host.config", "SandboxKind": ".host.config", "FakeSandbox": ".host.fake",
+            "GPUSandbox": ".host.gpu", "open_sandbox": ".host.open", "Result": ".result", "Status": ".result",
+            "SanitizeReport": ".sanitizer_report", "Task": ".task", "TaskError": ".task", "load_task": ".task",
+            "suite_names": ".task"}
+
+if TYPE_CHECKING:
+    from .candidate import Candidate, CandidateError, load_candidate, parse_candidate
+    from .host.compile_only import CompileOnlySandbox
+    from .host.config import SANDBOX_KINDS, SandboxConfig, SandboxKind
+    from .host.fake import FakeSandbox
+    from .host.gpu import GPUSandbox
+    from .host.open import open_sandbox
+    from .result import Result, Status
+    from .sanitizer_report import SanitizeReport
+    from .task import Task, TaskError, load_task, suite_names
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
 
 
 @runtime_checkable

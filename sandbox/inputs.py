@@ -6,8 +6,12 @@ task's PyTorch problem: its ``get_inputs()`` and its module's initialisation, se
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .dtypes import DTYPES, np_dtype
-from .task import Task, TensorSpec
+
+if TYPE_CHECKING:  # annotations only: a worker process that generates inputs needs no task model
+    from .task import Task, TensorSpec
 
 
 def _distributions(t: TensorSpec) -> list:

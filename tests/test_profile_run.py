@@ -37,6 +37,9 @@ if mode == "badmetric" and "--metrics" in args:
 if mode.endswith("badextra") and "--metrics" in args and "gmma" in args[args.index("--metrics") + 1]:
     print("==ERROR== Failed to find metric smsp__average_warps_issue_stalled_gmma_per_issue_active.ratio")
     sys.exit(1)
+if mode == "nolog" and "--log-file" in args:
+    print("==ERROR== unrecognised option '--log-file'. Use --help for further details.")
+    sys.exit(1)
 if mode == "hang":
     (here / "pid").write_text(str(os.getpid()))
     time.sleep(600)
@@ -217,6 +220,16 @@ def test_the_page_printed_by_the_run_replaces_the_imports_and_gives_the_same_pro
     assert [k["summary"] for k in printed["kernels"]] == [k["summary"] for k in imported["kernels"]]
     assert [k["rules"] for k in printed["kernels"]] == [k["rules"] for k in imported["kernels"]]
     assert printed["diagnosis"] == imported["diagnosis"]
+
+
+def test_an_ncu_without_the_log_options_is_asked_again_without_them_and_its_pages_imported(sandbox, fake, task):
+    (fake / "mode").write_text("nolog")
+    cand = parse_candidate(THREE, label="three")
+    first = sandbox.profile(task, cand, sizes={"n": 4096})
+    second = sandbox.profile(task, cand, sizes={"n": 4096})
+    assert first["status"] == second["status"] == "ok" and first["pages"] == second["pages"] == "imported"
+    assert ["--log-file" in r for r in profiling_runs(fake)] == [True, False, False]
+    assert first["kernels"] == second["kernels"]
 
 
 def test_a_refused_summary_metric_falls_back_to_the_base_set_and_imports_the_pages(sandbox, fake, task):

@@ -128,6 +128,16 @@ def no_permission(output: str) -> str | None:
     return None
 
 
+def unknown_option(output: str) -> str | None:
+    """The line where ncu refused a command-line option (an older ncu), if it did."""
+    for line in output.splitlines():
+        low = line.lower()
+        if line.startswith("==ERROR==") and "option" in low and any(w in low for w in ("unrecogni", "unknown",
+                                                                                         "invalid")):
+            return line.strip()
+    return None
+
+
 def unknown_metric(output: str) -> str | None:
     """The line where ncu refused a metric name, if it did."""
     for line in output.splitlines():

@@ -86,6 +86,7 @@ class Profiler:
         self._refused: str | None = None     # why ncu cannot profile here, once known
         self._notice_given = False
         self._metrics = 0                     # 0: ncu accepts every metric named, 1: only the base set, 2: none
+        self._printed = True                  # ncu prints the details page into a log file (else: imports)
         self._version: str | None = None
         self._home: Path | None = None
         self._cleanup = None
@@ -168,11 +169,16 @@ class Profiler:
         # the base set, then none (the sections alone)
         for level in range(self._metrics, 3):
             metrics = (ncu.METRICS + ncu.SUMMARY_METRICS, ncu.METRICS, ())[level]
-            log.unlink(missing_ok=True)
-            cmd = ncu.profile_command(exe, names, cfg.warmup_rounds * count, count, report, target, metrics, log)
-            code, output, spent = run_tool(cmd, work / "cwd", self._profile_env(), cfg.timeout_s)
-            output += _read_text(log)
-            seconds += spent
+            for printed in ((True, False) if self._printed else (False,)):
+                log.unlink(missing_ok=True)
+                cmd = ncu.profile_command(exe, names, cfg.warmup_rounds * count, count, report, target, metrics,
+                                          log if printed else None)
+                code, output, spent = run_tool(cmd, work / "cwd", self._profile_env(), cfg.timeout_s)
+                output += _read_text(log)
+                seconds += spent
+                if not (printed and ncu.unknown_option(output)):
+                    break
+                self._printed = False  # an ncu without the options that print the page into a log: imports
             if not (metrics and ncu.unknown_metric(output)):
                 break
             self._metrics = level + 1
@@ -191,7 +197,7 @@ class Profiler:
             return _failed(f"ncu wrote no report (exit code {code})", output, seconds)
         profiled_s = seconds
         pages = {"details": _read_text(log)}
-        rows = ncu.launches_from_details(pages["details"]) if self._metrics == 0 else []
+        rows = ncu.launches_from_details(pages["details"]) if self._metrics == 0 and self._printed else []
         if not rows:  # the page is not in the log (or not every metric is named on it): import the report's pages
             # the two page exports read the same report: run them side by side (each is a whole ncu start-up)
             t0 = time.perf_counter()
