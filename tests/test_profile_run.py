@@ -222,6 +222,16 @@ def test_the_page_printed_by_the_run_replaces_the_imports_and_gives_the_same_pro
     assert printed["diagnosis"] == imported["diagnosis"]
 
 
+def test_pages_kept_with_a_printed_page_are_the_imported_ones(sandbox, fake, task, tmp_path):
+    (fake / "mode").write_text("log")
+    cand = parse_candidate(THREE, label="three")
+    prof = sandbox.profile(task, cand, sizes={"n": 4096}, save_to=tmp_path / "out")
+    assert prof["status"] == "ok" and prof["pages"] == "printed by the run"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ncu-details.csv", "ncu-raw.csv", "ncu.ncu-rep"]
+    assert (tmp_path / "out" / "ncu-raw.csv").read_text() == (FIXTURES / "ncu_raw.csv").read_text()
+    assert (tmp_path / "out" / "ncu-details.csv").read_text() == (FIXTURES / "ncu_details.csv").read_text()
+
+
 def test_an_ncu_without_the_log_options_is_asked_again_without_them_and_its_pages_imported(sandbox, fake, task):
     (fake / "mode").write_text("nolog")
     cand = parse_candidate(THREE, label="three")

@@ -198,8 +198,11 @@ class Profiler:
         profiled_s = seconds
         pages = {"details": _read_text(log)}
         rows = ncu.launches_from_details(pages["details"]) if self._metrics == 0 and self._printed else []
-        if not rows:  # the page is not in the log (or not every metric is named on it): import the report's pages
-            # the two page exports read the same report: run them side by side (each is a whole ncu start-up)
+        source = "printed by the run" if rows else "imported"   # where the profile's numbers came from
+        if not rows or save_to is not None:
+            # the page is not in the log (or not every metric is named on it), or the pages are to be kept as an
+            # import prints them (sections by label, and every metric): import them from the report, the two
+            # exports side by side (each is a whole ncu start-up)
             t0 = time.perf_counter()
             with ThreadPoolExecutor(2) as pool:
                 done = {page: pool.submit(run_tool, ncu.import_command(exe, rep, page), work / "cwd",
@@ -210,7 +213,7 @@ class Profiler:
                 code, pages[page], _ = future.result()
                 if code != 0:
                     return _failed(f"ncu --import --page {page} failed (exit code {code})", pages[page], seconds)
-            rows = ncu.launches(pages["raw"], pages["details"])
+            rows = rows or ncu.launches(pages["raw"], pages["details"])
         if not rows:
             return _failed("ncu profiled no launch of the plan's kernels", output, seconds)
         if save_to is not None:
@@ -221,7 +224,7 @@ class Profiler:
         return dict(outcome("ok", seconds=seconds), tool=self._ncu_version(exe), kernels=kernels_from(rows, plan),
                     messages=ncu.messages(output)[:10],
                     stage_seconds={"profile": round(profiled_s, 3), "import": round(seconds - profiled_s, 3)},
-                    pages="printed by the run" if "raw" not in pages else "imported",
+                    pages=source,
                     program_seconds=status.get("split_s", {}))
 
     def _target(self, task, plan: dict, cubin: bytes, sizes: dict, work: Path) -> list[str]:
