@@ -162,3 +162,22 @@ def test_the_surrogate_fits_what_it_saw_and_ranks_by_expected_improvement():
     grid = np.array([[0.0], [0.69], [0.5]])
     ei = expected_improvement(*gp.predict(grid), best=float(y.min()))
     assert ei.argmax() == 1 and ei[0] < ei[2]
+
+
+def test_the_models_picks_hold_the_held_dimensions_as_the_best_has_them():
+    import random
+
+    from agent.tune.points import Memory
+    from agent.tune.strategies import _ExpectedImprovement
+
+    space = Space(("k", "f1", "f2"), ((1, 2, 3, 4, 5, 6), (0, 1), (0, 1, 2)), held=(1, 2))
+    memory = Memory()
+    for p, v in [((0, 0, 0), 3.0), ((1, 1, 2), 2.0), ((2, 1, 2), 1.5), ((3, 0, 1), 2.5)]:
+        memory.record(p, v)
+    model, rng = _ExpectedImprovement(space), random.Random(0)
+    picks = set()
+    while (p := model.pick(memory, rng, memory.best_point)) is not None:
+        assert p[1:] == (1, 2) and p not in memory
+        picks.add(p)
+        memory.record(p, 2.2)
+    assert picks == {(k, 1, 2) for k in (0, 3, 4, 5)}   # every knob value with the best's options, then none left

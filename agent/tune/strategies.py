@@ -87,11 +87,16 @@ def _kick(space: Space, point: Point, rng: random.Random, dims: int = 2) -> Poin
     return tuple(out)
 
 
-def local_search(space: Space, memory: Memory, rng: random.Random, start: Point, budget: int | None):
+def _opening(space: Space, memory: Memory, rng: random.Random, start: Point, budget: int | None):
+    """The start, then a short random sample (``_random_start_count``)."""
     yield [start]
     sample = _initial_sample(space, memory, rng, budget)
     if sample:
         yield sample
+
+
+def local_search(space: Space, memory: Memory, rng: random.Random, start: Point, budget: int | None):
+    yield from _opening(space, memory, rng, start, budget)
     model = _ExpectedImprovement(space)
     swept: set[Point] = set()
     stale = 0
@@ -207,10 +212,7 @@ class _ExpectedImprovement:
 
 
 def bayesian(space: Space, memory: Memory, rng: random.Random, start: Point, budget: int | None):
-    yield [start]
-    sample = _initial_sample(space, memory, rng, budget)
-    if sample:
-        yield sample
+    yield from _opening(space, memory, rng, start, budget)
     model = _ExpectedImprovement(space)
     while len(memory.values) < space.size:
         point = model.pick(memory, rng)
