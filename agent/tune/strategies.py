@@ -9,7 +9,10 @@ decides what to try next. All of them try ``start`` (the configuration being tun
 - ``random``: uniform sampling without replacement.
 - ``default``: a short random start, then coordinate sweeps (every choice of one dimension at a
   time, moving to the best) until a local optimum; from then on one point at a time by expected
-  improvement (as ``bayes`` picks it), and a coordinate sweep from every point that becomes the best.
+  improvement (as ``bayes`` picks it, the space's held dimensions, the compiler options, as the best
+  point has them), and a coordinate sweep from every point that becomes the best; where no such point
+  is left, restarts as an iterated local search (the best point not yet swept, a kick of two
+  dimensions, or a random point).
   Sweeps alone stall where dimensions interact (a tile size that only pays with another thread
   count: every single-dimension move from the pair is slower or does not compile); the model's picks
   leave such a basin, the sweeps then refine what they find.
