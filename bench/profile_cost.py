@@ -30,34 +30,29 @@ from sandbox.plan import resolve  # noqa: E402
 from sandbox.profile import ncu  # noqa: E402
 from sandbox.profile.counters import summarize  # noqa: E402
 
-HEADER = '"ID",'  # the first cell of a CSV page
 PASSES = re.compile(r"(\d+) pass(?:es)?\b")
 
 
-def variants(summary_metrics: list[str]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...], list[str]]]:
-    """name -> (sections, metrics, extra options)."""
-    now = (ncu.SECTIONS, ncu.METRICS + ncu.SUMMARY_METRICS, [])
-    out = {"now: sections + metrics": now,
-           "now + MemoryWorkloadAnalysis_Tables": (ncu.SECTIONS + ("MemoryWorkloadAnalysis_Tables",), now[1], []),
-           "duration only": ((), ("gpu__time_duration.sum",), []),
-           "summary's metrics only": ((), tuple(m for m in summary_metrics if not m.startswith("derived__")), [])}
-    return out
+def variants(summary_metrics: list[str]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """name -> (sections, metrics)."""
+    now = (ncu.SECTIONS, ncu.METRICS + ncu.SUMMARY_METRICS)
+    return {"now: sections + metrics": now,
+            "now + MemoryWorkloadAnalysis_Tables": (ncu.SECTIONS + ("MemoryWorkloadAnalysis_Tables",), now[1]),
+            "duration only": ((), ("gpu__time_duration.sum",)),
+            "summary's metrics only": ((), tuple(m for m in summary_metrics if not m.startswith("derived__")))}
 
 
 def command(exe: str, names: list[str], skip: int, count: int, report: Path, target: list[str], sections, metrics,
-            extra: list[str]) -> list[str]:
+            extra: tuple[str, ...] = ()) -> list[str]:
+    """``ncu.profile_command``'s run with other sections (and ``extra`` options before the report's)."""
     cmd = [exe, "--clock-control", "none", "--cache-control", "all", "--replay-mode", "kernel",
            "--kernel-name-base", "mangled", "-k", ncu.kernel_filter(names),
            "--launch-skip", str(skip), "--launch-count", str(count)]
-    if extra[:1] == ["--cache-control"]:
-        i = cmd.index("--cache-control")
-        cmd[i + 1] = extra[1]
-        extra = extra[2:]
     for s in sections:
         cmd += ["--section", s]
     if metrics:
         cmd += ["--metrics", ",".join(metrics)]
-    return cmd + extra + ["--export", str(report), "--force-overwrite", *target]
+    return cmd + list(extra) + ["--export", str(report), "--force-overwrite", *target]
 
 
 def pages(exe: str, rep: Path, cwd: Path, env: dict) -> tuple[dict, dict]:
@@ -101,7 +96,7 @@ def main() -> int:
               f"{json.loads((work / 'target.json').read_text()).get('split_s')}", flush=True)
         # the current set first: it says which metrics the summary reads
         base_rep = work / "now"
-        code, out, s = run_tool(command(exe, names, skip, count, base_rep, target, ncu.SECTIONS, ncu.METRICS, []),
+        code, out, s = run_tool(command(exe, names, skip, count, base_rep, target, ncu.SECTIONS, ncu.METRICS),
                                 cwd, env, 300)
         texts, imp = pages(exe, base_rep.with_suffix(".ncu-rep"), cwd, env)
         rows = ncu.launches(texts["raw"], texts["details"])
@@ -120,19 +115,19 @@ def main() -> int:
         # page name them all (then no import is needed)?
         wanted = sorted(set(ncu.METRICS) | {m for m in used if not m.startswith("derived__")})
         code, out2, s2 = run_tool(command(exe, names, skip, count, work / "both", target, ncu.SECTIONS, wanted,
-                                          ["--csv", "--page", "details", "--print-details", "all",
-                                           "--print-units", "base", "--print-metric-name", "name"]), cwd, env, 300)
-        printed = {r["Metric Name"] for r in _csv_rows(out2)}
-        print(f"export + details page printed (metric names): {s2:.2f} s, exit {code}, CSV on stdout: {HEADER in out2}; "
+                                          ncu.PRINT_DETAILS), cwd, env, 300)
+        page = ncu.parse_details(out2)
+        printed = {name for d in page.values() for section in d["sections"].values() for name in section}
+        print(f"export + details page printed (metric names): {s2:.2f} s, exit {code}, CSV on stdout: {bool(page)}; "
               f"summary metrics not on the page: {sorted(set(used) - printed)}", flush=True)
         print("\n| variant | wall s (median) | passes | summary fields | OPT/WRN rules | fields missing |")
         print("|---|---|---|---|---|---|")
-        for name, (sections, metrics, extra) in variants(used).items():
+        for name, (sections, metrics) in variants(used).items():
             ws, passes = [], None
             rep = work / "v"
             for _ in range(args.repeat):
-                code, out, s = run_tool(command(exe, names, skip, count, rep, target, sections, metrics, extra), cwd,
-                                        env, 300)
+                code, out, s = run_tool(command(exe, names, skip, count, rep, target, sections, metrics), cwd, env,
+                                        300)
                 ws.append(s)
                 found = PASSES.findall(out)
                 passes = "+".join(found) if found else f"? (exit {code})"
@@ -146,15 +141,6 @@ def main() -> int:
                   f"{' '.join(missing)[:160]} |", flush=True)
         shutil.rmtree(work, ignore_errors=True)
     return 0
-
-
-def _csv_rows(text: str) -> list[dict]:
-    import csv
-    import io
-
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith(HEADER)), len(lines))
-    return list(csv.DictReader(io.StringIO("\n".join(x for x in lines[start:] if not x.startswith("==")))))
 
 
 def _read_by_summary(name: str) -> bool:

@@ -173,10 +173,10 @@ def _value_of(source) -> Callable:
 
 def screened_values(source) -> list[list]:
     """Every point of the space: [knobs, the code's key (None: no compile), screened value (None: INF)]."""
-    out = []
+    value_of, out = _value_of(source), []
     for point in source.tspace.space.points():
         key = source.key_of(point)
-        value = source.shared.values.get(key, INF) if key is not None else INF
+        value = value_of(key) if key is not None else INF
         out.append([source.tspace.candidate_at(point).defines(), key, value if value < INF else None])
     return out
 

@@ -192,9 +192,7 @@ class _ExpectedImprovement:
             if held:
                 pool = {tuple(dict(held).get(d, i) for d, i in enumerate(p)) for p in pool}
             untried = sorted(p for p in pool if eligible(p))
-            if not untried:
-                return None
-            x_untried = self.encode(untried)
+            x_untried = self.encode(untried) if untried else None
         if not untried:
             return None
         tried = _training_points(memory, rng)
