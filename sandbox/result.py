@@ -25,6 +25,7 @@ class Status(str, Enum):
     timeout = "timeout"              # a stage ran past its wall-clock limit; its process group was killed
     wrong = "wrong"                  # an output differs from the reference beyond tolerance
     rejected = "rejected"            # a rule was broken: input mutated, guard band hit, faster than physics...
+    too_large = "too_large"          # the task's size does not fit in the device's free memory (the bytes in the error)
 
 
 class _Record(BaseModel):

@@ -98,13 +98,3 @@ def test_placements_that_do_not_differ_leave_the_interval_as_narrow_as_the_round
     assert speedup_ci(base, cand, clusters=[0] * len(base)) == (speedup_ci(base, cand)[0], lo_rounds, hi_rounds)
     with pytest.raises(ValueError, match="cluster labels"):
         speedup_ci(base, cand, clusters=[0, 1])
-
-
-def test_a_timing_stage_rotates_at_least_three_placements_where_memory_holds_them():
-    from sandbox.worker.timing import rotating_sets
-
-    gib, l2 = 1 << 30, 60 << 20
-    assert rotating_sets(gib, 3 * gib, l2, 100 * gib) == 3             # large buffers: three placements
-    assert rotating_sets(gib, 3 * gib, l2, 15 * gib) == 2              # three would take over half the free memory
-    assert rotating_sets(1 << 20, 3 << 20, l2, 100 * gib) == 64        # small ones: enough to be twice the L2, capped
-    assert rotating_sets(8 << 20, 24 << 20, l2, 100 * gib) == 15

@@ -110,15 +110,15 @@ class _Hold:
 
 
 class _Harness:
-    def __init__(self):
+    def __init__(self, free=1 << 30):
         self.cp, self.l2_bytes, self.stream, self.agreement = _numpy_cp(), 1 << 16, None, _Agreement()
-        self.hold, self.hold_error = _Hold(), ""
+        self.hold, self.hold_error, self.free = _Hold(), "", free
 
     def alloc(self, dtype, shape):
         return _Buffer(dtype, shape)
 
     def free_bytes(self):
-        return 1 << 30
+        return self.free
 
     def flush_l2(self):
         return 0
@@ -135,6 +135,7 @@ class _Kernel:
 
     def __init__(self, scale=1.0):
         self.scale = scale
+        self.plan = {"scratch": []}
 
     def poison_scratch(self, scratch, every=False):
         pass
@@ -152,9 +153,9 @@ def swish(tmp_path_factory):
     return load_task(import_problem(KB / "1_swish_clamp.py", tmp_path_factory.mktemp("t")).folder)
 
 
-def _stage(task, tmp_path, monkeypatch, kernel):
+def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False):
     def callable_(spec, sizes):
-        if spec["torch"] == "compile":
+        if spec["torch"] == "compile" and not compiles:
             def broken(*a, **k):
                 raise RuntimeError("inductor: no C++ compiler")
             return broken
@@ -169,6 +170,8 @@ def _stage(task, tmp_path, monkeypatch, kernel):
                outputs=output_specs(task, sizes), tolerance=task.tolerances(), seed=3, order_seed=4, hash_seed=5,
                budget_ms=1e9, min_rounds=3, max_rounds=4, target_ci=0.0, wall_cap_s=60, launches_to=12, full_checks=2,
                data_dir=str(tmp_path))
+    if free < 1 << 30:
+        return timing._run_stage(_Harness(free), req, {"candidate": kernel})
     return timing.TimingStage(_Harness(), req, {"candidate": kernel})
 
 
@@ -177,6 +180,7 @@ def test_every_candidate_launch_is_checked_against_eager_and_a_failing_compile_i
     checked = []
     check = stage._check
     stage._check = lambda inputs, phase: checked.append(phase) or check(inputs, phase)
+    set_outs = stage.set_outs  # the stage lets go of its sets before the hand-over
     reply = stage.run()
     assert reply["status"] == "ran" and set(reply["samples"]) == {"candidate", "eager"}
     assert reply["unavailable"] == {"compile": "RuntimeError: inductor: no C++ compiler"}
@@ -185,7 +189,7 @@ def test_every_candidate_launch_is_checked_against_eager_and_a_failing_compile_i
     assert len(reply["full"]) == 2 and all(Path(f).is_file() for e in reply["full"] for f in e["files"].values())
     # each round in the next rotating set, whose inputs and outputs are buffers of their own (placements)
     assert reply["set_of_round"] == [r % reply["sets"] for r in range(reply["rounds"])] and reply["sets"] >= 3
-    outs = [o["candidate"]["out"].raw for o in stage.set_outs]
+    outs = [o["candidate"]["out"].raw for o in set_outs]
     assert not any(np.shares_memory(a, b) for i, a in enumerate(outs) for b in outs[i + 1:])
     split = reply["split_s"]  # where the stage's seconds went, for bench/sandbox_bench.py
     assert {"inputs", "launches", "output checks", "clocks", "hand-over", "other"} == set(split)
@@ -238,3 +242,30 @@ def test_without_a_hold_every_launch_is_timed_after_a_synchronisation_and_the_re
     reply = stage.run()
     assert reply["launch_hold"] == {"held": 0, "ran_out": 0, "unheld": ["candidate", "eager"],
                                     "error": "cudaErrorNotSupported"}
+
+
+def test_a_size_the_device_cannot_hold_is_too_large_with_the_bytes_not_an_allocation_failure(swish, tmp_path, monkeypatch):
+    reply = _stage(swish, tmp_path, monkeypatch, _Kernel(), free=100 << 20)
+    assert reply["status"] == "too_large" and reply["impl"] == "all"
+    assert reply["error"].startswith("the timing stage does not fit in device memory at this size: it needs at least ")
+    assert "of the 0.10 GiB free can be used" in reply["error"]
+
+
+def test_an_implementation_the_memory_left_after_one_set_cannot_hold_is_left_out_with_the_reason(
+        swish, tmp_path, monkeypatch):
+    from contextlib import contextmanager
+
+    taken = iter([200 << 20, 400 << 20])  # what eager's and torch.compile's first calls allocate, in that order
+
+    @contextmanager
+    def peak(out):
+        yield
+        out.append(next(taken))
+
+    monkeypatch.setattr(timing, "torch_peak", peak)
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel(), compiles=True)   # 1 GiB free: 512 MiB usable
+    reply = stage.run()
+    assert reply["status"] == "ran" and set(reply["samples"]) == {"candidate", "eager"}
+    assert reply["unavailable"]["compile"].startswith("left out: the device memory does not hold it beside one "
+                                                      "rotating set (0.39 GiB of its own; 0.50 GiB usable")
+    assert reply["memory"]["left_out"] == ["compile"] and reply["sets"] == reply["memory"]["wanted_sets"] >= 3

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import re
 import time
+
 from pathlib import Path
 
+import numpy as np
+
+from ..dtypes import np_dtype
 from .harness import Harness, LaunchFailed, Poisoned, generate_into, hand_over, poison_outputs
+from .memory_plan import gib, is_out_of_memory, margin
 from .stopwatch import Stopwatch
 
 
@@ -64,6 +69,12 @@ def run_checks(h: Harness, req: dict) -> dict:
             result = dict(label=t["label"], status="launch_error", error=str(exc))
         except Poisoned as exc:
             raise Poisoned(f"{t['label']} {t['sizes']}: {exc}") from None
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            result = dict(label=t["label"], status="too_large",
+                          error=f"the device ran out of memory for this trial ({type(exc).__name__}: {first})")
         out.append(result)
         if result["status"] != "ran":
             break
@@ -71,8 +82,21 @@ def run_checks(h: Harness, req: dict) -> dict:
     return {"ok": True, "trials": out}
 
 
+def trial_bytes(t: dict, scratch_bytes: int, ipc: bool) -> int:
+    """Device memory of one trial: its inputs, outputs, the first run's copy (and its hand-over copy by IPC),
+    the scratch, and the inputs' generation (as large again as the inputs, twice)."""
+    size = lambda specs: sum(int(np.prod(s["shape"], dtype=np.int64)) * np_dtype(s["dtype"]).itemsize for s in specs)
+    return 3 * size(t["inputs"]) + (3 if ipc else 2) * size(t["outputs"]) + scratch_bytes
+
+
 def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int, ipc: bool) -> dict:
     cp = h.cp
+    scratch_bytes = sum(s["count"] * np_dtype(s["dtype"]).itemsize for s in loaded.plan["scratch"])
+    need, free = trial_bytes(t, scratch_bytes, ipc), h.free_bytes()
+    if need > free - margin(free):
+        return dict(label=t["label"], status="too_large", error=f"the trial does not fit in device memory at this size: "
+                    f"it needs {gib(need)} (inputs, outputs, their copies, scratch, the inputs' generation) and "
+                    f"{gib(free - margin(free))} of the {gib(free)} free can be used")
     watch = Stopwatch(h.sync)  # where the trial's seconds go
     with watch("buffers"):
         ins = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["inputs"]}

@@ -68,9 +68,12 @@ class Harness:
         return Guarded(self, dtype, tuple(shape))
 
     def free_bytes(self) -> int:
-        """Device memory that is free, counting what this process's memory pool holds unused."""
-        pool = self.cp.get_default_memory_pool()
-        return int(self.cp.cuda.runtime.memGetInfo()[0]) + int(pool.free_bytes())
+        """Device memory this process could allocate, once CuPy's pool and PyTorch's caching allocator have
+        handed back what they held unused (``memory_plan``)."""
+        from .memory_plan import free_device_bytes, release_cached
+
+        release_cached(self.cp)
+        return free_device_bytes(self.cp)
 
     def flush_l2(self) -> int:
         """Empty the L2 before a timed launch (``guards.L2Flush``); returns the bytes read."""

@@ -41,14 +41,20 @@ from pathlib import Path
 
 import numpy as np
 
+from ..dtypes import np_dtype
 from ..envinfo import ClockSampler, clocks
 from ..stats import settled
 from ..task_reference import load_reference
 from .checks import Violation, violations
 from .harness import Harness, LaunchFailed, generate_into, hand_over, poison_outputs
+from .memory_plan import Needs, gib, is_out_of_memory, plan_memory, torch_peak
 from .stopwatch import Stopwatch
 
 GIVE_UP_HOLDS = 3  # holds of the stage's own kernels that ran out (each a 50 ms wait) before timing goes on without
+
+
+class TooLarge(Exception):
+    """The stage does not fit in the device's memory at the task's size (the message names the bytes)."""
 
 
 class Disagreement(Exception):
@@ -74,9 +80,18 @@ def run_timing(h: Harness, req: dict) -> dict:
                 loaded[name] = h.load(spec["cubin"], spec["plan"])
             except LaunchFailed as exc:
                 return {"ok": True, "status": "launch_error", "impl": name, "error": str(exc)}
-    stage = TimingStage(h, req, loaded)
+    reply = _run_stage(h, req, loaded)
+    free = h.free_bytes()  # hands back what the stage's allocators cached: the reference worker shares the device
+    if reply["status"] == "too_large" and reply.pop("ran_out", False):
+        reply["error"] += f"; {gib(free)} free once its buffers were released"
+    return reply
+
+
+def _run_stage(h: Harness, req: dict, loaded: dict) -> dict:
     try:
-        return stage.run()
+        return TimingStage(h, req, loaded).run()
+    except TooLarge as exc:
+        return {"ok": True, "status": "too_large", "impl": "all", "error": str(exc)}
     except Violation as v:
         status = "rejected" if v.impl == "candidate" else "infrastructure"
         return {"ok": True, "status": status, "impl": v.impl, "error": v.problems[0], "detail": "\n".join(v.problems)}
@@ -84,6 +99,12 @@ def run_timing(h: Harness, req: dict) -> dict:
         return {"ok": True, "status": "launch_error", "impl": "candidate", "error": str(exc)}
     except Disagreement as exc:
         return {"ok": True, "status": "wrong", "impl": "candidate", "error": str(exc)}
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        return {"ok": True, "status": "too_large", "impl": "all", "ran_out": True,
+                "error": f"the device ran out of memory in the timing stage ({type(exc).__name__}: {first})"}
 
 
 class TimingStage:
@@ -96,14 +117,15 @@ class TimingStage:
         self.names = list(req["impls"])
         self.unavailable: dict[str, str] = {}
         self.variants = req["input_variants"]
-        writers = {*loaded, self.primary}
-        set_bytes = _nbytes(self.variants[0])
-        self.n_sets = rotating_sets(set_bytes, set_bytes + len(writers) * _nbytes(req["outputs"]), h.l2_bytes,
-                                    h.free_bytes())
-        self.sets = [{s["name"]: h.alloc(s["dtype"], s["shape"]) for s in self.variants[0]} for _ in range(self.n_sets)]
-        self.set_outs = [{n: {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]} for n in writers}
-                         for _ in range(self.n_sets)]
+        self.writers = {*loaded, self.primary}
+        self.peaks: dict[str, int] = {}  # what each PyTorch implementation's first call allocated
+        self.needs = self._needs()
+        plan = plan_memory(self.needs, h.free_bytes())  # with estimates: the least of the stage must fit before it allocates
+        if not plan.fits:
+            raise TooLarge(plan.message)
+        self.n_sets, self.kept_on_host, self.sets, self.set_outs, self.memory = 0, False, [], [], {}
         self.scratch = {n: impl.alloc_scratch() for n, impl in loaded.items()}
+        self._allocate_sets(1)  # the rest once the libraries' first calls have said what they take (``_fit``)
         self.tolerance = req["tolerance"]  # output name -> [atol, rtol]
         self.launches = {n: 0 for n in self.names}
         self.base_keys: dict = {}
@@ -125,6 +147,7 @@ class TimingStage:
         t_begin = time.perf_counter()
         inputs = self._generate(req["seed"], 0, 0)
         self._first_calls(inputs)
+        self._fit()
         samples = {n: [] for n in self.names}
         walls = {n: [] for n in self.names}
         set_of_round: list[int] = []
@@ -152,13 +175,16 @@ class TimingStage:
                 break
         while self.launches["candidate"] < req["launches_to"]:
             self._launch("candidate", inputs, "untimed, after the timed rounds")
+        inputs = self.sets = self.set_outs = None
+        self.h.free_bytes()  # the sets' memory back to the device before the hand-over's copies are made
         with self.watch("hand-over"):
             full = self._save_kept(Path(req["data_dir"]), req.get("ipc", False))
         return {"ok": True, "status": "ran", "rounds": r, "round_cap": cap, "sets": self.n_sets, "set_of_round": set_of_round,
                 "flush_bytes": self.flush_bytes, "samples": samples, "walls": walls, "full": full,
                 "launches": self.launches["candidate"], "clocks_start": clocks_start, "clocks_end": clocks(),
                 "clocks_timed": sampler.summary(), "gpu_s": time.perf_counter() - t_begin, "unavailable": self.unavailable,
-                "launch_hold": self._hold_record(), "split_s": self.watch.report(time.perf_counter() - t_begin)}
+                "launch_hold": self._hold_record(), "split_s": self.watch.report(time.perf_counter() - t_begin),
+                "memory": self.memory}
 
     def _hold_record(self) -> dict:
         """What the result's environment says of the stream hold in this stage."""
@@ -176,15 +202,21 @@ class TimingStage:
         for name, fn in list(self.callables.items()):
             if "torch" not in self.req["impls"][name]:
                 continue
+            peak: list[int] = []
             try:
-                produced = fn(self.cp, **{n: b.view for n, b in inputs.buffers.items()}, **self.req["sizes"],
-                              **self.req["scalars"])
+                with torch_peak(peak):
+                    produced = fn(self.cp, **{n: b.view for n, b in inputs.buffers.items()}, **self.req["sizes"],
+                                  **self.req["scalars"])
                 for array in produced.values():  # as after every call: nothing the candidate can read keeps an answer
                     if not _overlaps(array, inputs.buffers):
                         array.fill(0)
                 self.h.sync()
+                self.peaks[name] = peak[0]
             except Exception as exc:
                 if name == self.primary:
+                    if is_out_of_memory(exc):
+                        raise TooLarge(f"the baseline {name} ran out of device memory at this size: "
+                                       f"{(str(exc).strip().splitlines() or [''])[0][:300]}") from None
                     raise
                 self.names.remove(name)
                 self.unavailable[name] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
@@ -202,6 +234,52 @@ class TimingStage:
                 if name == self.primary:
                     baseline_ms.append(ms)
         return statistics.median(baseline_ms)
+
+    # ---- device memory (``memory_plan``) --------------------------------------------------------
+
+    def _needs(self) -> Needs:
+        req, out_bytes, in_bytes = self.req, _nbytes(self.req["outputs"]), _nbytes(self.variants[0])
+        libraries = {}
+        for name in self.names:
+            spec = req["impls"][name]
+            if name in self.loaded:
+                continue
+            # until measured: a PyTorch module holds an intermediate as large as its inputs and its outputs
+            estimate = in_bytes + out_bytes if "torch" in spec else 2 * out_bytes
+            libraries[name] = self.peaks.get(name, estimate)
+        scratch = sum(s["count"] * np_dtype(s["dtype"]).itemsize for impl in self.loaded.values()
+                      for s in impl.plan["scratch"])
+        return Needs(input_bytes=in_bytes, output_bytes=out_bytes, input_buffers=len(self.variants[0]),
+                     output_buffers=len(req["outputs"]), writers=len(self.writers), l2_bytes=self.h.l2_bytes,
+                     scratch_bytes=scratch, kept=req["full_checks"], flush_bytes=2 * self.h.l2_bytes,
+                     generation_bytes=2 * in_bytes, libraries=libraries,
+                     optional=tuple(n for n in ("compile", "vendor", "eager") if n != self.primary))
+
+    def _fit(self) -> None:
+        """Plan the stage from the free memory and the libraries' measured first calls (what the stage holds
+        already counts as free: the plan includes it), leave out what does not fit, allocate the other sets."""
+        self.needs = self._needs()
+        held = self.needs.set_bytes + self.needs.scratch_bytes
+        plan = plan_memory(self.needs, self.h.free_bytes() + held)
+        if not plan.fits:
+            raise TooLarge(plan.message)
+        for name, why in plan.left_out.items():
+            if name in self.names:
+                self.names.remove(name)
+                self.callables.pop(name, None)
+                self.unavailable[name] = why
+        self.kept_on_host = plan.kept_on_host
+        self._allocate_sets(plan.sets)
+        self.memory = {"sets": plan.sets, "wanted_sets": self.needs.wanted_sets(), "kept_on_host": plan.kept_on_host,
+                       "need_bytes": plan.need_bytes, "free_bytes": plan.free_bytes, "left_out": sorted(plan.left_out)}
+
+    def _allocate_sets(self, n: int) -> None:
+        h, req = self.h, self.req
+        while len(self.sets) < n:
+            self.sets.append({s["name"]: h.alloc(s["dtype"], s["shape"]) for s in self.variants[0]})
+            self.set_outs.append({w: {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]}
+                                  for w in self.writers})
+        self.n_sets = n
 
     # ---- one launch ----------------------------------------------------------------------------
 
@@ -324,15 +402,25 @@ class TimingStage:
             return
         outs = self._outs(inputs)["candidate"]
         if slot == len(self.kept):
-            self.kept.append({"out": {n: self.cp.empty_like(b.view) for n, b in outs.items()}})
+            self.kept.append({"out": {n: self._empty_kept(b.view) for n, b in outs.items()}})
         for n, b in outs.items():
-            self.cp.copyto(self.kept[slot]["out"][n], b.view)
+            if self.kept_on_host:
+                b.view.get(out=self.kept[slot]["out"][n])
+            else:
+                self.cp.copyto(self.kept[slot]["out"][n], b.view)
         self.kept[slot].update(launch=self.launches["candidate"], phase=phase, seed=inputs.seed, variant=inputs.variant)
+
+    def _empty_kept(self, like):
+        """Where a kept output lives: on the device, or where the memory plan says so, in host memory."""
+        if self.kept_on_host:
+            return np.empty(like.shape, like.dtype)
+        return self.cp.empty_like(like)
 
     def _save_kept(self, data_dir: Path, ipc: bool) -> list[dict]:
         full = []
         for slot in sorted(self.kept, key=lambda s: s["launch"]):
-            files = {n: hand_over(self.h, a, data_dir / f"timed-{slot['launch']}-{n}.npy", ipc)
+            files = {n: hand_over(self.h, a, data_dir / f"timed-{slot['launch']}-{n}.npy",
+                                  ipc and not self.kept_on_host)
                      for n, a in slot["out"].items()}
             full.append(dict(launch=slot["launch"], phase=slot["phase"], seed=slot["seed"], variant=slot["variant"],
                              files=files))
@@ -341,15 +429,6 @@ class TimingStage:
 
 def _nbytes(specs: list[dict]) -> int:
     return sum(int(np.prod(s["shape"])) * np.dtype(s["dtype"]).itemsize for s in specs)
-
-
-def rotating_sets(input_bytes: int, set_bytes: int, l2_bytes: int, free_bytes: int) -> int:
-    """How many rotating sets a timing stage uses: enough that their inputs are twice the L2, at least three
-    placements of every buffer (two where three would take over half the free device memory), at most 64."""
-    n = min(64, max(3, math.ceil(2 * l2_bytes / max(input_bytes, 1))))
-    while n > 2 and n * set_bytes > free_bytes / 2:
-        n -= 1
-    return n
 
 
 def round_cap(budget_ms: float, baseline_ms: float, min_rounds: int, max_rounds: int) -> int:
