@@ -117,10 +117,13 @@ class ReferenceRole:
     def handle(self, req: dict) -> dict:
         from .reference import open_handed, run_compare, run_compares
 
-        if req["op"] == "compare":
-            return run_compare(req, self.cache)
-        if req["op"] == "compares":
-            return run_compares(req, self.cache)
+        if req["op"] in ("compare", "compares"):
+            reply = (run_compare if req["op"] == "compare" else run_compares)(req, self.cache)
+            if "cupy" in sys.modules:  # the GPU worker's next stage plans from the free memory: nothing cached unused here
+                from .memory_plan import release_cached
+
+                release_cached(sys.modules["cupy"])
+            return reply
         if req["op"] == "ipc_probe":
             import cupy
 
