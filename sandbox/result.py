@@ -114,6 +114,8 @@ class Timing(_Record):
     primary: str = "baseline"                             # what scores rank against: the task's starting kernel,
                                                           # or PyTorch "eager" for a task that has none
     unavailable: dict[str, str] = Field(default_factory=dict)  # baselines that could not be timed, and why
+    torch_tf32: str | None = None                         # the TF32 mode PyTorch eager/compile were timed in
+                                                          # (off, default, on); None: no PyTorch baseline
 
 
 class Cost(_Record):

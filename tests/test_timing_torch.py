@@ -269,3 +269,29 @@ def test_an_implementation_the_memory_left_after_one_set_cannot_hold_is_left_out
     assert reply["unavailable"]["compile"].startswith("left out: the device memory does not hold it beside one "
                                                       "rotating set (0.39 GiB of its own; 0.50 GiB usable")
     assert reply["memory"]["left_out"] == ["compile"] and reply["sets"] == reply["memory"]["wanted_sets"] >= 3
+
+
+def test_eager_timed_with_tf32_runs_in_that_mode_and_the_candidate_is_checked_against_eager_without_it(
+        swish, tmp_path, monkeypatch):
+    modes = []
+    real = torch.func.functional_call
+
+    def functional_call(*a, **k):  # inside the baseline's call: what TF32 does to a convolution, an error beyond tolerance
+        on = bool(torch.backends.cudnn.allow_tf32)
+        modes.append(on)
+        return real(*a, **k) * (1.01 if on else 1.0)
+
+    monkeypatch.setattr(torch.func, "functional_call", functional_call)
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
+    monkeypatch.setattr(timing, "_callable", lambda spec, sizes: runtime_for(spec["task_folder"]).baseline(
+        spec["torch"], sizes, device="cpu", tf32_mode=spec["tf32"]))
+    stage.req["impls"] = {"candidate": {"cubin": b""}, "eager": {"torch": "eager", "task_folder": str(swish.folder),
+                                                                  "tf32": "on"}}
+    stage.__init__(stage.h, stage.req, stage.loaded)
+    reply = stage.run()
+    assert reply["status"] == "ran" and set(reply["samples"]) == {"candidate", "eager"}
+    timed = len(reply["samples"]["eager"])
+    # each eager call in TF32 but the first (untimed) is followed by one without it, whose outputs the candidate meets
+    assert modes.count(True) > timed and modes.count(False) == modes.count(True) - 1
+    assert modes[:3] == [True, True, False]
+    assert not torch.backends.cudnn.allow_tf32  # the process's setting is back to off

@@ -15,6 +15,7 @@ from rich.live import Live
 from rich.text import Text
 
 from sandbox import SANDBOX_KINDS
+from sandbox.host.config import TORCH_TF32_MODES
 
 from ..loop.stops import StopReason
 from ..trace.records import HeldoutRow, Summary
@@ -22,7 +23,7 @@ from .app import BadInput, app, console, err_console, error_line, input_errors, 
 from .exits import ExitCode, epilog
 from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, BudgetWallS, ConfigFile, Iterations,
                       MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, Ray, RayAddress,
-                      RayGpus, SandboxKind,
+                      RayGpus, SandboxKind, TorchTf32,
                       Temperature, Traces, json_flag)
 from .tables import Col, fit
 
@@ -47,6 +48,7 @@ class RunOptions:
     no_tune: bool
     no_sanitize: bool
     sandbox: str | None
+    torch_tf32: str | None
     ray: bool
     ray_address: str | None
     ray_gpus: int | None
@@ -80,6 +82,10 @@ class RunOptions:
             if self.sandbox not in SANDBOX_KINDS:
                 raise BadInput(f"--sandbox: expected one of {', '.join(SANDBOX_KINDS)}, got {self.sandbox!r}")
             out["sandbox"] = self.sandbox
+        if self.torch_tf32 is not None:
+            if self.torch_tf32 not in TORCH_TF32_MODES:
+                raise BadInput(f"--torch-tf32: expected one of {', '.join(TORCH_TF32_MODES)}, got {self.torch_tf32!r}")
+            out["sandbox_options"] = {"torch_tf32": self.torch_tf32}
         if self.ray or self.ray_address or self.ray_gpus is not None:
             out["cluster"] = {}
             put("cluster", "address", self.ray_address)
@@ -236,7 +242,7 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
              iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
              budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
              no_tune: NoTune = False, no_sanitize: NoSanitize = False, sandbox: SandboxKind = None,
-             ray: Ray = False, ray_address: RayAddress = None, ray_gpus: RayGpus = None,
+             torch_tf32: TorchTf32 = None, ray: Ray = False, ray_address: RayAddress = None, ray_gpus: RayGpus = None,
              config: ConfigFile = None,
              traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
     """Make a task's kernel faster: a language model rewrites it (or the built-in search tunes it), the sandbox judges."""
@@ -274,7 +280,7 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
           iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
           budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
           no_tune: NoTune = False, no_sanitize: NoSanitize = False, sandbox: SandboxKind = None,
-          ray: Ray = False, ray_address: RayAddress = None, ray_gpus: RayGpus = None,
+          torch_tf32: TorchTf32 = None, ray: Ray = False, ray_address: RayAddress = None, ray_gpus: RayGpus = None,
           config: ConfigFile = None,
           traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
     """Optimize several tasks one after another (each its own run, budgets per task); resumable; a summary table."""

@@ -50,6 +50,10 @@ NoTune = _option("--no-tune", "Do not sweep the winner's knobs and flags after a
 # sandbox
 SandboxKind = _option("--sandbox", "auto, gpu, compile-only (real compiles, no timing) or fake (simulated timings).",
                       SANDBOX)
+TorchTf32 = _option("--torch-tf32", "TF32 in the PyTorch eager and torch.compile baselines as they are timed: off "
+                                    "(default; float32 arithmetic), default (PyTorch's defaults: cuDNN convolutions in "
+                                    "TF32, as KernelBench times eager) or on. The candidate's tolerance is the same.",
+                     SANDBOX)
 NoSanitize = _option("--no-sanitize", "Do not run compute-sanitizer (memcheck, racecheck) on the winner before "
                                      "declaring it.", SANDBOX, bool)
 Ray = _option("--ray", "Spread GPU evaluations over a Ray cluster, one sandbox actor per GPU (the ray extra); the "

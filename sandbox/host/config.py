@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SandboxKind = Literal["auto", "gpu", "compile-only", "fake"]
 SANDBOX_KINDS: tuple[str, ...] = get_args(SandboxKind)
+TorchTf32 = Literal["off", "default", "on"]
+TORCH_TF32_MODES: tuple[str, ...] = get_args(TorchTf32)
 
 
 class SandboxConfig(BaseModel):
@@ -42,6 +44,12 @@ class SandboxConfig(BaseModel):
                              "untimed), drawn after each launch.")
     roofline_reject_factor: float = Field(1.5, ge=1.0, description="Reject times below the roofline floor divided by this.")
     vendor: bool = Field(True, description="Time the task's vendor implementation side by side.")
+    torch_tf32: TorchTf32 = Field("off", description="TF32 in the PyTorch baselines (eager and torch.compile) of a task "
+                                  "imported from PyTorch, as they are timed: off (float32 arithmetic, as the candidate "
+                                  "computes); default (this PyTorch's defaults: convolutions through cuDNN in TF32, "
+                                  "matmuls not; how KernelBench times eager); on (matmuls and convolutions in TF32). The "
+                                  "candidate is held to the same tolerance in every mode: it is compared with the "
+                                  "float64 reference, and in the timing stage with eager's outputs computed with TF32 off.")
 
 
 def _cpus() -> int:

@@ -245,7 +245,8 @@ class FakeSandbox(CompileOnlySandbox):
             speedup[name] = dict(value=v, low=lo, high=hi)
         rec = dict(sizes=bench, rounds=ROUNDS, l2_flush_bytes=0, rotating_sets=1, impls=impls, speedup=speedup,
                    faster_than={k: v["low"] > 1.0 for k, v in speedup.items()}, primary=task.baselines[0],
-                   roofline_ms=floor_ms or None, bound="memory" if t_mem >= t_cmp else "compute")
+                   roofline_ms=floor_ms or None, bound="memory" if t_mem >= t_cmp else "compute",
+                   torch_tf32=self.config.torch_tf32 if task.spec.torch else None)
         return rec, floor_ms or None
 
 def _digest(info, plans: list[dict]) -> bytes:

@@ -233,7 +233,7 @@ class GPUSandbox(CompileOnlySandbox):
         if cfg.vendor and callable(getattr(task.reference_module(), "vendor", None)):
             impls["vendor"] = dict(task_folder=str(task.folder))
         for name in task.spec.torch.baselines if task.spec.torch else ():  # PyTorch eager and torch.compile
-            impls[name] = dict(torch=name, task_folder=str(task.folder.resolve()))
+            impls[name] = dict(torch=name, task_folder=str(task.folder.resolve()), tf32=cfg.torch_tf32)
         variants = [input_specs(task, bench, k) for k in range(distribution_count(task))]
         scalars = {s.name: s.value for s in task.spec.scalars}
         req = dict(op="time", impls=impls, sizes=task.env(bench), scalars=scalars, input_variants=variants,
@@ -290,6 +290,7 @@ class GPUSandbox(CompileOnlySandbox):
                    set_of_round=placements,
                    impls=impls_rec, speedup=speedups, faster_than=faster, roofline_ms=floor_ms, bound=bound,
                    primary=task.baselines[0], unavailable=reply.get("unavailable", {}),
+                   torch_tf32=cfg.torch_tf32 if task.spec.torch else None,
                    _env={"clocks_start": reply["clocks_start"], "clocks_end": reply["clocks_end"],
                          "clocks_timed": reply["clocks_timed"], "ceilings": ceil, "launch_hold": reply.get("launch_hold"),
                          "timing_split_s": reply.get("split_s"),

@@ -4,11 +4,13 @@ itself from a seed, the reference (the module in float64), and the eager and ``t
 Arrays cross between NumPy/CuPy and torch without copies (``torch.from_numpy``, DLPack). With CuPy the
 problem runs on the current CUDA device, on the default stream the sandbox's harness also uses, so the
 GPU worker and the trusted reference worker regenerate the same bits from the same seed. TF32 is turned
-off: a float32 task is float32 arithmetic, in the baselines as in the candidate.
+off: a float32 task is float32 arithmetic, in the baselines as in the candidate, unless a baseline is timed
+in another TF32 mode (``tf32``; the sandbox's ``torch_tf32`` setting).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -37,10 +39,27 @@ def to_xp(xp, tensor):
 
 
 @lru_cache(maxsize=1)
-def _configure() -> None:
+def _configure() -> tuple[bool, bool]:
+    """TF32 off for this process; returns this PyTorch's defaults (matmul, cuDNN) from before."""
     torch = require_torch()
+    defaults = (bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32))
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    return defaults
+
+
+@contextmanager
+def tf32(mode: str):
+    """Matmuls and cuDNN convolutions in TF32 or not while the block runs: ``off``, ``default`` (PyTorch's
+    defaults) or ``on``."""
+    torch = require_torch()
+    matmul, conv = {"off": (False, False), "default": _configure(), "on": (True, True)}[mode]
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, conv
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 class TorchRuntime:
@@ -106,9 +125,9 @@ class TorchRuntime:
         params, args = self._call_args(xp, kw, self._state(model), float64)
         return self._outputs(xp, run_forward(model, args, params), sizes)
 
-    def baseline(self, kind: str, sizes: dict[str, int], device: str = "cuda"):
+    def baseline(self, kind: str, sizes: dict[str, int], device: str = "cuda", tf32_mode: str = "off"):
         """``produce(xp, **arrays_sizes_scalars) -> {output: array}`` running the module on ``device``: ``eager``
-        as written, or ``compile``d by ``torch.compile`` (compiled at its first call)."""
+        as written, or ``compile``d by ``torch.compile`` (compiled at its first call), in ``tf32_mode``."""
         torch = require_torch()
         model, _ = self._model(sizes, device)
         state = self._state(model)
@@ -120,7 +139,7 @@ class TorchRuntime:
 
         def produce(xp, **kw):
             params, args = self._call_args(xp, kw, state, False)
-            with torch.no_grad():
+            with torch.no_grad(), tf32(tf32_mode):
                 out = fn(params, args)
             return self._outputs(xp, list(out) if isinstance(out, (tuple, list)) else [out], sizes)
 

@@ -114,6 +114,9 @@ class TimingStage:
         self.loaded = loaded
         self.primary = req.get("primary", "baseline")
         self.callables = {name: _callable(spec, req["sizes"]) for name, spec in req["impls"].items() if "cubin" not in spec}
+        base = req["impls"].get(self.primary, {})
+        # eager timed with TF32: the outputs the candidate is checked against are computed again with it off
+        self.exact = (_callable({**base, "tf32": "off"}, req["sizes"]) if base.get("tf32", "off") != "off" else None)
         self.names = list(req["impls"])
         self.unavailable: dict[str, str] = {}
         self.variants = req["input_variants"]
@@ -342,11 +345,16 @@ class TimingStage:
         h = self.h
         self.launches[name] += 1
         if name not in self.loaded:
+            arrays = list(produced.values())
             if name == self.primary:  # untimed: the PyTorch baseline's outputs into the baseline's buffers
+                if self.exact is not None:
+                    produced = self.exact(self.cp, **{n: b.view for n, b in inputs.buffers.items()},
+                                          **self.req["sizes"], **self.req["scalars"])
+                    arrays += produced.values()
                 for n, buf in outs.items():
                     buf.view[...] = produced[n].reshape(buf.view.shape)
                 self._store_baseline(inputs)
-            for array in produced.values():  # nothing the candidate can read keeps an answer
+            for array in arrays:  # nothing the candidate can read keeps an answer
                 if not _overlaps(array, inputs.buffers):
                     array.fill(0)
             if name == self.primary and self.pending and self.pending[0] is inputs:
@@ -448,11 +456,12 @@ def _enough(req: dict, samples: dict[str, list[float]], cap: int, elapsed: float
 
 
 def _callable(spec: dict, sizes: dict):
-    """A vendor implementation (reference.py's vendor()), or PyTorch eager or torch.compile of the task's module."""
+    """A vendor implementation (reference.py's vendor()), or PyTorch eager or torch.compile of the task's module
+    in the TF32 mode it is timed in."""
     if "torch" in spec:
         from ..pytorch.runtime import runtime_for
 
-        return runtime_for(spec["task_folder"]).baseline(spec["torch"], sizes)
+        return runtime_for(spec["task_folder"]).baseline(spec["torch"], sizes, tf32_mode=spec.get("tf32", "off"))
     return load_reference(Path(spec["task_folder"]) / "reference.py").vendor
 
 
