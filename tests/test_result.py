@@ -33,7 +33,7 @@ def test_unknown_fields_and_statuses_are_refused():
 
 def test_every_documented_status_exists():
     assert {s.value for s in Status} == {"ok", "compiled", "compile_error", "launch_error", "crashed", "timeout",
-                                          "wrong", "rejected"}
+                                          "wrong", "rejected", "too_large"}
 
 
 def test_summary_names_status_error_and_speedup():
