@@ -120,6 +120,9 @@ class _Harness:
     def free_bytes(self):
         return self.free
 
+    def release_cached(self):
+        pass
+
     def flush_l2(self):
         return 0
 

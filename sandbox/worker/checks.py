@@ -54,7 +54,6 @@ def violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> 
 
 def run_checks(h: Harness, req: dict) -> dict:
     """Correctness trials: fresh guarded buffers, seeded inputs, poisoned outputs, two runs each."""
-    cp = h.cp
     data_dir = Path(req["data_dir"])
     trials = req["trials"]
     out = []
@@ -78,7 +77,7 @@ def run_checks(h: Harness, req: dict) -> dict:
         out.append(result)
         if result["status"] != "ran":
             break
-        cp.get_default_memory_pool().free_all_blocks()
+        h.release_cached()
     return {"ok": True, "trials": out}
 
 

@@ -67,12 +67,18 @@ class Harness:
     def alloc(self, dtype: str, shape: tuple[int, ...]) -> "Guarded":
         return Guarded(self, dtype, tuple(shape))
 
-    def free_bytes(self) -> int:
-        """Device memory this process could allocate, once CuPy's pool and PyTorch's caching allocator have
-        handed back what they held unused (``memory_plan``)."""
-        from .memory_plan import free_device_bytes, release_cached
+    def release_cached(self) -> None:
+        """Hand what CuPy's pool and PyTorch's caching allocator hold unused back to the device: the reference
+        worker shares it, and the next stage plans from what is free (``memory_plan``)."""
+        from .memory_plan import release_cached
 
         release_cached(self.cp)
+
+    def free_bytes(self) -> int:
+        """Device memory this process could allocate, once its allocators have handed back what they held unused."""
+        from .memory_plan import free_device_bytes
+
+        self.release_cached()
         return free_device_bytes(self.cp)
 
     def flush_l2(self) -> int:

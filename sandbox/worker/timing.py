@@ -81,9 +81,9 @@ def run_timing(h: Harness, req: dict) -> dict:
             except LaunchFailed as exc:
                 return {"ok": True, "status": "launch_error", "impl": name, "error": str(exc)}
     reply = _run_stage(h, req, loaded)
-    free = h.free_bytes()  # hands back what the stage's allocators cached: the reference worker shares the device
+    h.release_cached()
     if reply["status"] == "too_large" and reply.pop("ran_out", False):
-        reply["error"] += f"; {gib(free)} free once its buffers were released"
+        reply["error"] += f"; {gib(h.free_bytes())} free once its buffers were released"
     return reply
 
 
@@ -179,7 +179,7 @@ class TimingStage:
         while self.launches["candidate"] < req["launches_to"]:
             self._launch("candidate", inputs, "untimed, after the timed rounds")
         inputs = self.sets = self.set_outs = None
-        self.h.free_bytes()  # the sets' memory back to the device before the hand-over's copies are made
+        self.h.release_cached()  # the sets' memory back to the device before the hand-over's copies are made
         with self.watch("hand-over"):
             full = self._save_kept(Path(req["data_dir"]), req.get("ipc", False))
         return {"ok": True, "status": "ran", "rounds": r, "round_cap": cap, "sets": self.n_sets, "set_of_round": set_of_round,
