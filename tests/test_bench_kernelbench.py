@@ -201,3 +201,40 @@ def test_a_timed_imported_task_records_the_tf32_mode_of_its_pytorch_baselines(tm
     with open_sandbox("fake", SandboxConfig(torch_tf32="default")) as sb:
         result = sb.evaluate(task, load_candidate(kb_dir / "answers" / "2_mean_over_dim.cu"))
     assert result.status.value == "ok" and result.timing.torch_tf32 == "default"
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(1800)
+def test_on_a_gpu_the_table_gives_fast_p_both_ways_over_every_problem_given(httpserver, tmp_path):
+    """The lead's check on a GPU: two imported level-1 problems optimized against the scripted server (one correct
+    answer each), one problem refused at import; eager timed with PyTorch's default TF32 settings."""
+    pytest.importorskip("torch")
+    import subprocess
+
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "agent"))
+    from scripted_server import Script
+
+    level = tmp_path / "level1"
+    level.mkdir()
+    for stem in ("1_swish_clamp", "2_mean_over_dim"):
+        (level / f"{stem}.py").write_text((ROOT / "tests" / "fixtures" / "kernelbench" / f"{stem}.py").read_text())
+    (level / "3_no_model.py").write_text("import torch\n\n\ndef get_inputs():\n    return [torch.rand(4)]\n")
+    config = tmp_path / "lean.toml"
+    config.write_text('profile = "none"\n[sanitize]\nenabled = false\n[sandbox_options]\ntiming_budget_s = 0.1\n')
+    script = Script([_answer("1_swish_clamp"), _answer("2_mean_over_dim")])
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.werkzeug)
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OPENAI_")}
+    done = subprocess.run([sys.executable, "bench/kernelbench.py", str(level), "--model", "scripted", "--base-url",
+                           httpserver.url_for("/v1"), "--iterations", "1", "--sandbox", "gpu", "--torch-tf32", "default",
+                           "--config", str(config), "--traces", str(tmp_path / "t")],
+                          capture_output=True, text=True, timeout=1700, cwd=ROOT, env=env)
+    print(done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "problems given: 3 (imported 2, refused at import 1)" in done.stdout
+    assert "problems correct: 2 of 3 (67%)" in done.stdout
+    assert "timed with PyTorch's default TF32 settings" in done.stdout
+    rows = {line.split(" | ")[0]: line for line in done.stdout.splitlines() if line.startswith("| vs PyTorch")}
+    assert set(rows) == {"| vs PyTorch eager, KernelBench's rule (mean speedup > p)", "| vs PyTorch eager, interval "
+                         "low end > p", "| vs PyTorch compile, KernelBench's rule (mean speedup > p)",
+                         "| vs PyTorch compile, interval low end > p"}
+    assert all(line.split(" | ")[1] == "67%" for line in rows.values())    # p = 0: both correct problems count
