@@ -75,8 +75,19 @@ class Run:
         return text + (", SIMULATED)" if self.simulated else ")")
 
     def plot(self, over: str = "evaluations"):
-        """The best speedup so far against evaluations, tokens, gpu_s or wall_s (a matplotlib Figure)."""
+        """A matplotlib Figure: the best speedup so far against ``over`` (evaluations, tokens, gpu_s or wall_s), or
+        ``"space"`` (every configuration the built-in search screened, those evaluated in full marked) or
+        ``"roofline"`` (each timed candidate against the device's ceilings)."""
         return notebook.plot(self, over)
+
+    def screened(self) -> list[dict]:
+        """The configurations the built-in search screened, fastest first: knobs, flags, status, time relative to
+        the start with its interval, and ``evaluated`` (the candidate it became when evaluated in full)."""
+        return notebook.screened(self)
+
+    def not_winner(self) -> dict[str, str]:
+        """For each timed candidate that is not the winner: why not (noise floor, slower, tied, sanitizer)."""
+        return notebook.not_winner(self)
 
     def candidate(self, entry_id: str):
         """One candidate: its diff against its parent and its result (renders itself in Jupyter)."""

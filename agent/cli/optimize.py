@@ -24,6 +24,7 @@ from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, B
                       MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, Ray, RayAddress,
                       RayGpus, SandboxKind,
                       Temperature, Traces, json_flag)
+from ..report.search import describe
 from .tables import Col, fit
 
 @dataclass
@@ -138,16 +139,11 @@ def _run(task, base: dict, over: dict, traces: Path, quiet: bool, where: str, **
 
 
 def _progress(snap: dict) -> Text:
+    from ..loop.progress import status_line
+
     if not snap:
         return Text("starting...")
-    parts = [f"iteration {snap['iterations']}" + (f" (+{snap['in_flight']} in flight)" if snap["in_flight"] else ""),
-             f"{snap['candidates']} candidates"]
-    s = snap.get("best_speedup")
-    if s:
-        parts.append(f"best {snap['best_id']} {s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]")
-    parts.append(f"{snap['tokens']:,} tokens, ${snap['usd']:.4f}")
-    parts.append(f"{snap['gpu_s']:.2f} GPU-s{' (simulated)' if snap.get('simulated') else ''}, {snap['wall_s']:.0f} s")
-    text = styled((snap["phase"], "bold"), " | " + " | ".join(parts))
+    text = styled((snap["phase"], "bold"), " | " + status_line(snap))
     if snap.get("last"):
         text.append(f"\n  last: {snap['last'][:160]}")
     return text
@@ -163,21 +159,62 @@ def _summary_cols(against: str) -> list[Col]:
             Col("regs", right=True), Col("origin"), Col("from"), Col("note", wrap=True)]
 
 
+def _note(r: dict, winner: str | None, reasons: dict[str, str]) -> str:
+    """What a row's last column says: its error; else its knobs and flags, and for the winner that it won, for
+    another timed candidate why it did not."""
+    if r["error"]:
+        return r["error"].strip().splitlines()[0][:120]
+    config = describe(r.get("knobs") or {}, r.get("flags") or [])
+    if r["id"] == winner:
+        return f"winner: {config}" if config else "winner"
+    why = reasons.get(r["id"])
+    return "; ".join(x for x in (config, f"not the winner: {why}" if why else "") if x)
+
+
+def collapse(rows: list[list]) -> list[list]:
+    """Consecutive rows that differ only in their id become one row (``c0001..c0016 (16 rows)``)."""
+    out: list[list] = []
+    run: list[list] = []
+
+    def flush() -> None:
+        if len(run) > 2:
+            out.append([f"{_plain(run[0][0])}..{_plain(run[-1][0])} ({len(run)} rows)"] + run[0][1:])
+        else:
+            out.extend(run)
+
+    for row in rows:
+        if run and [_plain(c) for c in row[1:]] == [_plain(c) for c in run[-1][1:]]:
+            run.append(row)
+            continue
+        flush()
+        run = [row]
+    flush()
+    return out
+
+
+def _plain(cell) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
 def print_summary(run) -> None:
     from ..claims.heldout import regression_note
+    from ..report.search import not_winner
 
     summary = run.summary
     rows = []
     listed = run.rows()
     against = next((r["against"] for r in listed if r.get("against")), "baseline")  # "eager" for a PyTorch task
-    for r in listed[:20]:
+    winner = (summary.get("best") or {}).get("id")
+    reasons = not_winner(run.entries, run.best, run.baseline)
+    for r in listed[:40]:
         ci = r["ci_ms"]
         ms = f"{ci['value']:.4g} [{ci['low']:.4g}, {ci['high']:.4g}]" if ci else "-"
         pct = f"{r['pct_of_roofline']:.1f}" if r["pct_of_roofline"] is not None else "-"
         status = Text(r["status"], style="green" if r["status"] in ("ok", "compiled") else "red")
         rows.append([r["id"], status, _speed(r["speedup"]), ms, _speed(r["vendor_speedup"]), pct,
                      str(r["registers"]) if r["registers"] is not None else "-", r["origin"],
-                     ",".join(r["parents"]) or "-", r["error"][:80]])
+                     ",".join(r["parents"]) or "-", _note(r, winner, reasons)])
+    rows = collapse(rows)[:20]
     title = f"run {run.id}: {summary['candidates']} candidates" + (" (SIMULATED)" if run.simulated else "")
     console.print(fit(_summary_cols(against), rows, console.width, title=title, key=3))
     for note in summary.get("notes", []):
@@ -192,7 +229,10 @@ def print_summary(run) -> None:
         console.print(styled(f"best: {best['id']} ({best['origin']}) {_speed(s)}: {verdict}",
                              (f"; {regress}", "bold red") if regress else "", sim), soft_wrap=True)
     elif summary.get("sandbox") != "compile-only":
-        console.print(f"best: no candidate beat {'PyTorch eager' if against == 'eager' else 'the baseline'}")
+        from ..report.search import runner_up
+
+        console.print(f"best: no candidate beat {'PyTorch eager' if against == 'eager' else 'the baseline'}"
+                      + _runner_up_text(runner_up(run.entries, None, run.baseline)), soft_wrap=True)
     t = summary["totals"]
     screened = f"{t['screened']} configurations screened, " if t.get("screened") else ""
     console.print(f"totals: {t['iterations']} iterations, {screened}{t['evaluations']} evaluations in full, "
@@ -209,6 +249,16 @@ def print_summary(run) -> None:
     console.print(f"stopped: {stops or '-'}; trace: {run.path}", soft_wrap=True)
 
 
+def _runner_up_text(found) -> str:
+    """``; the fastest, c0003 at 1.012x [1.004, 1.015], is within the noise floor: ...`` (empty where none was timed)."""
+    if found is None:
+        return ""
+    entry, why = found
+    s = entry.result.speedup("baseline")
+    at = f" at {_speed(s.model_dump())}" if s else ""
+    return f"; the fastest candidate, {entry.id}{at}, is not the winner: {why}"
+
+
 def _exit_code(run) -> int:
     """From every phase's stop, not only the last: a model phase that failed is not hidden by the tuning after it."""
     reasons = {StopReason(stop["reason"]) for stop in (run.summary.get("stops") or {}).values()}
@@ -217,7 +267,8 @@ def _exit_code(run) -> int:
     return ExitCode.FAILED if any(reason.failed for reason in reasons) else ExitCode.OK
 
 
-SummaryJson = json_flag("Print the summary as JSON instead of tables.")
+SummaryJson = json_flag("Print the summary as JSON instead of tables (with the screened configurations and why each "
+                        "other timed candidate is not the winner).")
 
 
 @app.command(epilog=epilog(OK="the run ended (a limit, the proposer done)",
@@ -255,7 +306,8 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
     run = _run(task, base, over, traces, quiet or as_json, where=str(config) if config else "flags", resume=resume,
                replay=replay, run_id=run_id)
     if as_json:
-        print(json.dumps(run.summary, indent=2, default=str))
+        print(json.dumps({**run.summary, "screened": run.screened(), "not_winner": run.not_winner()}, indent=2,
+                         default=str))
     else:
         print_summary(run)
     raise typer.Exit(_exit_code(run))

@@ -35,6 +35,7 @@ from ..trace.reader import check_events, read_record
 from ..trace.records import (CandidateRecord, HeldoutRow, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary,
                              TaskInfo)
 from ..trace.writer import Trace
+from . import progress
 from .budget import Budget, Totals
 from .lineage import MemoryLineage
 from .loop import Loop
@@ -58,6 +59,7 @@ class Session:
     tuners: list = field(default_factory=list)
     screened: list[ScreenEvent] = field(default_factory=list)   # a resumed run's recorded screenings (tuners reuse them)
     events: list[Event] = field(default_factory=list)   # what a resumed run had recorded
+    searching: Any = None   # the built-in search now running (its progress against its budget)
 
 
 def new_run_id(task: Task) -> str:
@@ -213,8 +215,8 @@ def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session
     session = Session(task, cfg, trace, sandbox, proposer, phase, lineage, totals, None)
     if cfg.sandbox == "auto" and sandbox.kind == "compile-only":
         session.notes.append("--sandbox auto: no CUDA device answered, so this run only compiles")
-    hook = (lambda kind, loop: on_progress(kind, summary_mod.snapshot(loop.lineage, loop.totals, loop.phase,
-                                                                      loop.last))) if on_progress else None
+    clock = progress.Clock()
+    hook = (lambda kind, loop: on_progress(kind, progress.snapshot(session, clock))) if on_progress else None
     session.loop = Loop(task, sandbox, lineage, trace, Budget(cfg.budget), totals, cfg.selection, hook, cfg.profile,
                         model_run=phase == "model")
     return session
@@ -284,6 +286,7 @@ def _phases(s: Session) -> None:
 def _search(s: Session, search: Proposer, phase: str) -> Stop:
     """Run the built-in search from the best so far; a resumed one first retraces its recorded steps."""
     lineage = s.loop.lineage
+    s.searching = search
     target_id, steps = recorded_search(s.events, phase, lineage)
     target = next((e for e in lineage.entries() if e.id == target_id), None) or lineage.best() or lineage.baseline()
     return s.loop.run(FastForward(search, steps) if steps else search, phase, parallel=1, target=target)

@@ -45,11 +45,38 @@ def _stored(run) -> RunTrace:
 
 
 def plot(run, over: str = "evaluations"):
-    """The best speedup so far against ``over``: evaluations, tokens, gpu_s or wall_s (a matplotlib Figure)."""
-    from .plots import best_so_far
+    """The best speedup so far against ``over`` (evaluations, tokens, gpu_s or wall_s), the search space
+    (``"space"``) or the roofline (``"roofline"``): a matplotlib Figure."""
+    from . import plots
 
     _figures_inline()
-    return best_so_far(_stored(run), over)
+    stored = _stored(run)
+    if over == "space":
+        return plots.search_space(stored, _screened(stored))
+    if over == "roofline":
+        fig = plots.roofline(stored, stored.unchanged_task())
+        if fig is None:
+            raise ValueError(f"run {stored.id}: no roofline (no candidate was timed with the device's ceilings, or "
+                             "the task is not at hand unchanged)")
+        return fig
+    return plots.best_so_far(stored, over)
+
+
+def _screened(stored: RunTrace) -> list[dict]:
+    from .search import screened as rows
+
+    return rows(stored.events, stored.entries, stored.summary.tuning if stored.summary else None)
+
+
+def screened(run) -> list[dict]:
+    return _screened(_stored(run))
+
+
+def not_winner(run) -> dict[str, str]:
+    from .search import not_winner as reasons
+
+    stored = _stored(run)
+    return reasons(stored.entries, stored.best, stored.baseline)
 
 
 def _figures_inline() -> None:
