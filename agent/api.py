@@ -106,7 +106,7 @@ def optimize(task: str | Path | None = None, model: str | None = None, *, base_u
              iterations: int | None = None, sandbox: str | None = None, tune: bool | None = None,
              sanitize: bool | None = None, traces: str | Path = "traces", run_id: str | None = None,
              resume: str | Path | None = None, replay: str | Path | None = None, proposer: Proposer | None = None,
-             on_progress: Callable[[str, dict], None] | None = None) -> Run:
+             on_progress: Callable[[str, dict], None] | None = None, progress: bool = True) -> Run:
     """Optimize ``task`` (a suite name or a task folder), or continue the run at ``resume``.
 
     Without ``model`` (and no model in ``config``) the built-in search over knobs and flags runs.
@@ -114,6 +114,8 @@ def optimize(task: str | Path | None = None, model: str | None = None, *, base_u
     ``sanitize=False`` skips compute-sanitizer on the winner (``[sanitize] enabled``).
     ``api_key`` is used for this run only and never written; otherwise the key comes from the
     environment variable the model config names (``OPENAI_API_KEY`` by default).
+    ``progress`` shows a progress bar (a widget in Jupyter, text on stderr elsewhere) unless ``on_progress``
+    is given: it receives each live snapshot (``agent.loop.progress.snapshot``) instead.
     """
     overrides: dict[str, Any] = {}
     model_over = {k: v for k, v in (("name", model), ("base_url", base_url)) if v is not None}
@@ -127,8 +129,13 @@ def optimize(task: str | Path | None = None, model: str | None = None, *, base_u
         overrides["tune"] = {"enabled": tune}
     if sanitize is not None:
         overrides["sanitize"] = {"enabled": sanitize}
-    return run_with(task, file_data(config), overrides, traces=traces, run_id=run_id, resume=resume, key=api_key,
-                    replay=replay, proposer=proposer, on_progress=on_progress)
+    bar = notebook.ProgressBar() if progress and on_progress is None else None
+    try:
+        return run_with(task, file_data(config), overrides, traces=traces, run_id=run_id, resume=resume, key=api_key,
+                        replay=replay, proposer=proposer, on_progress=on_progress or bar)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def file_data(config) -> dict:

@@ -112,6 +112,7 @@ def _run(task, base: dict, over: dict, traces: Path, quiet: bool, where: str, **
     """Run one optimize (start or resume) with live progress; errors in setup become BadInput / exit 3."""
     from ..api import run_with
     from ..config import ConfigError
+    from ..proposers.reach import EndpointUnreachable
 
     live = None if quiet else Live(_progress({}), console=console, refresh_per_second=4, transient=True)
 
@@ -127,6 +128,11 @@ def _run(task, base: dict, over: dict, traces: Path, quiet: bool, where: str, **
         raise BadInput(str(exc)) from None
     except FileExistsError as exc:
         raise BadInput(str(exc)) from None
+    except EndpointUnreachable as exc:
+        if live is not None:
+            live.stop()
+        error_line(str(exc))
+        raise typer.Exit(ExitCode.FAILED) from None
     except RuntimeError as exc:
         if "CUDA device" in str(exc):
             error_line(str(exc))

@@ -139,6 +139,7 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
     task = load_task(task_ref)
     if cfg.model and proposer is None and not replay:
         api_key(cfg.model, key)
+        reachable(cfg, key)
     if not task.has_baseline and cfg.model is None and proposer is None and not replay:
         raise ConfigError(f"task {task.name} has no CUDA starting kernel (baseline.cu) for the built-in search to tune; "
                           "give a model (--model), whose first kernel is written from the PyTorch module's source")
@@ -191,6 +192,8 @@ def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progr
         raise TaskError(f"{task.folder}: the task changed since run {info.run_id} started "
                         f"(fingerprint {task.fingerprint}, recorded {info.task.fingerprint}); start a new run")
     cfg = overrides_cfg(info.config)
+    if cfg.model and proposer is None and info.proposer.kind == "llm":
+        reachable(cfg, key)
     done_model = sum(1 for e in events if isinstance(e, ProposalEvent) and e.phase == "model")
     replay = info.proposer.replay if info.proposer.kind == "replay" else None
     sandbox = open_run_sandbox(cfg)
@@ -220,6 +223,15 @@ def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session
     session.loop = Loop(task, sandbox, lineage, trace, Budget(cfg.budget), totals, cfg.selection, hook, cfg.profile,
                         model_run=phase == "model")
     return session
+
+
+def reachable(cfg: RunConfig, key: str | None) -> None:
+    """The model endpoint accepts a connection, checked before the sandbox opens (``EndpointUnreachable``)."""
+    from ..config import redact_url
+    from ..proposers.reach import check
+
+    url = cfg.model.base_url
+    check(url, redact_url(url) if url else None)
 
 
 def redactor(cfg: RunConfig, key: str | None) -> Redactor:

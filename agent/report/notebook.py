@@ -163,3 +163,38 @@ class CandidateView:
         from .html import candidate_fragment
 
         return candidate_fragment(self.stored, self.entry)
+
+
+class ProgressBar:
+    """``agent.optimize``'s progress as a tqdm bar (``tqdm.auto``: a widget in Jupyter, text on stderr
+    elsewhere): one bar per stretch of work (configurations measured against the search's budget, finalists
+    evaluated in full, model requests against the iterations), the best so far and the GPU-seconds beside it.
+    Use it as an ``on_progress`` callback; ``close`` ends the last bar."""
+
+    def __init__(self):
+        self._bar = None
+        self._what: tuple | None = None
+
+    def __call__(self, kind: str, snap: dict) -> None:
+        from tqdm.auto import tqdm
+
+        work = snap["work"]
+        what = (snap["phase"], work["what"], work["total"])
+        if what != self._what:
+            self.close()
+            self._bar = tqdm(total=work["total"], desc=f"{snap['phase']}: {work['what']}", unit="",
+                             dynamic_ncols=True, leave=True)
+            self._what = what
+        self._bar.n = work["done"]
+        s = snap.get("best_speedup")
+        limit = snap["limits"]["gpu_s"]
+        self._bar.set_postfix_str(", ".join(x for x in (
+            f"best {snap['best_id']} {s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]" if s else "",
+            f"{snap['evaluations']} evaluations",
+            f"{snap['gpu_s']:.2f}{f'/{limit:g}' if limit else ''} GPU-s" + (" (simulated)" if snap.get("simulated") else ""),
+        ) if x), refresh=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
