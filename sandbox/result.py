@@ -173,8 +173,8 @@ class Result(_Record):
         return [c for c in self.checks if not c.passed]
 
     def summary(self) -> str:
-        """One line for terminals and logs."""
-        parts = [f"{self.candidate}: {self.status.value}"]
+        """One line for terminals and logs (a simulated result says so first)."""
+        parts = [f"{self.candidate}: {self.status.value}" + (" [SIMULATED]" if self.env.get("simulated") else "")]
         if self.error:
             parts.append(self.error)
         if self.timing:

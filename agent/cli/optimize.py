@@ -135,8 +135,11 @@ def _run(task, base: dict, over: dict, traces: Path, quiet: bool, where: str, **
         raise typer.Exit(ExitCode.FAILED) from None
     except RuntimeError as exc:
         if "CUDA device" in str(exc):
-            error_line(str(exc))
-            err_console.print("--sandbox gpu needs a CUDA device; --sandbox compile-only works without one.")
+            from .app import device_problem
+
+            error_line(device_problem(str(exc)))
+            err_console.print("--sandbox gpu needs a CUDA device; --sandbox compile-only and --sandbox fake work "
+                              "without one.", soft_wrap=True)
             raise typer.Exit(ExitCode.NO_DEVICE) from None
         raise
     finally:

@@ -25,7 +25,8 @@ def _stored(run: str, traces: Path):
         raise BadInput(str(exc)) from None
 
 
-@app.command("report")
+@app.command("report", epilog=epilog(OK="written", BAD_INPUT="no such run, a damaged trace, or a file that cannot be "
+                                                              "written"))
 @input_errors
 def report_cmd(run: RunArg,
                out: Annotated[Optional[Path], typer.Option("-o", "--out", help="HTML file to write (default: "
@@ -47,7 +48,7 @@ def report_cmd(run: RunArg,
 ShowJson = json_flag("Print the run's summary view (claim, baselines, envelope, held-out, cost, lineage) as JSON.")
 
 
-@app.command("show")
+@app.command("show", epilog=epilog(OK="shown", BAD_INPUT="no such run, or a damaged trace"))
 @input_errors
 def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = False):
     """Print a stored run's claim, baselines, envelope, cost and lineage tree."""
@@ -156,7 +157,9 @@ def verify_cmd(run: RunArg,
     try:
         sandbox = GPUSandbox(sandbox_config(stored, budget))
     except (RuntimeError, WorkerDied, WorkerTimeout) as exc:
-        error_line(str(exc).splitlines()[0])
+        from .app import device_problem
+
+        error_line(device_problem(str(exc)))
         err_console.print("verify re-measures on a CUDA device; this machine has none that works. `kernelwright show "
                           "RUN` and `kernelwright report RUN` need no GPU.", soft_wrap=True)
         raise typer.Exit(ExitCode.NO_DEVICE) from None
