@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.text import Text
 
 from .app import (BadInput, app, console, device_problem, error_line, err_console, input_errors, load_task, parse_sizes,
                   styled)
@@ -81,6 +82,7 @@ def compile_cmd(task: TaskArg, candidate: CandidateFile,
         if result.error:
             console.print(result.error, style="red", soft_wrap=True)
         if result.compile and result.compile.ok:
+            print_warnings(result)
             console.print(_resources_table(result))
         elif result.detail:
             console.print(result.detail)
@@ -124,6 +126,15 @@ def eval_cmd(task: TaskArg, candidate: CandidateFile, sizes: Sizes = None, budge
     raise typer.Exit(ExitCode.OK if result.ok else ExitCode.FAILED)
 
 
+def print_warnings(result, indent: str = "") -> None:
+    """The compiler's warnings of a compile that succeeded, each with its source line, in yellow."""
+    warned = result.compile.warnings() if result.compile else []
+    if warned:
+        console.print(f"{indent}compiler warnings ({len(warned)}):", style="bold yellow")
+        for w in warned:
+            console.print(Text(w, style="yellow"), soft_wrap=True)
+
+
 def print_result(result) -> None:
     """A human summary of one Result (shared by eval and other commands)."""
     style = "green" if result.ok else "red"
@@ -136,6 +147,7 @@ def print_result(result) -> None:
     if result.error:
         console.print(f"  {result.error}", soft_wrap=True)
     if result.compile and result.compile.ok:
+        print_warnings(result, "  ")
         for k in result.compile.kernels.values():
             console.print(f"  {k.name}: {k.registers} registers, spills {k.spill_stores}/{k.spill_loads} B, "
                           f"static smem {k.static_shared} B")
