@@ -24,6 +24,10 @@ from .trace.reader import UNFINISHED_NOTE, read, resolve_run
 from .trace.records import Summary, TaskRef
 
 
+class NoWinner(LookupError):
+    """A run without a winner was asked for the winner's figures; the message says why there is none."""
+
+
 @dataclass
 class Run:
     """A finished (or stopped) run: its trace folder, lineage and summary (``summary.json`` as JSON data)."""
@@ -56,6 +60,39 @@ class Run:
     @property
     def baseline(self) -> Entry | None:
         return next((e for e in self.entries if e.origin == "baseline"), None)
+
+    def speedup(self, against: str = "baseline"):
+        """The winner's speedup interval over ``against`` (``baseline``, ``vendor``, or for a PyTorch task
+        ``eager``/``compile``): an ``Interval`` (value, low, high). A run without a winner raises ``NoWinner``
+        saying why (a compile-only run, nothing timed, or no candidate measurably faster than the baseline,
+        with the fastest candidate and the reason it did not win)."""
+        best = self.best
+        if best is None:
+            raise NoWinner(self.no_winner_reason())
+        s = best.result.speedup(against)
+        if s is None:
+            timed = ", ".join(best.result.timing.speedup) if best.result.timing else "nothing"
+            raise NoWinner(f"run {self.id}: the winner {best.id} was not timed against {against!r} (it was against: "
+                           f"{timed})")
+        return s
+
+    def no_winner_reason(self) -> str:
+        """Why this run has no winner, in one sentence (empty where it has one)."""
+        from .report.search import runner_up
+
+        if self.best is not None:
+            return ""
+        if self.summary.get("sandbox") == "compile-only":
+            return f"run {self.id} has no winner: a compile-only run times nothing (run it with --sandbox gpu or fake)"
+        found = runner_up(self.entries, None, self.baseline)
+        if found is None:
+            stop = self.stop_reason or "it did not finish"
+            return f"run {self.id} has no winner: no candidate was timed (stopped: {stop})"
+        entry, why = found
+        s = entry.result.speedup("baseline")
+        at = f" at {s.value:.3f}x [{s.low:.3f}, {s.high:.3f}]" if s else ""
+        return (f"run {self.id} has no winner: no candidate beat the baseline; the fastest, {entry.id}{at}, is not "
+                f"the winner: {why}")
 
     def rows(self) -> list[dict]:
         from .loop.lineage import MemoryLineage

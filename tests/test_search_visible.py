@@ -247,3 +247,20 @@ def test_a_report_is_readable_by_others_as_the_umask_allows(searched, tmp_path):
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.timeout(60)
+def test_asking_a_run_without_a_winner_for_its_speedup_says_why_there_is_none(task):
+    from agent.api import NoWinner, Run
+
+    base = _entry(task, "c0000", 0.997, 1.003, 1.010, origin="baseline")
+    finalist = _entry(task, "c0001", 1.004, 1.012, 1.015)
+    run = Run("r", Path("."), {"best": None, "sandbox": "fake"}, [base, finalist])
+    with pytest.raises(NoWinner, match=r"the fastest, c0001 at 1.012x \[1.004, 1.015\], is not the winner: within "
+                                       r"the noise floor"):
+        run.speedup()
+    compiled = Run("c", Path("."), {"best": None, "sandbox": "compile-only"}, [])
+    with pytest.raises(NoWinner, match="a compile-only run times nothing"):
+        compiled.speedup()
+    won = Run("w", Path("."), {"best": {"id": "c0001"}, "sandbox": "fake"}, [base, finalist])
+    assert won.speedup().value == 1.012
