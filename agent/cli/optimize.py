@@ -249,6 +249,9 @@ def print_summary(run) -> None:
                   f"skipped, {t['tokens']:,} tokens ({t['prompt_tokens']:,} prompt, {t['completion_tokens']:,} completion, "
                   f"{t['reasoning_tokens']:,} reasoning, {t['cached_tokens']:,} cached), ${t['usd']:.4f}, "
                   f"{t['gpu_s']:.2f} GPU-s{' (simulated)' if run.simulated else ''}, {t['wall_s']:.1f} s wall", soft_wrap=True)
+    if t.get("screened"):
+        console.print(f"the {t['screened']} screened configurations with their times: kernelwright show {run.id} "
+                      f"(--json for all of them); the report plots them", soft_wrap=True)
     for key in ("tuning_text", "ledger_text", "heldout_text"):
         if summary.get(key):
             console.print(summary[key] + (sim if key != "tuning_text" else ""), soft_wrap=True)

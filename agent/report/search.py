@@ -81,8 +81,8 @@ def not_winner(entries: list[Entry], winner: Entry | None, baseline: Entry | Non
         if s is None:
             continue
         if floor is not None and _overlaps(s, floor):
-            reasons[e.id] = (f"within the noise floor: its interval overlaps the baseline timed against itself "
-                             f"({_iv(floor)}), so it is not measurably faster than the baseline")
+            reasons[e.id] = (f"within the noise floor (its interval overlaps the baseline timed against itself, "
+                             f"{_iv(floor)})")
         elif s.high < 1.0 or (floor is not None and s.high < floor.low):
             reasons[e.id] = "slower than the baseline (its interval lies below the baseline's)"
         elif winner is not None and _overlaps(s, lead_s) and order[winner.id] < order[e.id]:
