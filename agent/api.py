@@ -92,7 +92,7 @@ class Run:
         s = entry.result.speedup("baseline")
         at = f" at {s.value:.3f}x [{s.low:.3f}, {s.high:.3f}]" if s else ""
         return (f"run {self.id} has no winner: no candidate beat the baseline; the fastest, {entry.id}{at}, is not "
-                f"the winner: {why}")
+                f"the winner: {why['text']}")
 
     def rows(self) -> list[dict]:
         from .loop.lineage import MemoryLineage
@@ -122,8 +122,9 @@ class Run:
         the start with its interval, and ``evaluated`` (the candidate it became when evaluated in full)."""
         return notebook.screened(self)
 
-    def not_winner(self) -> dict[str, str]:
-        """For each timed candidate that is not the winner: why not (noise floor, slower, tied, sanitizer)."""
+    def not_winner(self) -> dict[str, dict]:
+        """For each timed candidate that is not the winner, why not: ``{"reason": "noise_floor" | "slower" | "tied"
+        | "below_baseline" | "sanitizer" | "tied_earlier", "text": the same in words}``."""
         return notebook.not_winner(self)
 
     def candidate(self, entry_id: str):

@@ -51,7 +51,7 @@ def test_a_finalist_inside_the_baselines_noise_floor_is_named_with_that_reason(t
     assert lineage.best() is base   # the rule: a tie with the baseline goes to the baseline
     entry, why = runner_up(lineage.entries(), None, base)
     assert entry is finalist
-    assert "noise floor" in why and "1.003x [0.997, 1.010]" in why
+    assert why["reason"] == "noise_floor" and "1.003x [0.997, 1.010]" in why["text"]
 
 
 @pytest.mark.timeout(60)
@@ -64,10 +64,9 @@ def test_each_other_timed_candidate_says_why_it_is_not_the_winner(task):
     lineage = _lineage(base, slower, winner, tied, below)
     assert lineage.best() is winner
     reasons = not_winner(lineage.entries(), winner, base)
-    assert set(reasons) == {"c0001", "c0003", "c0004"}
-    assert reasons["c0001"].startswith("slower than the winner c0002")
-    assert reasons["c0003"].startswith("tied with the winner c0002") and "earlier entry keeps the lead" in reasons["c0003"]
-    assert reasons["c0004"].startswith("slower than the baseline")
+    assert {k: v["reason"] for k, v in reasons.items()} == {"c0001": "slower", "c0003": "tied", "c0004": "below_baseline"}
+    assert "c0002 (1.200x [1.180, 1.220])" in reasons["c0001"]["text"]
+    assert "earlier entry keeps the lead" in reasons["c0003"]["text"]
 
 
 @pytest.mark.timeout(60)
@@ -130,7 +129,7 @@ def test_optimize_prints_the_winners_knobs_and_flags_and_json_the_screened_confi
     data = json.loads(as_json.stdout)
     assert data["screened"] and any(r["evaluated"] for r in data["screened"])
     ids = {f.name for f in (tmp_path / "t" / "j" / "candidates").iterdir()}
-    assert set(data["not_winner"]) <= ids and all(data["not_winner"].values())
+    assert set(data["not_winner"]) <= ids and all(w["reason"] and w["text"] for w in data["not_winner"].values())
 
 
 @pytest.mark.timeout(300)

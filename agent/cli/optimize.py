@@ -168,7 +168,7 @@ def _summary_cols(against: str) -> list[Col]:
             Col("regs", right=True), Col("origin"), Col("from"), Col("note", wrap=True)]
 
 
-def _note(r: dict, winner: str | None, reasons: dict[str, str]) -> str:
+def _note(r: dict, winner: str | None, reasons: dict[str, dict]) -> str:
     """What a row's last column says: its error; else its knobs and flags, and for the winner that it won, for
     another timed candidate why it did not."""
     if r["error"]:
@@ -177,7 +177,7 @@ def _note(r: dict, winner: str | None, reasons: dict[str, str]) -> str:
     if r["id"] == winner:
         return f"winner: {config}" if config else "winner"
     why = reasons.get(r["id"])
-    return "; ".join(x for x in (config, f"not the winner: {why}" if why else "") if x)
+    return "; ".join(x for x in (config, f"not the winner: {why['text']}" if why else "") if x)
 
 
 def collapse(rows: list[list]) -> list[list]:
@@ -268,7 +268,7 @@ def _runner_up_text(found) -> str:
     entry, why = found
     s = entry.result.speedup("baseline")
     at = f" at {_speed(s.model_dump())}" if s else ""
-    return f"; the fastest candidate, {entry.id}{at}, is not the winner: {why}"
+    return f"; the fastest candidate, {entry.id}{at}, is not the winner: {why['text']}"
 
 
 def _exit_code(run) -> int:

@@ -80,7 +80,7 @@ def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = F
         up = s["runner_up"]
         if up:
             console.print(styled("  the fastest candidate, ", (up["id"], "bold"), f" at {up['speedup']}, is not the "
-                                 f"winner: {up['reason']}"), soft_wrap=True)
+                                 f"winner: {up['text']}"), soft_wrap=True)
     for b in s["baselines"]:
         console.print(f"  {b['name']}: {b['what']} ({b['ms']})", soft_wrap=True)
     env = {row["key"]: row["value"] for row in s["envelope"]}
@@ -102,7 +102,7 @@ def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = F
                              f" {n['speedup']}" if n["speedup"] else "", (" <- winner", "bold green") if n["best"] else "",
                              f" ({n['skipped']})" if n["skipped"] else "",
                              (f" {n['error']}", "red") if n["error"] else ((f" {n['note']}", "dim") if n["note"] else ""),
-                             (f" (not the winner: {s['not_winner'][n['id']]})", "yellow") if n["id"] in s["not_winner"]
+                             (f" (not the winner: {s['not_winner'][n['id']]['text']})", "yellow") if n["id"] in s["not_winner"]
                              else ""),
                       soft_wrap=True)
 

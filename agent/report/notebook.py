@@ -72,7 +72,7 @@ def screened(run) -> list[dict]:
     return _screened(_stored(run))
 
 
-def not_winner(run) -> dict[str, str]:
+def not_winner(run) -> dict[str, dict]:
     from .search import not_winner as reasons
 
     stored = _stored(run)

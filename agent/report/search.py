@@ -7,6 +7,8 @@ notebook and ``--json`` print the same records.
 
 from __future__ import annotations
 
+from enum import Enum
+
 from sandbox.result import Interval, Status
 
 from ..protocols import Entry
@@ -61,12 +63,27 @@ def _iv(s: Interval) -> str:
     return f"{s.value:.3f}x [{s.low:.3f}, {s.high:.3f}]"
 
 
-def not_winner(entries: list[Entry], winner: Entry | None, baseline: Entry | None) -> dict[str, str]:
-    """For each candidate that was timed (or rejected by the sanitizer) and is not the winner: why not, in
-    words. The rule it explains is ``MemoryLineage.best``: a candidate leads only when its interval clears
-    every earlier tied entry's, and the baseline's own interval (the baseline timed against itself) is the
-    noise floor."""
-    reasons: dict[str, str] = {}
+class Reason(str, Enum):
+    """Why a timed candidate is not the winner."""
+
+    SANITIZER = "sanitizer"             # the winner until compute-sanitizer found errors
+    NOISE_FLOOR = "noise_floor"         # its interval overlaps the baseline timed against itself
+    BELOW_BASELINE = "below_baseline"   # its interval lies below the baseline's
+    TIED = "tied"                       # its interval overlaps the (earlier) winner's
+    SLOWER = "slower"                   # measurably slower than the winner
+    TIED_EARLIER = "tied_earlier"       # tied with another earlier entry that keeps the lead
+
+
+def _why(reason: Reason, text: str) -> dict:
+    return {"reason": reason.value, "text": text}
+
+
+def not_winner(entries: list[Entry], winner: Entry | None, baseline: Entry | None) -> dict[str, dict]:
+    """For each candidate that was timed (or rejected by the sanitizer) and is not the winner: why not, as
+    ``{"reason": Reason value, "text": in words}``. The rule it explains is ``MemoryLineage.best``: a candidate
+    leads only when its interval clears every earlier tied entry's, and the baseline's own interval (the
+    baseline timed against itself) is the noise floor."""
+    reasons: dict[str, dict] = {}
     floor = baseline.result.speedup("baseline") if baseline is not None and baseline.result.ok else None
     order = {e.id: i for i, e in enumerate(entries)}
     lead_s = winner.result.speedup("baseline") if winner is not None and winner.result.ok else None
@@ -75,28 +92,29 @@ def not_winner(entries: list[Entry], winner: Entry | None, baseline: Entry | Non
             continue
         r = e.result
         if r.status is Status.rejected and r.sanitize is not None:
-            reasons[e.id] = f"rejected by compute-sanitizer ({r.sanitize.text()})"
+            reasons[e.id] = _why(Reason.SANITIZER, f"rejected by compute-sanitizer ({r.sanitize.text()})")
             continue
         s = r.speedup("baseline") if r.ok else None
         if s is None:
             continue
         if floor is not None and _overlaps(s, floor):
-            reasons[e.id] = (f"within the noise floor (its interval overlaps the baseline timed against itself, "
-                             f"{_iv(floor)})")
+            reasons[e.id] = _why(Reason.NOISE_FLOOR, f"within the noise floor (its interval overlaps the baseline "
+                                                     f"timed against itself, {_iv(floor)})")
         elif s.high < 1.0 or (floor is not None and s.high < floor.low):
-            reasons[e.id] = "slower than the baseline (its interval lies below the baseline's)"
+            reasons[e.id] = _why(Reason.BELOW_BASELINE, "slower than the baseline (its interval lies below the baseline's)")
         elif winner is not None and _overlaps(s, lead_s) and order[winner.id] < order[e.id]:
-            reasons[e.id] = (f"tied with the winner {winner.id} ({_iv(lead_s)}): the intervals overlap and the earlier "
-                             "entry keeps the lead")
+            reasons[e.id] = _why(Reason.TIED, f"tied with the winner {winner.id} ({_iv(lead_s)}): the intervals overlap "
+                                              "and the earlier entry keeps the lead")
         elif winner is not None and lead_s is not None and s.value < lead_s.value:
-            reasons[e.id] = f"slower than the winner {winner.id} ({_iv(lead_s)})"
+            reasons[e.id] = _why(Reason.SLOWER, f"slower than the winner {winner.id} ({_iv(lead_s)})")
         else:
-            reasons[e.id] = "tied with an earlier entry, which keeps the lead (intervals overlap)"
+            reasons[e.id] = _why(Reason.TIED_EARLIER, "tied with an earlier entry, which keeps the lead (intervals overlap)")
     return reasons
 
 
-def runner_up(entries: list[Entry], winner: Entry | None, baseline: Entry | None) -> tuple[Entry, str] | None:
-    """Where there is no winner: the fastest timed candidate and why it did not win (None when none was timed)."""
+def runner_up(entries: list[Entry], winner: Entry | None, baseline: Entry | None) -> tuple[Entry, dict] | None:
+    """Where there is no winner: the fastest timed candidate and why it did not win (a ``not_winner`` record;
+    None when none was timed)."""
     if winner is not None:
         return None
     reasons = not_winner(entries, winner, baseline)

@@ -88,7 +88,7 @@ def summary_view(stored: RunTrace, task=None) -> dict:
     found = search.runner_up(stored.entries, best, base) if stored.finished else None
     if found is not None:
         entry, why = found
-        out["runner_up"] = {"id": entry.id, "speedup": interval(entry.result.speedup("baseline")), "reason": why}
+        out["runner_up"] = {"id": entry.id, "speedup": interval(entry.result.speedup("baseline")), **why}
     if best is not None:
         r = best.result
         s, v = r.speedup("baseline"), r.speedup("vendor")
