@@ -8,7 +8,8 @@ from __future__ import annotations
 from rich.markup import escape
 from typer.core import TyperArgument, TyperCommand, TyperOption
 
-CACHE = "KERNELWRIGHT_CACHE_DIR (compile cache, device ceilings, best-known kernels; default $XDG_CACHE_HOME/kernelwright or ~/.cache/kernelwright)"
+CACHE = ("KERNELWRIGHT_CACHE_DIR (compile cache, device ceilings, best-known kernels; default "
+         "$XDG_CACHE_HOME/kernelwright or ~/.cache/kernelwright)")
 GPU = "CUDA_VISIBLE_DEVICES (which GPUs CUDA shows)"
 TERMINAL = "COLUMNS and NO_COLOR (terminal width and colour)"
 MODEL = ("OPENAI_BASE_URL (the endpoint when --base-url and the config name none), OPENAI_API_KEY or the variable "

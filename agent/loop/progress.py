@@ -96,7 +96,8 @@ def status_line(snap: dict) -> str:
         parts.append(f"{_of(snap['tokens'], lim['tokens'], ' tokens', '{:,}')}")
     if snap["usd"] or lim["usd"] is not None:
         parts.append(_of(snap["usd"], lim["usd"], "", "${:.4f}"))
-    parts.append(_of(snap["gpu_s"], lim["gpu_s"], " GPU-s", "{:.2f}") + (" (simulated)" if snap.get("simulated") else ""))
+    sim = " (simulated)" if snap.get("simulated") else ""
+    parts.append(_of(snap["gpu_s"], lim["gpu_s"], " GPU-s", "{:.2f}") + sim)
     eta = snap.get("eta_s")
     parts.append(_of(round(snap["wall_s"]), lim["wall_s"], " s", "{:.0f}") + (
         f", about {eta:.0f} s left" if eta is not None else ""))

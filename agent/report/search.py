@@ -101,14 +101,16 @@ def not_winner(entries: list[Entry], winner: Entry | None, baseline: Entry | Non
             reasons[e.id] = _why(Reason.NOISE_FLOOR, f"within the noise floor (its interval overlaps the baseline "
                                                      f"timed against itself, {_iv(floor)})")
         elif s.high < 1.0 or (floor is not None and s.high < floor.low):
-            reasons[e.id] = _why(Reason.BELOW_BASELINE, "slower than the baseline (its interval lies below the baseline's)")
+            reasons[e.id] = _why(Reason.BELOW_BASELINE,
+                                 "slower than the baseline (its interval lies below the baseline's)")
         elif winner is not None and _overlaps(s, lead_s) and order[winner.id] < order[e.id]:
-            reasons[e.id] = _why(Reason.TIED, f"tied with the winner {winner.id} ({_iv(lead_s)}): the intervals overlap "
-                                              "and the earlier entry keeps the lead")
+            reasons[e.id] = _why(Reason.TIED, f"tied with the winner {winner.id} ({_iv(lead_s)}): the intervals "
+                                              "overlap and the earlier entry keeps the lead")
         elif winner is not None and lead_s is not None and s.value < lead_s.value:
             reasons[e.id] = _why(Reason.SLOWER, f"slower than the winner {winner.id} ({_iv(lead_s)})")
         else:
-            reasons[e.id] = _why(Reason.TIED_EARLIER, "tied with an earlier entry, which keeps the lead (intervals overlap)")
+            reasons[e.id] = _why(Reason.TIED_EARLIER,
+                                 "tied with an earlier entry, which keeps the lead (intervals overlap)")
     return reasons
 
 
