@@ -87,7 +87,7 @@ def status_line(snap: dict) -> str:
         if work.get("finalists_total"):
             parts.append(f"finalists {work['finalists']}/{work['finalists_total']}")
     parts.append(f"{snap['evaluations']} evaluations")
-    if snap["requests"] or snap["phase"] == "model":
+    if snap["requests"] and work["what"] != "model requests":   # the tuning after a model phase
         parts.append(f"{snap['requests']} model requests")
     s = snap.get("best_speedup")
     if s:
