@@ -5,7 +5,7 @@ Importing this package imports neither CuPy nor the openai SDK; they load when f
 
 
 def __getattr__(name: str):
-    if name in ("optimize", "Run", "load_run"):
+    if name in ("optimize", "Run", "load_run", "NoWinner"):
         from . import api
 
         return getattr(api, name)

@@ -24,6 +24,10 @@ from .trace.reader import UNFINISHED_NOTE, read, resolve_run
 from .trace.records import Summary, TaskRef
 
 
+class NoWinner(LookupError):
+    """A run without a winner was asked for the winner's figures; the message says why there is none."""
+
+
 @dataclass
 class Run:
     """A finished (or stopped) run: its trace folder, lineage and summary (``summary.json`` as JSON data)."""
@@ -57,6 +61,39 @@ class Run:
     def baseline(self) -> Entry | None:
         return next((e for e in self.entries if e.origin == "baseline"), None)
 
+    def speedup(self, against: str = "baseline"):
+        """The winner's speedup interval over ``against`` (``baseline``, ``vendor``, or for a PyTorch task
+        ``eager``/``compile``): an ``Interval`` (value, low, high). A run without a winner raises ``NoWinner``
+        saying why (a compile-only run, nothing timed, or no candidate measurably faster than the baseline,
+        with the fastest candidate and the reason it did not win)."""
+        best = self.best
+        if best is None:
+            raise NoWinner(self.no_winner_reason())
+        s = best.result.speedup(against)
+        if s is None:
+            timed = ", ".join(best.result.timing.speedup) if best.result.timing else "nothing"
+            raise NoWinner(f"run {self.id}: the winner {best.id} was not timed against {against!r} (it was against: "
+                           f"{timed})")
+        return s
+
+    def no_winner_reason(self) -> str:
+        """Why this run has no winner, in one sentence (empty where it has one)."""
+        from .report.search import runner_up
+
+        if self.best is not None:
+            return ""
+        if self.summary.get("sandbox") == "compile-only":
+            return f"run {self.id} has no winner: a compile-only run times nothing (run it with --sandbox gpu or fake)"
+        found = runner_up(self.entries, None, self.baseline)
+        if found is None:
+            stop = self.stop_reason or "it did not finish"
+            return f"run {self.id} has no winner: no candidate was timed (stopped: {stop})"
+        entry, why = found
+        s = entry.result.speedup("baseline")
+        at = f" at {s.value:.3f}x [{s.low:.3f}, {s.high:.3f}]" if s else ""
+        return (f"run {self.id} has no winner: no candidate beat the baseline; the fastest, {entry.id}{at}, is not "
+                f"the winner: {why['text']}")
+
     def rows(self) -> list[dict]:
         from .loop.lineage import MemoryLineage
         from .report.summary import rows
@@ -75,8 +112,20 @@ class Run:
         return text + (", SIMULATED)" if self.simulated else ")")
 
     def plot(self, over: str = "evaluations"):
-        """The best speedup so far against evaluations, tokens, gpu_s or wall_s (a matplotlib Figure)."""
+        """A matplotlib Figure: the best speedup so far against ``over`` (evaluations, tokens, gpu_s or wall_s), or
+        ``"space"`` (every configuration the built-in search screened, those evaluated in full marked) or
+        ``"roofline"`` (each timed candidate against the device's ceilings)."""
         return notebook.plot(self, over)
+
+    def screened(self) -> list[dict]:
+        """The configurations the built-in search screened, fastest first: knobs, flags, status, time relative to
+        the start with its interval, and ``evaluated`` (the candidate it became when evaluated in full)."""
+        return notebook.screened(self)
+
+    def not_winner(self) -> dict[str, dict]:
+        """For each timed candidate that is not the winner, why not: ``{"reason": "noise_floor" | "slower" | "tied"
+        | "below_baseline" | "sanitizer" | "tied_earlier", "text": the same in words}``."""
+        return notebook.not_winner(self)
 
     def candidate(self, entry_id: str):
         """One candidate: its diff against its parent and its result (renders itself in Jupyter)."""
@@ -95,7 +144,7 @@ def optimize(task: str | Path | None = None, model: str | None = None, *, base_u
              iterations: int | None = None, sandbox: str | None = None, tune: bool | None = None,
              sanitize: bool | None = None, traces: str | Path = "traces", run_id: str | None = None,
              resume: str | Path | None = None, replay: str | Path | None = None, proposer: Proposer | None = None,
-             on_progress: Callable[[str, dict], None] | None = None) -> Run:
+             on_progress: Callable[[str, dict], None] | None = None, progress: bool = True) -> Run:
     """Optimize ``task`` (a suite name or a task folder), or continue the run at ``resume``.
 
     Without ``model`` (and no model in ``config``) the built-in search over knobs and flags runs.
@@ -103,6 +152,8 @@ def optimize(task: str | Path | None = None, model: str | None = None, *, base_u
     ``sanitize=False`` skips compute-sanitizer on the winner (``[sanitize] enabled``).
     ``api_key`` is used for this run only and never written; otherwise the key comes from the
     environment variable the model config names (``OPENAI_API_KEY`` by default).
+    ``progress`` shows a progress bar (a widget in Jupyter, text on stderr elsewhere) unless ``on_progress``
+    is given: it receives each live snapshot (``agent.loop.progress.snapshot``) instead.
     """
     overrides: dict[str, Any] = {}
     model_over = {k: v for k, v in (("name", model), ("base_url", base_url)) if v is not None}
@@ -116,8 +167,13 @@ def optimize(task: str | Path | None = None, model: str | None = None, *, base_u
         overrides["tune"] = {"enabled": tune}
     if sanitize is not None:
         overrides["sanitize"] = {"enabled": sanitize}
-    return run_with(task, file_data(config), overrides, traces=traces, run_id=run_id, resume=resume, key=api_key,
-                    replay=replay, proposer=proposer, on_progress=on_progress)
+    bar = notebook.ProgressBar() if progress and on_progress is None else None
+    try:
+        return run_with(task, file_data(config), overrides, traces=traces, run_id=run_id, resume=resume, key=api_key,
+                        replay=replay, proposer=proposer, on_progress=on_progress or bar)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def file_data(config) -> dict:

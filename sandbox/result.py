@@ -6,6 +6,7 @@ carries ``schema_version``; bump it when a field changes meaning.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Any
 
@@ -59,6 +60,26 @@ class CompileInfo(_Record):
     kernels: dict[str, KernelResources] = Field(default_factory=dict)
     lowered_names: dict[str, str] = Field(default_factory=dict)
     params: dict[str, list[int]] = Field(default_factory=dict)  # plan kernel name -> bytes of each parameter
+
+    def warnings(self) -> list[str]:
+        """The compiler's warnings (NVRTC's and ptxas'), each with the source line and caret NVRTC prints under
+        it: a compile that succeeded may still have ignored what the code asked for (``#pragma unroll 0``)."""
+        out: list[str] = []
+        lines = self.log.splitlines()
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            if _WARNING.search(line):
+                block = [line]
+                while i + 1 < len(lines) and lines[i + 1].startswith((" ", "\t")) and lines[i + 1].strip():
+                    i += 1
+                    block.append(lines[i])
+                out.append("\n".join(block))
+            i += 1
+        return out
+
+
+_WARNING = re.compile(r"\bwarning\b( #\S+)?\s*:|^ptxas warning", re.IGNORECASE)
 
 
 class Mismatch(_Record):
@@ -176,10 +197,14 @@ class Result(_Record):
         return [c for c in self.checks if not c.passed]
 
     def summary(self) -> str:
-        """One line for terminals and logs."""
-        parts = [f"{self.candidate}: {self.status.value}"]
+        """One line for terminals and logs (a simulated result says so first)."""
+        parts = [f"{self.candidate}: {self.status.value}" + (" [SIMULATED]" if self.env.get("simulated") else "")]
         if self.error:
             parts.append(self.error)
+        warned = self.compile.warnings() if self.compile and self.compile.ok else []
+        if warned:
+            parts.append(f"compiler warning: {warned[0].splitlines()[0]}"
+                         + (f" (and {len(warned) - 1} more)" if len(warned) > 1 else ""))
         if self.timing:
             t = self.timing.impls.get("candidate")
             if t:

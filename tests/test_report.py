@@ -59,7 +59,9 @@ def test_report_names_the_winner_its_interval_and_the_costs_of_the_simulated_run
     assert "SIMULATED RUN" in html
     tokens = json.loads((simulated_run / "summary.json").read_text())["totals"]["tokens"]
     assert f"{tokens:,} (prompt" in html
-    assert 'id="plot-tokens"' in html and html.count("<svg") == 3
+    # three progress curves and the roofline; this model run screened nothing, so the space figure says so
+    assert 'id="plot-tokens"' in html and html.count("<svg") == 4
+    assert 'id="plot-roofline"><svg' in html.replace("\n", "") and "screened nothing" in html
     assert "duplicate of c0003" in html and "unusable answer" in html
 
 

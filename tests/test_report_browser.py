@@ -28,6 +28,11 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 DOM_FACTS = """JSON.stringify({
   svgs: document.querySelectorAll('figure.plot svg').length,
   svgSizes: Array.from(document.querySelectorAll('figure.plot svg')).map(s => s.getBoundingClientRect().width),
+  searchPlots: Array.from(document.querySelectorAll('#plot-space svg, #plot-roofline svg')).map(s => {
+    const r = s.getBoundingClientRect();
+    return {id: s.parentElement.id, width: r.width, height: r.height, marks: s.querySelectorAll('path, use').length};
+  }),
+  screenedRows: document.querySelectorAll('#screened tr').length,
   imgs: Array.from(document.images).map(i => i.complete && i.naturalWidth > 0),
   scripts: document.scripts.length,
   candidates: document.querySelectorAll('section.candidate').length,
@@ -160,7 +165,8 @@ def test_report_opens_in_chromium_with_its_plots_and_no_console_errors(run_dir, 
     assert facts["candidates"] == len(stored.entries) and facts["treeLinks"] == len(stored.entries)
     assert facts["diffs"] == len(stored.entries)
     assert facts["title"].startswith(f"kernelwright run {stored.id}")
-    assert facts["h2"] == ["Result", "Validity envelope", "Cost", "Progress", "Lineage", "Candidates"]
+    assert facts["h2"] == ["Result", "Validity envelope", "Cost", "Progress", "Search space and roofline", "Lineage",
+                           "Candidates"]
 
 
 @pytest.mark.timeout(180)
@@ -174,3 +180,21 @@ def test_the_browser_check_sees_console_errors_and_remote_requests(tmp_path):
     assert any(p.startswith("exception:") for p in problems)
     assert remote == ["http://127.0.0.1:9/missing.png"]
     assert facts["scripts"] == 2
+
+
+@pytest.mark.timeout(300)
+def test_a_searched_run_shows_its_search_space_and_roofline_plots(tmp_path, monkeypatch):
+    import agent
+    from agent.report.html import write_report
+    from agent.trace.reader import read
+
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    run = agent.optimize("vector_add", sandbox="fake", traces=tmp_path / "traces", run_id="search", progress=False)
+    page = write_report(read(run.path), tmp_path / "report.html")
+    facts, problems, remote = open_page(page, tmp_path / "profile")
+    assert problems == [] and remote == []
+    plots = {p["id"]: p for p in facts["searchPlots"]}
+    assert set(plots) == {"plot-space", "plot-roofline"}, facts["searchPlots"]
+    for p in plots.values():
+        assert p["width"] > 300 and p["height"] > 150 and p["marks"] > 10, p
+    assert facts["screenedRows"] == len(run.screened()) + 1

@@ -12,8 +12,22 @@ from rich.text import Text
 
 from .exits import ExitCode
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Make CUDA kernels faster and prove it.")
+class App(typer.Typer):
+    """Every command of this app is a ``helptext.Command``: placeholders that say what to type, help printed as
+    written, the environment variables after the exit codes."""
+
+    def command(self, *args, **kwargs):
+        from .helptext import Command
+
+        kwargs.setdefault("cls", Command)
+        return super().command(*args, **kwargs)
+
+
+app = App(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+          help="Make CUDA kernels faster and prove it.",
+          epilog="Exit codes: 0 ok; 1 the answer is no (a candidate not ok, a run that ended on a failure); 2 bad input "
+                 "(one error line names it); 3 no usable CUDA device; 130 interrupted. Each command's --help says what "
+                 "each means for it and which environment variables it reads.")
 # Markup is off: compiler logs, model text, paths and options are full of brackets (smem[tid], ".[cuda13]") and
 # print as they are. Styles come from rich.text.Text or a print's style=, never from text.
 console = Console(markup=False, highlight=False)
@@ -28,6 +42,28 @@ def styled(*parts: str | tuple[str, str]) -> Text:
 def error_line(message: str) -> None:
     """One error line on stderr, the message verbatim."""
     err_console.print(styled(("error:", "bold red"), " ", message), soft_wrap=True)
+
+
+NO_DRIVER = "no NVIDIA driver found: compile, check-task and --sandbox fake work here"
+
+
+def driver_present() -> bool:
+    """Whether this machine has an NVIDIA driver (its user-space library loads). Without one, CUDA's own error
+    (cudaErrorInsufficientDriver) names the wrong cause: nothing is too old, nothing is there."""
+    import ctypes
+    import sys
+
+    try:
+        ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def device_problem(error: str) -> str:
+    """One line on why no CUDA device answered: ``NO_DRIVER`` where the machine has no driver, else the error's
+    first line."""
+    return NO_DRIVER if not driver_present() else (error.strip().splitlines() or ["no CUDA device answered"])[0]
 
 
 def load_task(ref: str):

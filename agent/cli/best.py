@@ -22,10 +22,14 @@ def _this_gpu() -> tuple[dict | None, str]:
     try:
         reply = worker.call({"op": "hello"}, timeout=120)
     except (WorkerDied, WorkerTimeout) as exc:
-        return None, str(exc)
+        from .app import device_problem
+
+        return None, device_problem(str(exc))
     finally:
         worker.close()
-    return (reply["info"], "") if reply["ok"] else (None, reply["error"].splitlines()[0][:200])
+    from .app import device_problem
+
+    return (reply["info"], "") if reply["ok"] else (None, device_problem(reply["error"])[:200])
 
 
 @app.command(epilog=epilog(OK="exported", FAILED="no kernel is stored for this GPU and size", BAD_INPUT="bad input"))

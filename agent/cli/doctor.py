@@ -7,6 +7,7 @@ import json
 import subprocess
 
 from .app import app, console
+from .exits import epilog
 from .options import json_flag
 from .tables import Col, fit
 
@@ -69,8 +70,11 @@ def _gpu_rows() -> list[tuple[str, str, str]]:
     finally:
         worker.close()
     if not reply["ok"]:
-        return [("GPU", f"none ({reply['error'].splitlines()[0][:120]})",
-                 "without one: tasks, check-task, compile and compile-only optimize runs")]
+        from .app import device_problem
+
+        return [("GPU", f"none ({device_problem(reply['error'])[:120]})",
+                 "without one: tasks, check-task, compile, compile-only runs and --sandbox fake "
+                 "(eval, optimize)")]
     d = reply["info"]
     return [("GPU", f"{d['gpu']} ({d['arch']}, {d['sms']} SMs, {d['memory_bytes'] / 2**30:.0f} GiB, "
                     f"L2 {d['l2_bytes'] >> 20} MiB)", "correctness checks, timing, eval, optimize with measurements"),
@@ -115,7 +119,7 @@ def rows() -> list[dict]:
 
 
 
-@app.command()
+@app.command(epilog=epilog(OK="always: the table says what is missing and what that costs"))
 def doctor(as_json: DoctorJson = False):
     """Say what this machine has (CUDA extra, GPU, driver, NVRTC, CuPy, ncu, compute-sanitizer, confinement) and what
     each enables."""

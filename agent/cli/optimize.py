@@ -25,6 +25,7 @@ from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, B
                       MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, Ray, RayAddress,
                       RayGpus, SandboxKind, TorchTf32,
                       Temperature, Traces, json_flag)
+from ..report.search import describe
 from .tables import Col, fit
 
 @dataclass
@@ -117,6 +118,7 @@ def _run(task, base: dict, over: dict, traces: Path, quiet: bool, where: str, **
     """Run one optimize (start or resume) with live progress; errors in setup become BadInput / exit 3."""
     from ..api import run_with
     from ..config import ConfigError
+    from ..proposers.reach import EndpointUnreachable
 
     live = None if quiet else Live(_progress({}), console=console, refresh_per_second=4, transient=True)
 
@@ -132,10 +134,18 @@ def _run(task, base: dict, over: dict, traces: Path, quiet: bool, where: str, **
         raise BadInput(str(exc)) from None
     except FileExistsError as exc:
         raise BadInput(str(exc)) from None
+    except EndpointUnreachable as exc:
+        if live is not None:
+            live.stop()
+        error_line(str(exc))
+        raise typer.Exit(ExitCode.FAILED) from None
     except RuntimeError as exc:
         if "CUDA device" in str(exc):
-            error_line(str(exc))
-            err_console.print("--sandbox gpu needs a CUDA device; --sandbox compile-only works without one.")
+            from .app import device_problem
+
+            error_line(device_problem(str(exc)))
+            err_console.print("--sandbox gpu needs a CUDA device; --sandbox compile-only and --sandbox fake work "
+                              "without one.", soft_wrap=True)
             raise typer.Exit(ExitCode.NO_DEVICE) from None
         raise
     finally:
@@ -144,16 +154,11 @@ def _run(task, base: dict, over: dict, traces: Path, quiet: bool, where: str, **
 
 
 def _progress(snap: dict) -> Text:
+    from ..loop.progress import status_line
+
     if not snap:
         return Text("starting...")
-    parts = [f"iteration {snap['iterations']}" + (f" (+{snap['in_flight']} in flight)" if snap["in_flight"] else ""),
-             f"{snap['candidates']} candidates"]
-    s = snap.get("best_speedup")
-    if s:
-        parts.append(f"best {snap['best_id']} {s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]")
-    parts.append(f"{snap['tokens']:,} tokens, ${snap['usd']:.4f}")
-    parts.append(f"{snap['gpu_s']:.2f} GPU-s{' (simulated)' if snap.get('simulated') else ''}, {snap['wall_s']:.0f} s")
-    text = styled((snap["phase"], "bold"), " | " + " | ".join(parts))
+    text = styled((snap["phase"], "bold"), " | " + status_line(snap))
     if snap.get("last"):
         text.append(f"\n  last: {snap['last'][:160]}")
     return text
@@ -169,21 +174,62 @@ def _summary_cols(against: str) -> list[Col]:
             Col("regs", right=True), Col("origin"), Col("from"), Col("note", wrap=True)]
 
 
+def _note(r: dict, winner: str | None, reasons: dict[str, dict]) -> str:
+    """What a row's last column says: its error; else its knobs and flags, and for the winner that it won, for
+    another timed candidate why it did not."""
+    if r["error"]:
+        return r["error"].strip().splitlines()[0][:120]
+    config = describe(r.get("knobs") or {}, r.get("flags") or [])
+    if r["id"] == winner:
+        return f"winner: {config}" if config else "winner"
+    why = reasons.get(r["id"])
+    return "; ".join(x for x in (config, f"not the winner: {why['text']}" if why else "") if x)
+
+
+def collapse(rows: list[list]) -> list[list]:
+    """Consecutive rows that differ only in their id become one row (``c0001..c0016 (16 rows)``)."""
+    out: list[list] = []
+    run: list[list] = []
+
+    def flush() -> None:
+        if len(run) > 2:
+            out.append([f"{_plain(run[0][0])}..{_plain(run[-1][0])} ({len(run)} rows)"] + run[0][1:])
+        else:
+            out.extend(run)
+
+    for row in rows:
+        if run and [_plain(c) for c in row[1:]] == [_plain(c) for c in run[-1][1:]]:
+            run.append(row)
+            continue
+        flush()
+        run = [row]
+    flush()
+    return out
+
+
+def _plain(cell) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
 def print_summary(run) -> None:
     from ..claims.heldout import regression_note
+    from ..report.search import not_winner
 
     summary = run.summary
     rows = []
     listed = run.rows()
     against = next((r["against"] for r in listed if r.get("against")), "baseline")  # "eager" for a PyTorch task
-    for r in listed[:20]:
+    winner = (summary.get("best") or {}).get("id")
+    reasons = not_winner(run.entries, run.best, run.baseline)
+    for r in listed[:40]:
         ci = r["ci_ms"]
         ms = f"{ci['value']:.4g} [{ci['low']:.4g}, {ci['high']:.4g}]" if ci else "-"
         pct = f"{r['pct_of_roofline']:.1f}" if r["pct_of_roofline"] is not None else "-"
         status = Text(r["status"], style="green" if r["status"] in ("ok", "compiled") else "red")
         rows.append([r["id"], status, _speed(r["speedup"]), ms, _speed(r["vendor_speedup"]), pct,
                      str(r["registers"]) if r["registers"] is not None else "-", r["origin"],
-                     ",".join(r["parents"]) or "-", r["error"][:80]])
+                     ",".join(r["parents"]) or "-", _note(r, winner, reasons)])
+    rows = collapse(rows)[:20]
     title = f"run {run.id}: {summary['candidates']} candidates" + (" (SIMULATED)" if run.simulated else "")
     console.print(fit(_summary_cols(against), rows, console.width, title=title, key=3))
     for note in summary.get("notes", []):
@@ -198,7 +244,10 @@ def print_summary(run) -> None:
         console.print(styled(f"best: {best['id']} ({best['origin']}) {_speed(s)}: {verdict}",
                              (f"; {regress}", "bold red") if regress else "", sim), soft_wrap=True)
     elif summary.get("sandbox") != "compile-only":
-        console.print(f"best: no candidate beat {'PyTorch eager' if against == 'eager' else 'the baseline'}")
+        from ..report.search import runner_up
+
+        console.print(f"best: no candidate beat {'PyTorch eager' if against == 'eager' else 'the baseline'}"
+                      + _runner_up_text(runner_up(run.entries, None, run.baseline)), soft_wrap=True)
     t = summary["totals"]
     screened = f"{t['screened']} configurations screened, " if t.get("screened") else ""
     console.print(f"totals: {t['iterations']} iterations, {screened}{t['evaluations']} evaluations in full, "
@@ -206,6 +255,9 @@ def print_summary(run) -> None:
                   f"skipped, {t['tokens']:,} tokens ({t['prompt_tokens']:,} prompt, {t['completion_tokens']:,} completion, "
                   f"{t['reasoning_tokens']:,} reasoning, {t['cached_tokens']:,} cached), ${t['usd']:.4f}, "
                   f"{t['gpu_s']:.2f} GPU-s{' (simulated)' if run.simulated else ''}, {t['wall_s']:.1f} s wall", soft_wrap=True)
+    if t.get("screened"):
+        console.print(f"the {t['screened']} screened configurations with their times: kernelwright show {run.id} "
+                      f"(--json for all of them); the report plots them", soft_wrap=True)
     for key in ("tuning_text", "ledger_text", "heldout_text"):
         if summary.get(key):
             console.print(summary[key] + (sim if key != "tuning_text" else ""), soft_wrap=True)
@@ -213,6 +265,16 @@ def print_summary(run) -> None:
         console.print(summary["sanitize_text"], soft_wrap=True)
     stops = "; ".join(f"{phase}: {stop['message']}" for phase, stop in (summary.get("stops") or {}).items())
     console.print(f"stopped: {stops or '-'}; trace: {run.path}", soft_wrap=True)
+
+
+def _runner_up_text(found) -> str:
+    """``; the fastest, c0003 at 1.012x [1.004, 1.015], is within the noise floor: ...`` (empty where none was timed)."""
+    if found is None:
+        return ""
+    entry, why = found
+    s = entry.result.speedup("baseline")
+    at = f" at {_speed(s.model_dump())}" if s else ""
+    return f"; the fastest candidate, {entry.id}{at}, is not the winner: {why['text']}"
 
 
 def _exit_code(run) -> int:
@@ -223,7 +285,8 @@ def _exit_code(run) -> int:
     return ExitCode.FAILED if any(reason.failed for reason in reasons) else ExitCode.OK
 
 
-SummaryJson = json_flag("Print the summary as JSON instead of tables.")
+SummaryJson = json_flag("Print the summary as JSON instead of tables (with the screened configurations and why each "
+                        "other timed candidate is not the winner).")
 
 
 @app.command(epilog=epilog(OK="the run ended (a limit, the proposer done)",
@@ -261,7 +324,8 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
     run = _run(task, base, over, traces, quiet or as_json, where=str(config) if config else "flags", resume=resume,
                replay=replay, run_id=run_id)
     if as_json:
-        print(json.dumps(run.summary, indent=2, default=str))
+        print(json.dumps({**run.summary, "screened": run.screened(), "not_winner": run.not_winner()}, indent=2,
+                         default=str))
     else:
         print_summary(run)
     raise typer.Exit(_exit_code(run))

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app, console, error_line, input_errors, load_task
+from .app import app, console, device_problem, error_line, input_errors, load_task
 from .exits import ExitCode, epilog
 from .options import OUTPUT, SANDBOX, TaskArg, TimingBudget, json_flag
 
@@ -51,7 +51,7 @@ def profile_cmd(task: TaskArg,
     except RuntimeError as exc:
         with CompileOnlySandbox() as cs:
             result = cs.compile(t, c)
-        error_line(f"{str(exc).splitlines()[0]}; resources only")
+        error_line(f"{device_problem(str(exc))}; resources only")
         console.print(diagnose(t, result, {"status": "unavailable", "reason": "no CUDA device"}).text)
         raise typer.Exit(ExitCode.NO_DEVICE) from None
     with sb:

@@ -25,7 +25,8 @@ def _stored(run: str, traces: Path):
         raise BadInput(str(exc)) from None
 
 
-@app.command("report")
+@app.command("report", epilog=epilog(OK="written", BAD_INPUT="no such run, a damaged trace, or a file that cannot be "
+                                                              "written"))
 @input_errors
 def report_cmd(run: RunArg,
                out: Annotated[Optional[Path], typer.Option("-o", "--out", help="HTML file to write (default: "
@@ -47,7 +48,7 @@ def report_cmd(run: RunArg,
 ShowJson = json_flag("Print the run's summary view (claim, baselines, envelope, held-out, cost, lineage) as JSON.")
 
 
-@app.command("show")
+@app.command("show", epilog=epilog(OK="shown", BAD_INPUT="no such run, or a damaged trace"))
 @input_errors
 def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = False):
     """Print a stored run's claim, baselines, envelope, cost and lineage tree."""
@@ -75,7 +76,11 @@ def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = F
                              f"; {best['median_ms']} ms, {best['pct']}% of roofline"), soft_wrap=True)
     else:
         why = "a compile-only run times nothing" if s["sandbox"] == "compile-only" else "no candidate beat the baseline"
-        console.print(f"winner: none ({why})")
+        console.print(f"winner: none ({why})", soft_wrap=True)
+        up = s["runner_up"]
+        if up:
+            console.print(styled("  the fastest candidate, ", (up["id"], "bold"), f" at {up['speedup']}, is not the "
+                                 f"winner: {up['text']}"), soft_wrap=True)
     for b in s["baselines"]:
         console.print(f"  {b['name']}: {b['what']} ({b['ms']})", soft_wrap=True)
     env = {row["key"]: row["value"] for row in s["envelope"]}
@@ -90,13 +95,41 @@ def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = F
     console.print("cost:")
     for row in s["cost"]:
         console.print(f"  {row['label']}: {row['value']}", soft_wrap=True)
+    _print_screened(s["screened"])
     console.print("lineage:")
     for n in lineage:
         console.print(styled(f"{n['prefix']}{n['id']} {n['origin']} ", (n["status"], "green" if n["ok"] else "red"),
                              f" {n['speedup']}" if n["speedup"] else "", (" <- winner", "bold green") if n["best"] else "",
                              f" ({n['skipped']})" if n["skipped"] else "",
-                             (f" {n['error']}", "red") if n["error"] else ((f" {n['note']}", "dim") if n["note"] else "")),
+                             (f" {n['error']}", "red") if n["error"] else ((f" {n['note']}", "dim") if n["note"] else ""),
+                             (f" (not the winner: {s['not_winner'][n['id']]['text']})", "yellow") if n["id"] in s["not_winner"]
+                             else ""),
                       soft_wrap=True)
+
+
+SCREENED_SHOWN = 25
+
+
+def _print_screened(rows: list[dict]) -> None:
+    """The built-in search's screened configurations, fastest first; those evaluated in full name their entry."""
+    from .tables import Col, fit
+
+    if not rows:
+        return
+    cols = [Col("#", right=True), Col("time vs start [95%]"), Col("ms", right=True), Col("status"), Col("evaluated"),
+            Col("configuration", wrap=True)]
+    table = []
+    for i, r in enumerate(rows[:SCREENED_SHOWN], 1):
+        ci = r["relative_ci"]
+        rel = f"{r['relative']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if r["relative"] is not None and ci else (
+            f"{r['relative']:.3f}" if r["relative"] is not None else "-")
+        table.append([str(i), rel, f"{r['ms']:.4g}" if r["ms"] is not None else "-",
+                      styled((r["status"], "green" if r["status"] == "ok" else "red")), r["evaluated"] or "-",
+                      r["config"] + (f" ({r['error']})" if r["error"] else "")])
+    more = f"; the {len(rows) - SCREENED_SHOWN} slower or failed ones in --json" if len(rows) > SCREENED_SHOWN else ""
+    console.print(fit(cols, table, console.width, key=3,
+                      title=f"screened configurations: {len(rows)}, fastest first (time relative to the start; "
+                            f"lower is faster{more})"))
 
 
 @app.command("verify", epilog=epilog(OK="it reproduces", FAILED="it does not",
@@ -124,7 +157,9 @@ def verify_cmd(run: RunArg,
     try:
         sandbox = GPUSandbox(sandbox_config(stored, budget))
     except (RuntimeError, WorkerDied, WorkerTimeout) as exc:
-        error_line(str(exc).splitlines()[0])
+        from .app import device_problem
+
+        error_line(device_problem(str(exc)))
         err_console.print("verify re-measures on a CUDA device; this machine has none that works. `kernelwright show "
                           "RUN` and `kernelwright report RUN` need no GPU.", soft_wrap=True)
         raise typer.Exit(ExitCode.NO_DEVICE) from None

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.text import Text
 
-from .app import app, console, error_line, err_console, input_errors, load_task, parse_sizes, styled
+from .app import (BadInput, app, console, device_problem, error_line, err_console, input_errors, load_task, parse_sizes,
+                  styled)
 from .exits import ExitCode, epilog
 from .options import SANDBOX, Sizes, TaskArg, TimingBudget, json_flag
 from .tables import Col, fit
@@ -27,7 +29,7 @@ def _task_and_candidate(task: str, candidate: str):
     return t, c
 
 
-@app.command()
+@app.command(epilog=epilog(OK="listed", BAD_INPUT="a task that does not load, or bad input"))
 @input_errors
 def tasks(path: Annotated[Optional[Path], typer.Argument(help="A folder of task folders, or one task folder "
                                                                "(default: the suite).")] = None,
@@ -80,29 +82,40 @@ def compile_cmd(task: TaskArg, candidate: CandidateFile,
         if result.error:
             console.print(result.error, style="red", soft_wrap=True)
         if result.compile and result.compile.ok:
+            print_warnings(result)
             console.print(_resources_table(result))
         elif result.detail:
             console.print(result.detail)
     raise typer.Exit(ExitCode.OK if result.status.value == "compiled" else ExitCode.FAILED)
 
 
+EVAL_SANDBOXES = ("gpu", "fake")
+
+
 @app.command("eval", epilog=epilog(OK="the candidate is ok", FAILED="it is not (the status says why)",
-                                   BAD_INPUT="bad input", NO_DEVICE="no CUDA device"))
+                                   BAD_INPUT="bad input", NO_DEVICE="no CUDA device (--sandbox fake needs none)"))
 @input_errors
 def eval_cmd(task: TaskArg, candidate: CandidateFile, sizes: Sizes = None, budget: TimingBudget = 0.25,
              vendor: Annotated[bool, typer.Option(help="Also time the vendor library where the task has one.",
                                                   rich_help_panel=SANDBOX)] = True,
+             sandbox: Annotated[str, typer.Option(help="gpu (measured on this machine's CUDA device) or fake (real "
+                                                       "compile, simulated checks and timings, marked SIMULATED).",
+                                                  rich_help_panel=SANDBOX)] = "gpu",
              as_json: RecordJson = False):
     """Check a candidate at every check size and the benchmark size, then time it A/B against the baseline."""
-    from sandbox import GPUSandbox, SandboxConfig
+    from sandbox import FakeSandbox, GPUSandbox, SandboxConfig
 
+    if sandbox not in EVAL_SANDBOXES:
+        raise BadInput(f"--sandbox: expected one of {', '.join(EVAL_SANDBOXES)}, got {sandbox!r}")
     t, c = _task_and_candidate(task, str(candidate))
     at = parse_sizes(sizes, t)
+    config = SandboxConfig(timing_budget_s=budget, vendor=vendor)
     try:
-        sb = GPUSandbox(SandboxConfig(timing_budget_s=budget, vendor=vendor))
+        sb = FakeSandbox(config) if sandbox == "fake" else GPUSandbox(config)
     except RuntimeError as exc:
-        error_line(str(exc))
-        err_console.print("`kernelwright eval` needs a CUDA device; `kernelwright compile` works without one.")
+        error_line(device_problem(str(exc)))
+        err_console.print("`kernelwright eval` needs a CUDA device; `kernelwright eval --sandbox fake` and "
+                          "`kernelwright compile` work without one.", soft_wrap=True)
         raise typer.Exit(ExitCode.NO_DEVICE) from None
     with sb:
         result = sb.evaluate(t, c, sizes=at)
@@ -113,13 +126,28 @@ def eval_cmd(task: TaskArg, candidate: CandidateFile, sizes: Sizes = None, budge
     raise typer.Exit(ExitCode.OK if result.ok else ExitCode.FAILED)
 
 
+def print_warnings(result, indent: str = "") -> None:
+    """The compiler's warnings of a compile that succeeded, each with its source line, in yellow."""
+    warned = result.compile.warnings() if result.compile else []
+    if warned:
+        console.print(f"{indent}compiler warnings ({len(warned)}):", style="bold yellow")
+        for w in warned:
+            console.print(Text(w, style="yellow"), soft_wrap=True)
+
+
 def print_result(result) -> None:
     """A human summary of one Result (shared by eval and other commands)."""
     style = "green" if result.ok else "red"
-    console.print(styled((result.candidate, "bold"), " on ", (result.task, "bold"), ": ", (result.status.value, style)))
+    simulated = bool(result.env.get("simulated"))
+    console.print(styled((result.candidate, "bold"), " on ", (result.task, "bold"), ": ", (result.status.value, style),
+                         (" (SIMULATED)", "bold red") if simulated else ""))
+    if simulated:
+        console.print("SIMULATED: the fake sandbox models checks and run times; nothing ran on a GPU and no figure "
+                      "below is a measurement", style="bold red", soft_wrap=True)
     if result.error:
         console.print(f"  {result.error}", soft_wrap=True)
     if result.compile and result.compile.ok:
+        print_warnings(result, "  ")
         for k in result.compile.kernels.values():
             console.print(f"  {k.name}: {k.registers} registers, spills {k.spill_stores}/{k.spill_loads} B, "
                           f"static smem {k.static_shared} B")

@@ -35,6 +35,7 @@ from ..trace.reader import check_events, read_record
 from ..trace.records import (CandidateRecord, HeldoutRow, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary,
                              TaskInfo)
 from ..trace.writer import Trace
+from . import progress
 from .budget import Budget, Totals
 from .lineage import MemoryLineage
 from .loop import Loop
@@ -58,6 +59,7 @@ class Session:
     tuners: list = field(default_factory=list)
     screened: list[ScreenEvent] = field(default_factory=list)   # a resumed run's recorded screenings (tuners reuse them)
     events: list[Event] = field(default_factory=list)   # what a resumed run had recorded
+    searching: Any = None   # the built-in search now running (its progress against its budget)
 
 
 def new_run_id(task: Task) -> str:
@@ -137,6 +139,7 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
     task = load_task(task_ref)
     if cfg.model and proposer is None and not replay:
         api_key(cfg.model, key)
+        reachable(cfg, key)
     if not task.has_baseline and cfg.model is None and proposer is None and not replay:
         raise ConfigError(f"task {task.name} has no CUDA starting kernel (baseline.cu) for the built-in search to tune; "
                           "give a model (--model), whose first kernel is written from the PyTorch module's source")
@@ -189,6 +192,8 @@ def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progr
         raise TaskError(f"{task.folder}: the task changed since run {info.run_id} started "
                         f"(fingerprint {task.fingerprint}, recorded {info.task.fingerprint}); start a new run")
     cfg = overrides_cfg(info.config)
+    if cfg.model and proposer is None and info.proposer.kind == "llm":
+        reachable(cfg, key)
     done_model = sum(1 for e in events if isinstance(e, ProposalEvent) and e.phase == "model")
     replay = info.proposer.replay if info.proposer.kind == "replay" else None
     sandbox = open_run_sandbox(cfg)
@@ -213,11 +218,20 @@ def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session
     session = Session(task, cfg, trace, sandbox, proposer, phase, lineage, totals, None)
     if cfg.sandbox == "auto" and sandbox.kind == "compile-only":
         session.notes.append("--sandbox auto: no CUDA device answered, so this run only compiles")
-    hook = (lambda kind, loop: on_progress(kind, summary_mod.snapshot(loop.lineage, loop.totals, loop.phase,
-                                                                      loop.last))) if on_progress else None
+    clock = progress.Clock()
+    hook = (lambda kind, loop: on_progress(kind, progress.snapshot(session, clock))) if on_progress else None
     session.loop = Loop(task, sandbox, lineage, trace, Budget(cfg.budget), totals, cfg.selection, hook, cfg.profile,
                         model_run=phase == "model")
     return session
+
+
+def reachable(cfg: RunConfig, key: str | None) -> None:
+    """The model endpoint accepts a connection, checked before the sandbox opens (``EndpointUnreachable``)."""
+    from ..config import redact_url
+    from ..proposers.reach import check
+
+    url = cfg.model.base_url
+    check(url, redact_url(url) if url else None)
 
 
 def redactor(cfg: RunConfig, key: str | None) -> Redactor:
@@ -284,6 +298,7 @@ def _phases(s: Session) -> None:
 def _search(s: Session, search: Proposer, phase: str) -> Stop:
     """Run the built-in search from the best so far; a resumed one first retraces its recorded steps."""
     lineage = s.loop.lineage
+    s.searching = search
     target_id, steps = recorded_search(s.events, phase, lineage)
     target = next((e for e in lineage.entries() if e.id == target_id), None) or lineage.best() or lineage.baseline()
     return s.loop.run(FastForward(search, steps) if steps else search, phase, parallel=1, target=target)

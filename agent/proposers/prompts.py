@@ -165,6 +165,8 @@ def entry_view(entry: Entry, short: bool = False) -> dict:
             "detail": excerpt(condense_log(r.detail) if r.status is Status.compile_error else r.detail,
                               SHORT_DETAIL_LINES if short else DETAIL_LINES),
             "resources": resources_view(r), "checks": checks_view(r), "timing": timing_view(r),
+            "warnings": excerpt("\n".join(r.compile.warnings()), SHORT_DETAIL_LINES if short else DETAIL_LINES)
+            if r.compile and r.compile.ok else "",
             "simulated": bool(r.env.get("simulated")), "diagnosis": entry.diagnosis,
             "speedup_text": f"{speed.value:.3f}x over the baseline, interval [{speed.low:.3f}, {speed.high:.3f}]"
             if speed else "not timed",

@@ -18,13 +18,14 @@ from sandbox.compiler import atomic_write
 from sandbox.result_html import result_html
 
 from . import views
-from .plots import best_so_far, svg
+from .plots import best_so_far, roofline, search_space, svg
 from ..protocols import Entry
 from ..trace.events import EVENTS_SCHEMA
 from ..trace.reader import RunTrace
 
 TEMPLATES = Path(__file__).with_name("templates")
 PLOTS = ("evaluations", "tokens", "gpu_s")
+SCREENED_SHOWN = 50   # rows of the screened-configurations table in the report (all of them are in --json)
 
 
 @lru_cache(maxsize=1)
@@ -55,6 +56,22 @@ def _plot(stored: RunTrace, over: str) -> dict:
     return {"over": over, "svg": _markup(svg(fig, f"{stored.id}-{over}")), "note": ""}
 
 
+def _space_plot(stored: RunTrace, rows: list[dict]) -> dict:
+    if not rows:
+        return {"over": "space", "svg": "", "note": "The built-in search screened nothing in this run (a model-only run, "
+                                                    "a compile-only run, or a task without a CUDA baseline to screen against)."}
+    return {"over": "space", "svg": _markup(svg(search_space(stored, rows), f"{stored.id}-space")), "note": ""}
+
+
+def _roofline_plot(stored: RunTrace, task) -> dict:
+    fig = roofline(stored, task)
+    if fig is None:
+        why = ("the run's task cannot be loaded unchanged, so its FLOPs and bytes are not at hand" if task is None else
+               "no candidate was timed with the device's ceilings recorded")
+        return {"over": "roofline", "svg": "", "note": f"No roofline: {why}."}
+    return {"over": "roofline", "svg": _markup(svg(fig, f"{stored.id}-roofline")), "note": ""}
+
+
 def _candidate(stored: RunTrace, entry: Entry) -> dict:
     return {**views.candidate_view(stored, entry), "result_html": _markup(result_html(entry.result))}
 
@@ -67,8 +84,10 @@ def render_report(stored: RunTrace) -> str:
     except metadata.PackageNotFoundError:
         version = "(checkout)"
     task = stored.unchanged_task()
+    s = views.summary_view(stored, task)
     return environment().get_template("report.html.j2").render(
-        s=views.summary_view(stored, task), css=_css(), plots=[_plot(stored, over) for over in PLOTS],
+        s=s, css=_css(), plots=[_plot(stored, over) for over in PLOTS],
+        search_plots=[_space_plot(stored, s["screened"]), _roofline_plot(stored, task)], screened_shown=SCREENED_SHOWN,
         lineage=views.lineage_lines(stored), candidates=[_candidate(stored, e) for e in stored.entries],
         unevaluated=views.unevaluated_view(stored), version=version, trace=stored.path.name,
         schema=stored.events[0].schema_ if stored.events else EVENTS_SCHEMA)
@@ -78,7 +97,18 @@ def write_report(stored: RunTrace, out: str | Path | None = None) -> Path:
     """Write the report (default: ``report.html`` in the run folder); returns its path."""
     target = Path(out) if out is not None else stored.path / "report.html"
     atomic_write(target, render_report(stored))
+    readable(target)
     return target
+
+
+def readable(path: Path) -> None:
+    """Give a written file the mode a plain ``open`` would (0666 less the umask): the atomic write's temporary file
+    is created 0600, and a report is meant to be shared."""
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
 
 
 # ---- notebook views ------------------------------------------------------------------------------

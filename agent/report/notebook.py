@@ -45,11 +45,38 @@ def _stored(run) -> RunTrace:
 
 
 def plot(run, over: str = "evaluations"):
-    """The best speedup so far against ``over``: evaluations, tokens, gpu_s or wall_s (a matplotlib Figure)."""
-    from .plots import best_so_far
+    """The best speedup so far against ``over`` (evaluations, tokens, gpu_s or wall_s), the search space
+    (``"space"``) or the roofline (``"roofline"``): a matplotlib Figure."""
+    from . import plots
 
     _figures_inline()
-    return best_so_far(_stored(run), over)
+    stored = _stored(run)
+    if over == "space":
+        return plots.search_space(stored, _screened(stored))
+    if over == "roofline":
+        fig = plots.roofline(stored, stored.unchanged_task())
+        if fig is None:
+            raise ValueError(f"run {stored.id}: no roofline (no candidate was timed with the device's ceilings, or "
+                             "the task is not at hand unchanged)")
+        return fig
+    return plots.best_so_far(stored, over)
+
+
+def _screened(stored: RunTrace) -> list[dict]:
+    from .search import screened as rows
+
+    return rows(stored.events, stored.entries, stored.summary.tuning if stored.summary else None)
+
+
+def screened(run) -> list[dict]:
+    return _screened(_stored(run))
+
+
+def not_winner(run) -> dict[str, dict]:
+    from .search import not_winner as reasons
+
+    stored = _stored(run)
+    return reasons(stored.entries, stored.best, stored.baseline)
 
 
 def _figures_inline() -> None:
@@ -136,3 +163,38 @@ class CandidateView:
         from .html import candidate_fragment
 
         return candidate_fragment(self.stored, self.entry)
+
+
+class ProgressBar:
+    """``agent.optimize``'s progress as a tqdm bar (``tqdm.auto``: a widget in Jupyter, text on stderr
+    elsewhere): one bar per stretch of work (configurations measured against the search's budget, finalists
+    evaluated in full, model requests against the iterations), the best so far and the GPU-seconds beside it.
+    Use it as an ``on_progress`` callback; ``close`` ends the last bar."""
+
+    def __init__(self):
+        self._bar = None
+        self._what: tuple | None = None
+
+    def __call__(self, kind: str, snap: dict) -> None:
+        from tqdm.auto import tqdm
+
+        work = snap["work"]
+        what = (snap["phase"], work["what"], work["total"])
+        if what != self._what:
+            self.close()
+            self._bar = tqdm(total=work["total"], desc=f"{snap['phase']}: {work['what']}", unit="",
+                             dynamic_ncols=True, leave=True)
+            self._what = what
+        self._bar.n = work["done"]
+        s = snap.get("best_speedup")
+        limit = snap["limits"]["gpu_s"]
+        self._bar.set_postfix_str(", ".join(x for x in (
+            f"best {snap['best_id']} {s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]" if s else "",
+            f"{snap['evaluations']} evaluations",
+            f"{snap['gpu_s']:.2f}{f'/{limit:g}' if limit else ''} GPU-s" + (" (simulated)" if snap.get("simulated") else ""),
+        ) if x), refresh=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

@@ -23,7 +23,7 @@ def best_so_far(stored: RunTrace, over: str = "evaluations"):
     from matplotlib.figure import Figure
 
     if over not in AXES:
-        raise ValueError(f"over: expected one of {', '.join(AXES)}, got {over!r}")
+        raise ValueError(f"over: expected one of {', '.join(AXES)}, space or roofline, got {over!r}")
     attr, label = AXES[over]
     fig = Figure(figsize=(7.0, 3.6), layout="constrained")
     ax = fig.add_subplot()
@@ -71,3 +71,103 @@ def svg(fig, salt: str) -> str:
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
     return text[text.index("<svg"):]
+
+
+def search_space(stored: RunTrace, rows: list[dict]):
+    """Every configuration the built-in search screened, in the order it was screened: its time relative to the
+    start with its interval; those evaluated in full ringed and named; failures as marks along the bottom.
+    ``rows`` are ``agent.report.search.screened`` records."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.0, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    timed = [r for r in rows if r["relative"] is not None]
+    if timed:
+        lo = [r["relative"] - (r["relative_ci"] or [r["relative"]] * 2)[0] for r in timed]
+        hi = [(r["relative_ci"] or [r["relative"]] * 2)[1] - r["relative"] for r in timed]
+        ax.errorbar([r["order"] for r in timed], [r["relative"] for r in timed], yerr=[lo, hi], fmt="o", ms=4, lw=1,
+                    alpha=0.7, color=ORIGIN_COLORS["tuner"], label="screened")
+    full = [r for r in timed if r["evaluated"]]
+    if full:
+        ax.plot([r["order"] for r in full], [r["relative"] for r in full], "o", ms=11, mfc="none", mew=2,
+                color="#2ca02c", label="evaluated in full")
+        for r in full:
+            ax.annotate(r["evaluated"], (r["order"], r["relative"]), textcoords="offset points", xytext=(6, 6),
+                        fontsize=8, color="#2ca02c")
+    failed = [r["order"] for r in rows if r["relative"] is None]
+    if failed:
+        ax.plot(failed, [0.03] * len(failed), "x", color="#d62728", ms=6, transform=ax.get_xaxis_transform(),
+                label="failed (not timed)")
+    ax.axhline(1.0, color="#888888", lw=1, ls="--")
+    ax.set_xlabel("configuration, in the order screened")
+    ax.set_ylabel("time relative to the start (lower is faster)")
+    title = f"{stored.task_name}: the search space as screened ({len(rows)} configurations)"
+    ax.set_title(title + (" (SIMULATED)" if stored.simulated else ""), fontsize=10)
+    if not rows:
+        ax.text(0.5, 0.5, "nothing was screened", transform=ax.transAxes, ha="center", va="center", color="#777777")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper right")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def roofline(stored: RunTrace, task):
+    """Each timed candidate against the device's ceilings (the ones its timing recorded): achieved FLOP/s over
+    the task's arithmetic intensity, under the memory slope and the compute roof; for a task that counts no
+    FLOPs, achieved bytes/s per candidate under the bandwidth ceiling. None where no timed candidate recorded
+    ceilings (or the task is not at hand to count its FLOPs and bytes)."""
+    from matplotlib.figure import Figure
+
+    from sandbox.host.ceilings import memory_bandwidth
+
+    timed = [e for e in stored.entries if score(e) is not None and e.result.env.get("ceilings")]
+    if task is None or not timed:
+        return None
+    ceilings = timed[0].result.env["ceilings"]
+    bw = memory_bandwidth(ceilings)
+    peak = {"fp32": ceilings.get("fp32_flops"), "fp16_tensor": ceilings.get("fp16_tensor_flops")}.get(
+        task.spec.roofline.compute)
+    best = stored.best
+    fig = Figure(figsize=(7.0, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    points = []
+    for e in timed:
+        t = e.result.timing
+        secs = t.impls["candidate"].median_ms / 1e3
+        points.append((e, task.flops(t.sizes), task.bytes(t.sizes), secs))
+    sim = " (SIMULATED)" if stored.simulated else ""
+    if all(f > 0 for _, f, _, _ in points) and bw and peak:
+        xs = [f / b for _, f, b, _ in points]
+        span = [min(xs + [peak / bw]) / 8, max(xs + [peak / bw]) * 8]
+        grid = [span[0] * (span[1] / span[0]) ** (i / 64) for i in range(65)]
+        ax.plot(grid, [min(peak, bw * x) for x in grid], color="#555555", lw=2,
+                label=f"ceilings: {bw / 1e9:,.0f} GB/s, {peak / 1e12:,.1f} TFLOP/s {task.spec.roofline.compute}")
+        ax.axvline(peak / bw, color="#aaaaaa", lw=1, ls=":")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _mark(ax, points, best, lambda p: p[1] / p[2], lambda p: p[1] / p[3])
+        ax.set_xlabel("arithmetic intensity (task FLOPs / task bytes)")
+        ax.set_ylabel("achieved FLOP/s")
+    elif bw:
+        ax.axhline(bw, color="#555555", lw=2, label=f"bandwidth ceiling: {bw / 1e9:,.0f} GB/s")
+        _mark(ax, points, best, lambda p: points.index(p), lambda p: p[2] / p[3])
+        ax.set_xlabel("candidate, in the order evaluated")
+        ax.set_ylabel("achieved bytes/s (task bytes / time)")
+        ax.set_ylim(bottom=0)
+    else:
+        return None
+    ax.set_title(f"{stored.task_name}: candidates against the device's ceilings{sim}", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3, which="both")
+    return fig
+
+
+def _mark(ax, points, best, x, y) -> None:
+    for origin in sorted({p[0].origin for p in points}):
+        mine = [p for p in points if p[0].origin == origin]
+        ax.plot([x(p) for p in mine], [y(p) for p in mine], "o", ms=5, alpha=0.75,
+                color=ORIGIN_COLORS.get(origin, "#2ca02c"), label=origin)
+    for p in points:
+        if (best is not None and p[0].id == best.id) or p[0].origin == "baseline":
+            ax.annotate(p[0].id + (" (winner)" if best is not None and p[0].id == best.id else ""), (x(p), y(p)),
+                        textcoords="offset points", xytext=(6, -10), fontsize=8)

@@ -14,6 +14,7 @@ from sandbox.result_html import diagnosis_text
 from sandbox.task import describe_sizes
 
 from ..claims.heldout import regression_note
+from . import search
 from ..loop.lineage import score
 from ..protocols import Entry
 from ..trace.events import ProposalEvent
@@ -81,7 +82,13 @@ def summary_view(stored: RunTrace, task=None) -> dict:
         "counts": ", ".join(f"{v} {k}" for k, v in sorted(_counts(stored).items())),
         "candidates": len(stored.entries), "unevaluated": len(stored.unevaluated),
         "best": None, "baselines": [], "envelope": envelope(stored, shown, task), "heldout": heldout(summary),
-        "sanitize": summary.sanitize.text if summary and summary.sanitize else None, "cost": cost(stored)}
+        "sanitize": summary.sanitize.text if summary and summary.sanitize else None, "cost": cost(stored),
+        "screened": search.screened(stored.events, stored.entries, summary.tuning if summary else None),
+        "not_winner": search.not_winner(stored.entries, best, base), "runner_up": None}
+    found = search.runner_up(stored.entries, best, base) if stored.finished else None
+    if found is not None:
+        entry, why = found
+        out["runner_up"] = {"id": entry.id, "speedup": interval(entry.result.speedup("baseline")), **why}
     if best is not None:
         r = best.result
         s, v = r.speedup("baseline"), r.speedup("vendor")

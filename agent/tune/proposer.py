@@ -222,6 +222,18 @@ class TunerProposer:
     def finished(self) -> bool:
         return bool(self._sources) and all(s.search.finished for s in self._sources.values())
 
+    def progress(self) -> dict:
+        """Configurations measured so far against the budget, and finalists evaluated in full against their
+        number, over every tuned source (for live progress)."""
+        sources = list(self._sources.values())
+        return {"measured": sum(s.search.evaluations for s in sources),
+                "budget": sum(s.search.budget or 0 for s in sources),
+                "finished": bool(sources) and all(s.search.finished for s in sources),
+                "finalists": sum(1 for s in sources for f in s.finalists if f.status != "proposed"),
+                # the number chosen once a source's search is over; until then the most it may choose
+                "finalists_total": sum((len(s.finalists) if s.search.finished else self.finalists) for s in sources
+                                       if s.screened)}
+
     def close(self) -> None:
         if self._owns_sandbox and self.sandbox is not None:
             self.sandbox.close()

@@ -1,0 +1,70 @@
+"""What every command's ``--help`` shows beyond its own text: value placeholders that name what to type (``N``,
+``PATH``, ``TEXT``) where Typer would print Python types (``<bool>``, ``<list[str]>``), no placeholder on a flag,
+text printed as written (Typer reads help as Rich markup, where ``[cluster]`` vanishes), and, after the exit
+codes, the environment variables the command reads."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from typer.core import TyperArgument, TyperCommand, TyperOption
+
+CACHE = ("KERNELWRIGHT_CACHE_DIR (compile cache, device ceilings, best-known kernels; default "
+         "$XDG_CACHE_HOME/kernelwright or ~/.cache/kernelwright)")
+GPU = "CUDA_VISIBLE_DEVICES (which GPUs CUDA shows)"
+TERMINAL = "COLUMNS and NO_COLOR (terminal width and colour)"
+MODEL = ("OPENAI_BASE_URL (the endpoint when --base-url and the config name none), OPENAI_API_KEY or the variable "
+         "--api-key-env names (the key), HTTPS_PROXY/HTTP_PROXY/NO_PROXY (the route to the endpoint)")
+
+# What each command reads; a command not named here reads only the terminal's variables.
+ENVIRONMENT = {
+    "compile": (CACHE,), "eval": (CACHE, GPU), "check-task": (CACHE,), "doctor": (CACHE, GPU),
+    "profile": (CACHE, GPU), "optimize": (MODEL, CACHE, GPU), "batch": (MODEL, CACHE, GPU), "verify": (CACHE, GPU),
+    "best": (CACHE, GPU), "import": (CACHE, GPU), "export": (CACHE,),
+}
+
+_KINDS = {"str": "TEXT", "int": "N", "float": "NUMBER", "Path": "PATH", "bool": ""}
+
+
+def placeholder(param: TyperArgument | TyperOption) -> str:
+    """What to type for a parameter: an argument's own name, a flag nothing, else the kind of value (``N``,
+    ``PATH``...; ``PATH...`` for several)."""
+    bare = param.bare_type()
+    many = bare.startswith("list[")
+    if isinstance(param, TyperArgument):
+        return (param.name or "value").upper()   # the usage line adds "..." where it takes several
+    kind = _KINDS.get(bare[5:-1] if many else bare, "VALUE")
+    return f"{kind}..." if many and kind else kind
+
+
+def environment_footer(name: str | None) -> str:
+    variables = ENVIRONMENT.get(name or "", ()) + (TERMINAL,)
+    return "Environment: " + "; ".join(variables) + "."
+
+
+class Command(TyperCommand):
+    """A Typer command with the help described above."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, (TyperArgument, TyperOption)):
+                if param.metavar is None:
+                    param.metavar = placeholder(param)
+                if isinstance(param, TyperArgument):
+                    param.display_type_rich = _no_type   # its name already stands in the usage and the table
+                if param.help:
+                    param.help = escape(param.help)
+        if self.help:
+            self.help = escape(self.help)
+        footer = environment_footer(self.name)
+        self.epilog = escape(f"{self.epilog}\n\n{footer}" if self.epilog else footer)
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+def _no_type(ctx) -> None:
+    return None
