@@ -157,9 +157,9 @@ def compiled_problems(found: list[ApproxInstruction], source: str, task: "Task")
         elif any(use.instruction in allowed.get(n, ()) for n in named):
             continue
         else:
-            why = "and no function named on that line emits it for this task without fast math"
-        problems.append(f"{where}: {use.function} compiles to {use.instruction}, an approximate instruction, "
-                        f"{why}; this task does not allow fast math")
+            why = "that no function named on that line emits at its documented accuracy"
+        problems.append(f"{where}: {use.function} compiles to {use.instruction}, an approximate instruction {why}, "
+                        f"and this task does not allow fast math")
     return list(dict.fromkeys(problems))
 
 
