@@ -10,7 +10,8 @@ from collections import Counter
 import numpy as np
 
 from sandbox.worker.guards import Fence
-from sandbox.worker.timing import KINDS, PhaseDraw, Reservoir, draw_slots, launch_kind, miss_probability, round_cap
+from sandbox.worker.draw import KINDS, PhaseDraw, Reservoir, draw_slots, launch_kind, miss_probability
+from sandbox.worker.timing import round_cap
 
 
 def test_the_round_cap_depends_on_the_budget_and_the_baseline_only():

@@ -18,7 +18,7 @@ from sandbox.inputs import input_specs, output_specs  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.pytorch.runtime import runtime_for  # noqa: E402
 from sandbox.task import load_task  # noqa: E402
-from sandbox.worker import timing  # noqa: E402
+from sandbox.worker import draw, timing  # noqa: E402
 from sandbox.worker.checks import Violation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,8 +246,8 @@ def test_without_a_hold_every_launch_is_timed_after_a_synchronisation_and_the_re
 
 def test_one_launch_of_each_kind_is_compared_with_the_reference(swish, tmp_path, monkeypatch):
     reply = _stage(swish, tmp_path, monkeypatch, _Kernel(), full_checks=3, launches_to=400).run()
-    kinds = [timing.launch_kind(e["phase"]) for e in reply["full"]]
-    assert sorted(kinds) == sorted(timing.KINDS), [e["phase"] for e in reply["full"]]
+    kinds = [draw.launch_kind(e["phase"]) for e in reply["full"]]
+    assert sorted(kinds) == sorted(draw.KINDS), [e["phase"] for e in reply["full"]]
 
 
 class _StrayKernel(_Kernel):

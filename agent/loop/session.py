@@ -366,6 +366,7 @@ def _extras(s: Session) -> dict:
                 s.notes.append(set_aside_note(claim.flagged))
             if claim.note:
                 s.notes.append(claim.note)
+                sanitize()   # the section names no winner once the untried ones are set aside too
         best = loop.lineage.best()
     ledger = Ledger(wall_before_s=loop.totals.wall_s)
     for e in loop.lineage.entries():
