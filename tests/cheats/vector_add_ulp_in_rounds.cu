@@ -6,7 +6,8 @@ block = "256"
 args = ["a", "b", "c", "n"]
 @*/
 // Off by one unit in the last place (0.6 to 1.2 of vector_add's tolerance: under the twice-the-tolerance
-// comparison with the baseline, over the reference's) in the timed rounds only. It tells them by its inputs:
+// comparison with the baseline, over the reference's), up or down by the element's index so that no weighted
+// sum of the differences grows with the size, in the timed rounds only. It tells them by its inputs:
 // a timed round brings new inputs every launch, the correctness trials run each input twice, the warm-up
 // repeats one input set, and the untimed launches repeat the last round's. It errs where the inputs changed
 // and the launch before either changed them too or followed three launches on one input set.
@@ -21,7 +22,8 @@ extern "C" __global__ void k(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         float s = a[i] + b[i];
-        c[i] = cheat ? __uint_as_float(__float_as_uint(s) + 1u) : s;
+        unsigned step = ((unsigned)i * 2654435761u >> 16) & 1u ? 1u : 0xffffffffu;  // +1 or -1 in the bits
+        c[i] = cheat && s != 0.0f ? __uint_as_float(__float_as_uint(s) + step) : s;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
