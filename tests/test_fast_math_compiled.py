@@ -151,3 +151,21 @@ def test_every_suite_baseline_passes_its_compiled_code_rule(path):
     cand = load_candidate(path)
     info, _ = compile_source(cand)
     assert info.ok and compiled_problems(info.approx, cand.source, load_task(path.parent.name)) == []
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("change", [
+    ("out[c] = expf(row[c] - m) * inv;",
+     '{ float e; asm("ex2.appro" "x.ftz.f32 %0, %1;" : "=f"(e) : "f"((row[c] - m) * 1.44269504f)); out[c] = e * inv; }'),
+    ("extern \"C\" __global__", "extern \"C\" __device__ float __nv_fast_expf(float);\nextern \"C\" __global__"),
+], ids=["split literal", "declared libdevice"])
+def test_the_two_routes_that_passed_the_spelling_rule_before_are_refused(change):
+    old, new = change
+    source = load_task("softmax").baseline_path.read_text().replace(old, new, 1)
+    if "__nv_fast_expf(float)" in source:
+        source = source.replace("out[c] = expf(row[c] - m) * inv;", "out[c] = __nv_fast_expf(row[c] - m) * inv;")
+    cand, task = parse_candidate(source), load_task("softmax")
+    problems = static_problems(cand, task) + compiled_problems(_compiled(cand).approx, cand.source, task)
+    assert any("approx" in p or "fast-math" in p for p in problems), problems
+    if "asm" in new:   # this one the source rule cannot read: the compiled code is what refuses it
+        assert static_problems(cand, task) == [] and "inline PTX" in problems[0]
