@@ -165,8 +165,8 @@ def compiled_problems(found: list[ApproxInstruction], source: str, task: "Task")
 
 def _names_by_line(tokens: list[Token], line) -> dict[int, set[str]]:
     """The identifiers (and the ``/`` operator) each line names, through macros: a line that uses a macro names
-    what the macro's body names. A statement that runs on over several lines lends its later lines' names to
-    its earlier ones, since the compiler may place an instruction at any line of it."""
+    what the macro's body names. The lines of a statement that runs on over several lines share their names,
+    since the compiler may place an instruction at any line of it."""
     macros: dict[str, set[str]] = {}
     by_line: dict[int, set[str]] = {}
     directive, defining = False, None
@@ -187,11 +187,16 @@ def _names_by_line(tokens: list[Token], line) -> dict[int, set[str]]:
         for body in macros.values():
             body |= set().union(*(macros.get(n, set()) for n in list(body)))
     expanded = {n: set(v).union(*(macros.get(x, set()) for x in v)) for n, v in by_line.items()}
-    # a statement continues until a line ending it with ';', '{' or '}'
+    # a statement runs on until a line holding ';', '{' or '}': its lines share their names
     ends = {line(t.start) for t in tokens if t.text in (";", "{", "}")}
     out: dict[int, set[str]] = {}
-    carried: set[str] = set()
-    for n in sorted(expanded, reverse=True):
-        carried = expanded[n] | (set() if n in ends else carried)
-        out[n] = carried
+    group: list[int] = []
+    for n in sorted(set(expanded) | ends):
+        group.append(n)
+        if n in ends:
+            shared = set().union(*(expanded.get(k, set()) for k in group))
+            out.update({k: shared for k in group})
+            group = []
+    shared = set().union(*(expanded.get(k, set()) for k in group))
+    out.update({k: shared for k in group})
     return out

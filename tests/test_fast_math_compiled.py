@@ -77,6 +77,14 @@ def test_an_emitter_on_the_line_must_emit_that_very_instruction():
 
 
 @pytest.mark.timeout(120)
+def test_a_library_call_over_several_lines_keeps_its_accuracy_credit_on_each():
+    src = load_task("gelu").baseline_path.read_text().replace(
+        "y[i] = 0.5f * v * (1.0f + tanhf(u));", "y[i] = 0.5f * v * (1.0f + tanhf(\n            u +\n            0.0f));")
+    cand = parse_candidate(src)
+    assert compiled_problems(_compiled(cand).approx, cand.source, load_task("gelu")) == []
+
+
+@pytest.mark.timeout(120)
 def test_a_library_call_behind_a_macro_and_an_inlined_helper_keeps_its_accuracy_credit():
     src = load_task("gelu").baseline_path.read_text().replace(
         "extern \"C\"", "#define TANH_OF(x) tanhf(x)\n__device__ float squash(float u) {\n    return TANH_OF(u);\n}\n"
