@@ -16,6 +16,7 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
+from . import approx_ptx
 from .candidate import Candidate
 from .cubin import code_hash, kernel_params
 from .result import CompileInfo, KernelResources
@@ -127,7 +128,8 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
     if use_cache and entry.with_suffix(".json").is_file():
         info = CompileInfo.model_validate_json(entry.with_suffix(".json").read_text())
         cubin = entry.with_suffix(".cubin").read_bytes() if info.ok else None
-        if not info.ok or (cubin and hashlib.sha256(cubin).hexdigest() == info.cubin_sha256):
+        # an entry written before the PTX was read (no ``approx``) is compiled again
+        if not info.ok or (info.approx is not None and cubin and hashlib.sha256(cubin).hexdigest() == info.cubin_sha256):
             update = {"cached": True, "code_hash": info.code_hash or (code_hash(cubin) if cubin else None),
                       "params": info.params or (_params(info.lowered_names, cubin) if cubin else {})}
             return info.model_copy(update=update), cubin
@@ -137,6 +139,7 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
         back = {v: k for k, v in expanded.items()}
         info.kernels = {back.get(n, n): r.model_copy(update={"name": back.get(n, n)}) for n, r in info.kernels.items()}
         info.params = _params(info.lowered_names, cubin)
+        info.approx = [a.model_copy(update={"function": back.get(a.function, a.function)}) for a in info.approx or []]
     if use_cache:
         if cubin is not None:
             atomic_write(entry.with_suffix(".cubin"), cubin)
@@ -189,13 +192,21 @@ def _nvrtc(source: str, options: list[str], arch: str, names: list[str]) -> tupl
         (err,) = nvrtc.nvrtcGetCUBIN(prog, buf)
         _check(err, "nvrtcGetCUBIN")
         cubin = bytes(buf)
+        err, size = nvrtc.nvrtcGetPTXSize(prog)
+        _check(err, "nvrtcGetPTXSize")
+        buf = bytearray(size)
+        (err,) = nvrtc.nvrtcGetPTX(prog, buf)
+        _check(err, "nvrtcGetPTX")
+        approx = approx_ptx.scan(bytes(buf).rstrip(b"\0").decode(errors="replace"))
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     kernels, gmem = parse_ptxas(log)
     by_lowered = {v: k for k, v in lowered.items()}
+    approx = [a.model_copy(update={"function": by_lowered.get(a.function, a.function)}) for a in approx]
     kernels = {by_lowered.get(k, k): r.model_copy(update={"name": by_lowered.get(k, k)}) for k, r in kernels.items()}
     info = CompileInfo(ok=True, log=_trim(log), cubin_sha256=hashlib.sha256(cubin).hexdigest(),
-                       code_hash=code_hash(cubin), global_bytes=gmem, kernels=kernels, lowered_names=lowered, **base)
+                       code_hash=code_hash(cubin), global_bytes=gmem, kernels=kernels, lowered_names=lowered, approx=approx,
+                       **base)
     info.seconds = time.perf_counter() - t0
     return info, cubin
 

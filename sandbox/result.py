@@ -46,6 +46,14 @@ class KernelResources(_Record):
     barriers: int = 0
 
 
+class ApproxInstruction(_Record):
+    """An approximate instruction in the compiled code (``sandbox.approx_ptx``)."""
+
+    function: str                        # the kernel or device function, as the candidate names it where known
+    instruction: str                     # "ex2.approx.ftz.f32", ...
+    line: int | None = None              # the candidate's source line, where -lineinfo gives one
+
+
 class CompileInfo(_Record):
     ok: bool
     arch: str
@@ -60,6 +68,7 @@ class CompileInfo(_Record):
     kernels: dict[str, KernelResources] = Field(default_factory=dict)
     lowered_names: dict[str, str] = Field(default_factory=dict)
     params: dict[str, list[int]] = Field(default_factory=dict)  # plan kernel name -> bytes of each parameter
+    approx: list[ApproxInstruction] | None = None  # approximate instructions in the PTX (None: not read)
 
     def warnings(self) -> list[str]:
         """The compiler's warnings (NVRTC's and ptxas'), each with the source line and caret NVRTC prints under

@@ -116,3 +116,28 @@ def test_a_hold_the_host_does_not_release_in_time_ends_on_its_limit_and_says_so(
     assert short.ran_out() and short.ran_outs == 1
     _timed(cp, h, 0.0, short)
     assert not short.ran_out()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("where", ["first element", "last element", "guard band above", "odd byte count"])
+def test_a_fence_names_a_guarded_buffer_written_anywhere_while_it_stood(device, where):
+    from sandbox.worker.guards import Fence
+
+    cp, h = device
+    bufs = {f"input 'a' of rotating set {i}": h.alloc("float32", (1000,)) for i in range(3)}
+    odd = h.alloc("uint8", (7,))
+    fence = Fence(h, 99)
+    fence.raise_({**{k: b.raw for k, b in bufs.items()}, "the kept copy": odd.view})
+    assert fence.broken() == []
+    target = bufs["input 'a' of rotating set 1"]
+    if where == "first element":
+        target.view[0] = cp.nan
+    elif where == "last element":
+        target.view[-1] += 1.0
+    elif where == "guard band above":
+        target.raw[target.lo + target.nbytes + 3] ^= 1
+    else:
+        odd.view[6] ^= 1
+    expected = "the kept copy" if where == "odd byte count" else "input 'a' of rotating set 1"
+    assert fence.broken("a launch wrote outside its own buffers") == [
+        f"{expected} was overwritten: a launch wrote outside its own buffers"]

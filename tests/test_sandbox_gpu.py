@@ -32,8 +32,10 @@ def test_baseline_is_ok_with_an_interval_around_one(sandbox, task_name):
     assert all(c.passed for c in result.checks)
     labels = {c.label.split()[0].split("#")[0] for c in result.checks}
     assert "benchmark" in labels and any(lbl.startswith("check[") for lbl in labels)
-    timed_launches = {c.label.split(" (")[0] for c in result.checks if c.label.startswith("timing launch")}
-    assert len(timed_launches) == 3, "three launches of the timing stage are compared in full too"
+    timed_launches = {c.label for c in result.checks if c.label.startswith("timing launch")}
+    kinds = {"warm-up" if "(warm-up)" in lbl else "timed" if "(timed round" in lbl else "untimed" for lbl in timed_launches}
+    assert len(timed_launches) == 3 and kinds == {"warm-up", "timed", "untimed"}, \
+        "one launch of each kind in the timing stage is compared in full too"
     assert result.timing.candidate_launches >= 64 and result.timing.rounds <= result.timing.round_cap
     assert 0 < result.timing.impls["baseline"].pct_of_roofline < 150
 
@@ -81,10 +83,20 @@ CLASS_CHEATS = {
     "softmax_fast_exp.cu": ("softmax", None, Status.rejected, "__expf is a fast-math intrinsic"),
     # a one-element row whose |x| is below ~0.3 exposes it too (test_inputs_rotation.py shows "small" does at scale)
     "rmsnorm_eps_outside.cu": ("rmsnorm", None, Status.wrong, "is wrong"),
+    # approximate math the source rule does not spell out: judged by the compiled code
+    "gelu_tanh_split_asm.cu": ("gelu", None, Status.rejected, "compiles to tanh.approx.f32"),
+    "rmsnorm_commented_rsqrt.cu": ("rmsnorm", None, Status.rejected, "compiles to rsqrt.approx.ftz.f32"),
+    "softmax_pasted_builtin.cu": ("softmax", None, Status.rejected, "compiles to ex2.approx.ftz.f32"),
+    # a write into another rotating set's input, never into the launch's own buffers
+    "vector_add_other_set_input.cu": ("vector_add", None, Status.rejected, "of rotating set 0 was overwritten"),
+    # one ulp (under twice the tolerance) in the timed rounds only: the timed round drawn for the reference catches it
+    "vector_add_ulp_in_rounds.cu": ("vector_add", None, Status.wrong, "(timed round"),
 }
 HONEST = {"honest_overread.cu": "vector_add",
           "honest_atomic_rowsum.cu": "row_sum", "honest_persistent.cu": "softmax",
-          "honest_scratch_two_pass.cu": "layernorm"}
+          "honest_scratch_two_pass.cu": "layernorm",
+          # cuda_fp16.h's approximate steps, in a task that forbids fast math but admits a float16 rounding
+          "honest_half_sigmoid.cu": str(Path(__file__).parent / "fixtures" / "tasks" / "half_sigmoid")}
 
 
 @pytest.mark.timeout(900)

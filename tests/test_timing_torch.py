@@ -18,7 +18,8 @@ from sandbox.inputs import input_specs, output_specs  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.pytorch.runtime import runtime_for  # noqa: E402
 from sandbox.task import load_task  # noqa: E402
-from sandbox.worker import timing  # noqa: E402
+from sandbox.worker import draw, timing  # noqa: E402
+from sandbox.worker.checks import Violation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 KB = ROOT / "tests" / "fixtures" / "kernelbench"
@@ -117,6 +118,9 @@ class _Harness:
     def alloc(self, dtype, shape):
         return _Buffer(dtype, shape)
 
+    def hash_array(self, array, seed):
+        return np.array([hash(np.ascontiguousarray(array).tobytes()) & 0xFFFFFFFF], dtype=np.uint64).view(_Host)
+
     def free_bytes(self):
         return self.free
 
@@ -156,7 +160,7 @@ def swish(tmp_path_factory):
     return load_task(import_problem(KB / "1_swish_clamp.py", tmp_path_factory.mktemp("t")).folder)
 
 
-def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False):
+def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False, **overrides):
     def callable_(spec, sizes):
         if spec["torch"] == "compile" and not compiles:
             def broken(*a, **k):
@@ -173,6 +177,7 @@ def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False):
                outputs=output_specs(task, sizes), tolerance=task.tolerances(), seed=3, order_seed=4, hash_seed=5,
                budget_ms=1e9, min_rounds=3, max_rounds=4, target_ci=0.0, wall_cap_s=60, launches_to=12, full_checks=2,
                data_dir=str(tmp_path))
+    req = {**req, **overrides}
     if free < 1 << 30:
         return timing._run_stage(_Harness(free), req, {"candidate": kernel})
     return timing.TimingStage(_Harness(), req, {"candidate": kernel})
@@ -298,3 +303,59 @@ def test_eager_timed_with_tf32_runs_in_that_mode_and_the_candidate_is_checked_ag
     assert modes.count(True) > timed and modes.count(False) == modes.count(True) - 1
     assert modes[:3] == [True, True, False]
     assert not torch.backends.cudnn.allow_tf32  # the process's setting is back to off
+
+
+def test_one_launch_of_each_kind_is_compared_with_the_reference(swish, tmp_path, monkeypatch):
+    reply = _stage(swish, tmp_path, monkeypatch, _Kernel(), full_checks=3, launches_to=400).run()
+    kinds = [draw.launch_kind(e["phase"]) for e in reply["full"]]
+    assert sorted(kinds) == sorted(draw.KINDS), [e["phase"] for e in reply["full"]]
+
+
+class _StrayKernel(_Kernel):
+    """Honest outputs, and a NaN written into another rotating set's input once the stage has moved on."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def launch(self, arrays, scratch):
+        super().launch(arrays, scratch)
+        x = arrays["x"]
+        if self.seen and not np.shares_memory(self.seen[-1], x) and len(self.seen) > 3:
+            self.seen[-1].reshape(-1)[0] = np.nan
+        self.seen.append(x)
+
+
+def test_a_write_into_another_rotating_sets_input_is_rejected_naming_the_buffer(swish, tmp_path, monkeypatch):
+    stage = _stage(swish, tmp_path, monkeypatch, _StrayKernel())
+    with pytest.raises(Violation, match=r"input 'x' of rotating set 0 was overwritten .*outside its own buffers"):
+        stage.run()
+
+
+def test_a_write_into_an_idle_buffer_during_the_warm_up_is_rejected_naming_the_buffer(swish, tmp_path, monkeypatch):
+    kernel = _Kernel()
+    stage = _stage(swish, tmp_path, monkeypatch, kernel)
+    real = kernel.launch
+
+    def launch(arrays, scratch):
+        real(arrays, scratch)
+        stage.set_outs[1]["eager"]["out"].view.reshape(-1)[0] += 1.0   # the baseline's output of the next set
+
+    kernel.launch = launch
+    with pytest.raises(Violation, match=r"the eager's output 'out' of rotating set 1 was overwritten: .*during the "
+                                        r"warm-up"):
+        stage.run()
+
+
+def test_a_kept_output_changed_before_the_hand_over_is_rejected(swish, tmp_path, monkeypatch):
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel(), full_checks=3, launches_to=400)
+    save = stage._save_kept
+
+    def tampered(data_dir, ipc):
+        slot = next(iter(stage.kept.values()))
+        slot["out"]["out"].reshape(-1)[0] += 1.0
+        return save(data_dir, ipc)
+
+    stage._save_kept = tampered
+    with pytest.raises(Violation, match=r"the copy of output 'out' of launch \d+ kept for the reference was overwritten"):
+        stage.run()

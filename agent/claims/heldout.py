@@ -8,15 +8,75 @@ evaluated at each size too and the winner is compared with it: intervals that do
 
 A row is flagged when the winner is not correct there (any status but ok), or when it is slower:
 its interval lies entirely below 1.0 (or entirely below the start's interval).
+
+``heldout_winner`` makes the claim: the winner is the best entry that passes every held-out size. A leader
+that fails one is set aside (``MemoryLineage.set_aside``) and named beside the winner, and the next best is
+re-checked, up to ``TRIES`` candidates; the summary, ``best.cu``, the report and every export follow it.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
 
 from sandbox.candidate import Candidate, load_candidate
 from sandbox.result import Result, Status
 from sandbox.task import Task, describe_sizes
 
-from ..trace.records import HeldoutRow
+from ..trace.records import FlaggedWinner, HeldoutRow
+
+TRIES = 3   # leaders re-checked at the held-out sizes before the claim stops looking
+
+
+@dataclass
+class HeldoutClaim:
+    """The outcome of ``heldout_winner``: the winner's rows, the leaders set aside, and a note where the search
+    stopped without a winner."""
+
+    rows: list[HeldoutRow] | None = None
+    flagged: list[FlaggedWinner] = field(default_factory=list)
+    note: str = ""
+
+
+def heldout_winner(sandbox, task: Task, lineage, after_set_aside: Callable[[], None] | None = None,
+                   tries: int = TRIES) -> HeldoutClaim:
+    """Re-check the best entry at the held-out sizes; where it fails one (wrong, or slower), set it aside and
+    re-check the next best, up to ``tries`` leaders. ``after_set_aside`` runs each time one is set aside (the
+    session sanitizes the new leader there). When every leader tried fails, the remaining untried entries are
+    set aside too: no winner is claimed that was not re-checked, and the note says so."""
+    base = lineage.baseline()
+    claim = HeldoutClaim()
+    for _ in range(tries):
+        best = lineage.best()
+        if best is None or best is base:
+            return claim
+        rows = heldout_table(sandbox, task, base.candidate if base else None, best.candidate)
+        if not any_flagged(rows):
+            claim.rows = rows
+            return claim
+        claim.flagged.append(FlaggedWinner(id=best.id, speedup=best.result.speedup("baseline"),
+                                           note=regression_note(rows), rows=rows))
+        lineage.set_aside(best.id)
+        if after_set_aside is not None:
+            after_set_aside()
+    best = lineage.best()
+    if best is not None and best is not base:
+        untried = [e.id for e in lineage.ranked() if e is not base]
+        for entry_id in untried:
+            lineage.set_aside(entry_id)
+        claim.note = (f"held-out sizes: no winner claimed; the {tries} leaders re-checked all failed a held-out size, "
+                      f"and {len(untried)} other candidates that beat the baseline were not re-checked")
+    return claim
+
+
+def set_aside_note(flagged: list[FlaggedWinner]) -> str:
+    """One line naming the leaders that failed a held-out size, for the headline beside the winner."""
+    parts = []
+    for f in flagged:
+        s = f.speedup
+        fast = f" at {s.value:.3f}x [{s.low:.3f}, {s.high:.3f}]" if s else ""
+        parts.append(f"{f.id} led{fast} but {f.note.replace('REGRESSES', 'regresses', 1)}")
+    return ("set aside: " + "; ".join(parts)) if parts else ""
 
 
 def heldout_table(sandbox, task: Task, baseline_candidate: Candidate | None, best_candidate: Candidate) -> list[HeldoutRow]:

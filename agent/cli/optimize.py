@@ -18,7 +18,7 @@ from sandbox import SANDBOX_KINDS
 from sandbox.host.config import TORCH_TF32_MODES
 
 from ..loop.stops import StopReason
-from ..trace.records import HeldoutRow, Summary
+from ..trace.records import FlaggedWinner, HeldoutRow, Summary
 from .app import BadInput, app, console, err_console, error_line, input_errors, load_task, styled
 from .exits import ExitCode, epilog
 from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, BudgetWallS, ConfigFile, Iterations,
@@ -212,7 +212,7 @@ def _plain(cell) -> str:
 
 
 def print_summary(run) -> None:
-    from ..claims.heldout import regression_note
+    from ..claims.heldout import regression_note, set_aside_note
     from ..report.search import not_winner
 
     summary = run.summary
@@ -241,8 +241,10 @@ def print_summary(run) -> None:
         what = "PyTorch eager" if against == "eager" else "the baseline"
         verdict = f"faster than {what} (interval clears 1.0)" if best["faster"] else f"not clearly faster than {what}"
         regress = regression_note([HeldoutRow.model_validate(r) for r in summary.get("heldout") or []])
+        aside = set_aside_note([FlaggedWinner.model_validate(f) for f in summary.get("heldout_flagged") or []])
         console.print(styled(f"best: {best['id']} ({best['origin']}) {_speed(s)}: {verdict}",
-                             (f"; {regress}", "bold red") if regress else "", sim), soft_wrap=True)
+                             (f"; {regress}", "bold red") if regress else "", (f"; {aside}", "yellow") if aside else "",
+                             sim), soft_wrap=True)
     elif summary.get("sandbox") != "compile-only":
         from ..report.search import runner_up
 

@@ -72,6 +72,7 @@ def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = F
         console.print(styled("winner ", (best["id"], "bold"), f" ({best['origin']}): ", (best["speedup"], "bold"),
                              f" vs {best['against']}: {best['verdict']}",
                              (f"; {best['regressions']}", "bold red") if best["regressions"] else "",
+                             (f"; {best['set_aside']}", "yellow") if best.get("set_aside") else "",
                              f"; vs vendor {best['vendor']}" if best["vendor"] else "",
                              f"; {best['median_ms']} ms, {best['pct']}% of roofline"), soft_wrap=True)
     else:

@@ -53,6 +53,7 @@ class MemoryLineage:
         self._seen: dict[str, str] = {}
         self._repair_picked: set[str] = set()
         self._draws = 0
+        self._set_aside: set[str] = set()
 
     # ---- the Lineage protocol ----------------------------------------------------------------
 
@@ -101,8 +102,13 @@ class MemoryLineage:
 
     # ---- helpers -------------------------------------------------------------------------------
 
+    def set_aside(self, entry_id: str) -> None:
+        """Rank ``entry_id`` no more: it is correct and timed at the task's own sizes, but failed a held-out size
+        (``agent.claims.heldout.heldout_winner``), so it cannot be the winner."""
+        self._set_aside.add(entry_id)
+
     def ranked(self) -> list[Entry]:
-        scored = [(score(e), i, e) for i, e in enumerate(self._entries.values())]
+        scored = [(score(e), i, e) for i, e in enumerate(self._entries.values()) if e.id not in self._set_aside]
         return [e for s, i, e in sorted((t for t in scored if t[0] is not None), key=lambda t: (-t[0], t[1]))]
 
     def duplicate_of(self, identity: str | None) -> str | None:

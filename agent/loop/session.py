@@ -347,18 +347,42 @@ def finish(s: Session) -> Summary:
 
 
 def _extras(s: Session) -> dict:
-    """The winner sanitized (a winner with errors gives way to the next best), the cost ledger, what the
-    built-in search covered and why it stopped, and the winner re-checked at the held-out sizes (neither
-    sanitizing nor the held-out check after an interrupt)."""
-    from ..claims.heldout import format_heldout, heldout_table
+    """The winner sanitized (a winner with errors gives way to the next best) and re-checked at the held-out
+    sizes (a leader that fails one gives way to the next best, and is named beside the winner), the cost ledger,
+    what the built-in search covered and why it stopped (neither sanitizing nor the held-out check after an
+    interrupt)."""
+    from ..claims.heldout import format_heldout, heldout_winner, set_aside_note
     from ..claims.ledger import Ledger
     from ..claims.sanitize import sanitize_winner
     from ..tune.proposer import format_tuning
 
     loop = s.loop
     interrupted = any(stop.reason is StopReason.INTERRUPTED for stop in s.stops.values())
-    sanitized = None if interrupted else sanitize_winner(s.sandbox, s.task, loop.lineage, s.trace, s.config.sanitize)
+    sanitized = {"section": None}
+
+    def sanitize() -> None:
+        sanitized["section"] = sanitize_winner(s.sandbox, s.task, loop.lineage, s.trace, s.config.sanitize)
+
+    if not interrupted:
+        sanitize()
+    out: dict = {"heldout": None}
     best, base = loop.lineage.best(), loop.lineage.baseline()
+    if (s.sandbox.kind != "compile-only" and best is not None and best is not base and not interrupted
+            and (base is not None or not s.task.has_baseline)):
+        try:   # the winner is the best entry that passes every held-out size; a leader that fails one is set aside
+            claim = heldout_winner(s.sandbox, s.task, loop.lineage, after_set_aside=sanitize)
+        except (RuntimeError, TaskError) as exc:
+            s.notes.append(f"held-out sizes not re-checked: the sandbox failed ({str(exc).splitlines()[0]})")
+        else:
+            if claim.rows is not None:
+                out["heldout"], out["heldout_text"] = claim.rows, format_heldout(claim.rows)
+            if claim.flagged:
+                out["heldout_flagged"] = [f.model_dump(mode="json") for f in claim.flagged]
+                s.notes.append(set_aside_note(claim.flagged))
+            if claim.note:
+                s.notes.append(claim.note)
+                sanitize()   # the section names no winner once the untried ones are set aside too
+        best = loop.lineage.best()
     ledger = Ledger(wall_before_s=loop.totals.wall_s)
     for e in loop.lineage.entries():
         ledger.add_result(e.result)
@@ -370,20 +394,12 @@ def _extras(s: Session) -> dict:
     if best is not None:
         ledger.record_winner(best.result)
     ledger.stop()
-    out: dict = {"ledger": ledger.to_dict(), "ledger_text": ledger.summary(), "heldout": None, "sanitize": sanitized}
-    if sanitized:
-        out["sanitize_text"] = sanitized["text"]
+    out.update({"ledger": ledger.to_dict(), "ledger_text": ledger.summary(), "sanitize": sanitized["section"]})
+    if sanitized["section"]:
+        out["sanitize_text"] = sanitized["section"]["text"]
     tuning = [t for tuner_ in s.tuners for t in tuner_.summaries()]
     if tuning:
         out["tuning"], out["tuning_text"] = tuning, format_tuning(tuning)
-    if (s.sandbox.kind != "compile-only" and best is not None and best is not base and not interrupted
-            and (base is not None or not s.task.has_baseline)):
-        try:
-            rows = heldout_table(s.sandbox, s.task, base.candidate if base else None, best.candidate)
-        except (RuntimeError, TaskError) as exc:
-            s.notes.append(f"held-out sizes not re-checked: the sandbox failed ({str(exc).splitlines()[0]})")
-        else:
-            out["heldout"], out["heldout_text"] = rows, format_heldout(rows)
     return out
 
 

@@ -103,7 +103,7 @@ def task_view(task: Task) -> dict:
             "constraints": list(spec.sizes.constraints),
             "sizes": {"benchmark": describe_sizes(spec.sizes.benchmark),
                       "check": [describe_sizes(s) for s in spec.sizes.check],
-                      "heldout": [describe_sizes(s) for s in spec.sizes.heldout]},
+                      "heldout": len(spec.sizes.heldout)},   # how many, never which: they test generalization
             "tolerance": [{"output": o.name, "atol": t.atol, "rtol": t.rtol}
                           for o in spec.outputs for t in [task.output_tolerance(o)]],
             "roofline": {"flops": str(spec.roofline.flops), "bytes": str(spec.roofline.bytes),

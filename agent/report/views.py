@@ -13,7 +13,7 @@ from sandbox.result import Interval
 from sandbox.result_html import diagnosis_text
 from sandbox.task import describe_sizes
 
-from ..claims.heldout import regression_note
+from ..claims.heldout import regression_note, set_aside_note
 from . import search
 from ..loop.lineage import score
 from ..protocols import Entry
@@ -96,6 +96,7 @@ def summary_view(stored: RunTrace, task=None) -> dict:
         out["best"] = {"id": best.id, "origin": best.origin, "speedup": interval(s), "verdict": verdict(s),
                        "against": r.timing.primary if r.timing else "baseline",
                        "regressions": regression_note(summary.heldout if summary else None),
+                       "set_aside": set_aside_note(summary.heldout_flagged or []) if summary else "",
                        "vendor": interval(v) if v else "", "vendor_verdict": verdict(v) if v else "",
                        "median_ms": f"{c.median_ms:.4g}" if c else "-",
                        "pct": f"{c.pct_of_roofline:.1f}" if c and c.pct_of_roofline is not None else "-",

@@ -180,6 +180,15 @@ class HeldoutRow(_Record):
         return self.model_dump(mode="json")
 
 
+class FlaggedWinner(_Record):
+    """A candidate that led at the task's own sizes but failed a held-out size, so it is not the winner."""
+
+    id: str
+    speedup: Interval | None = None            # at the benchmark size, vs the baseline
+    note: str                                  # where it fails ("REGRESSES at 1 of 3 held-out sizes: ...")
+    rows: list[HeldoutRow]
+
+
 class SanitizedEntry(_Record):
     id: str
     status: str                          # clean, errors, failed, unavailable, skipped
@@ -242,6 +251,7 @@ class Summary(_Record):
     ledger_text: str | None = None
     heldout: list[HeldoutRow] | None = None
     heldout_text: str | None = None
+    heldout_flagged: list[FlaggedWinner] | None = None   # led at the task's sizes, failed a held-out one
     tuning: list[dict[str, Any]] | None = None
     tuning_text: str | None = None
     sanitize: SanitizeSection | None = None

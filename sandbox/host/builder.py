@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple
 
 from ..candidate import Candidate, _strip_plan, static_problems, validate_for_task
+from ..fast_math import compiled_problems
 from ..result import CompileInfo, Cost, Result, Status
 from ..task import Task
 from .config import SandboxConfig
@@ -114,6 +115,10 @@ class Builder:
         cost = Cost(compile_s=spent, wall_s=spent)
         if not info.ok:
             return Built(new_result(task, candidate, Status.compile_error, error=_first_error(info.log), detail=info.log,
+                                    compile=info, cost=cost), info, None)
+        problems = compiled_problems(info.approx or [], candidate.source, task)
+        if problems:   # the compiled code, not its spelling: the source rule's second line
+            return Built(new_result(task, candidate, Status.rejected, error=problems[0], detail="\n".join(problems),
                                     compile=info, cost=cost), info, None)
         return Built(new_result(task, candidate, Status.compiled, compile=info, cost=cost), info, reply["cubin"])
 

@@ -40,8 +40,8 @@ class SandboxConfig(BaseModel):
                               "launches after the rounds make it up, so no count of launches tells a kernel the stage is over. "
                               "Every launch is compared with the baseline's output for the same inputs.")
     full_checks: int = Field(3, ge=0, description="Launches of the candidate in the timing stage whose outputs are also "
-                             "compared in full with the reference: a uniform sample of all its launches (warm-up, timed, "
-                             "untimed), drawn after each launch.")
+                             "compared in full with the reference, drawn after each launch per kind: one of the warm-up, one "
+                             "of the untimed launches, the rest (at least one) of the timed rounds.")
     roofline_reject_factor: float = Field(1.5, ge=1.0, description="Reject times below the roofline floor divided by this.")
     vendor: bool = Field(True, description="Time the task's vendor implementation side by side.")
     torch_tf32: TorchTf32 = Field("off", description="TF32 in the PyTorch baselines (eager and torch.compile) of a task "

@@ -23,7 +23,10 @@ The model, per candidate:
 Annotations script failures: ``// fake: wrong``, ``// fake: crashed``, ``// fake: timeout``,
 ``// fake: rejected`` (several may share a line, separated by commas or spaces), and ``// fake: check_wrong``:
 wrong at the first check size only, so it passes screening (``screen``, simulated with the same model and
-early stops as ``GPUSandbox.screen``) and fails the full evaluation.
+early stops as ``GPUSandbox.screen``) and fails the full evaluation; ``// fake: heldout_wrong``: wrong at the
+task's held-out sizes only (right at every check size and the benchmark). A build's simulated speedup is the
+same at every size (it is drawn from the plans at the task's own sizes), so a held-out re-check flags a
+simulated winner only where an annotation says so.
 
 ``sanitize`` compiles for real and resolves the plan, then simulates compute-sanitizer's verdict (marked
 ``simulated``): clean, unless ``// fake: out_of_bounds`` (a memcheck error), ``// fake: race`` (a racecheck
@@ -101,6 +104,8 @@ class FakeSandbox(CompileOnlySandbox):
             return new_result(task, candidate, Status.launch_error, error=str(exc), **base)
         notes = annotations(candidate.source)
         failure = next((status for key, status in _FAILURES.items() if key in notes), None)
+        if failure is None and "heldout_wrong" in notes and sizes is not None and sizes in task.spec.sizes.heldout:
+            failure = Status.wrong
         if failure is None and "check_wrong" in notes:
             out = task.spec.outputs[0].name
             checks = [_check(labelled[0][1], labelled[0][0], out, False)]
@@ -120,6 +125,8 @@ class FakeSandbox(CompileOnlySandbox):
         checks = [_check(s, label, t.name, True) for label, s in labelled for t in task.spec.outputs]
         if not timing:
             return new_result(task, candidate, Status.ok, checks=checks, **base)
+        if sizes is not None and sizes != task.spec.sizes.benchmark:   # a build's simulated speed is one at every size
+            plans = plans[:-1] + [resolve(task, candidate, compiled.compile, task.spec.sizes.benchmark)]
         digest = _digest(compiled.compile, plans)
         speed = self._speedup(task, candidate, notes, digest)
         rec, floor = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)

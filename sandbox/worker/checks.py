@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import re
 import time
-
 from pathlib import Path
 
 import numpy as np
 
 from ..dtypes import np_dtype
+from .guards import Fence
 from .harness import Harness, LaunchFailed, Poisoned, generate_into, hand_over, poison_outputs
 from .memory_plan import gib, is_out_of_memory, margin
 from .stopwatch import Stopwatch
@@ -106,6 +106,7 @@ def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int, ipc: boo
         before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
     arrays = {n: b.view for n, b in {**ins, **outs}.items()}
     files, first, gpu_s = {}, {}, 0.0
+    kept = Fence(h, hash_seed)   # the first run's outputs, which the second is compared with
     for run in (1, 2):
         with watch("buffers"):
             poison_outputs(outs, t["outputs"], second=run == 2)
@@ -116,6 +117,8 @@ def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int, ipc: boo
         gpu_s += time.perf_counter() - t0
         with watch("guards"):
             problems = violations(h, {"input": ins, "output": outs, "scratch": scratch}, before, hash_seed)
+            if run == 2:
+                problems += kept.broken("the second run wrote outside its own buffers")
         if problems:
             return dict(label=t["label"], status="rejected", error=problems[0], detail="\n".join(problems))
         if run == 1:
@@ -123,6 +126,7 @@ def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int, ipc: boo
                 files["run1"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run1-{n}.npy", ipc)
                                  for n, b in outs.items()}
                 first = {n: b.view.copy() for n, b in outs.items()}
+                kept.raise_({f"the copy of output {n!r} from the first run": a for n, a in first.items()})
     with watch("hand-over"):
         identical = all(same_bytes(cp, first[n], outs[n].view) for n in outs)
         if not identical:  # the second run is compared with the reference only when it differs from the first

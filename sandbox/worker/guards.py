@@ -140,3 +140,29 @@ class StreamHold:
         out = self._outcome.value == 2
         self.ran_outs += out
         return out
+
+
+class Fence:
+    """Hashes of buffers that no launch may write while the fence stands: taken when it is raised, compared when
+    it is checked. The stage fences the buffers that are idle in a span of it (other rotating sets, other
+    implementations' outputs and scratch, copies kept for the reference), so a write anywhere in them, however
+    far from the launch's own buffers, is seen and named. Each buffer is hashed whole, guard bands included."""
+
+    def __init__(self, h, seed: int):
+        self.h, self.seed = h, seed
+        self.arrays: dict[str, object] = {}
+        self.hashes: list = []
+
+    def raise_(self, arrays: dict[str, object], hashes: list | None = None) -> None:
+        """``arrays``: label (what a problem names) -> a device array; ``hashes``: theirs where already taken."""
+        self.arrays = dict(arrays)
+        self.hashes = hashes if hashes is not None else [self.h.hash_array(a, self.seed) for a in self.arrays.values()]
+
+    def broken(self, why: str = "a launch wrote outside its own buffers") -> list[str]:
+        """The labels of fenced buffers whose bytes changed, as problems (one transfer to the host)."""
+        if not self.arrays:
+            return []
+        now = [self.h.hash_array(a, self.seed) for a in self.arrays.values()]
+        values = self.h.cp.concatenate([*now, *self.hashes]).tolist()   # one transfer
+        n = len(now)
+        return [f"{label} was overwritten: {why}" for i, label in enumerate(self.arrays) if values[i] != values[n + i]]

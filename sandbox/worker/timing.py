@@ -22,8 +22,17 @@
   written, its scratch and the vendor's outputs wiped, so nothing the candidate can read holds an answer.
 - After each timed launch, NVML's SM and memory clocks, temperature and power are read: the result's
   environment says what the rounds ran at (median, min, max), not what an idle GPU showed at the start.
-- ``full_checks`` launches of the candidate, drawn uniformly from all of them after each launch
-  (reservoir sampling), are handed over (``harness.hand_over``) for a full comparison with the float64 reference.
+- ``full_checks`` launches of the candidate are handed over (``harness.hand_over``) for a full comparison with
+  the float64 reference, drawn per kind of launch (``PhaseDraw``): one of the warm-up, one of the untimed
+  launches, the rest (at least one) of the timed rounds, each uniformly among the launches of its kind
+  (reservoir sampling, decided after each launch). An error that the comparison with the baseline misses
+  (under twice the tolerance) and that a kernel makes in every timed round is therefore always caught.
+- Writes outside a launch's own buffers: every rotating set's inputs are hashed when generated, checked after
+  each candidate launch on them and again before they are generated anew and at the end of the rounds; over
+  the warm-up and over the untimed launches every buffer the stage holds that is idle there (the other sets'
+  inputs and outputs, every implementation's outputs and the baseline's scratch) is fenced (``guards.Fence``);
+  the outputs kept for the reference are hashed when kept and checked before the hand-over. A change is the
+  candidate's rule broken, ``rejected``, naming the buffer.
 - The baseline is the request's ``primary`` implementation: the task's starting kernel, or for a task
   imported from PyTorch the module run eagerly, whose outputs are copied into the baseline's buffers
   (after its timed region) and masked there; ``torch.compile`` is timed beside it, compiled by an untimed
@@ -46,6 +55,8 @@ from ..envinfo import ClockSampler, clocks
 from ..stats import settled
 from ..task_reference import load_reference
 from .checks import Violation, violations
+from .draw import PhaseDraw
+from .guards import Fence
 from .harness import Harness, LaunchFailed, generate_into, hand_over, poison_outputs
 from .memory_plan import Needs, gib, is_out_of_memory, plan_memory, torch_peak
 from .stopwatch import Stopwatch
@@ -133,8 +144,10 @@ class TimingStage:
         self.launches = {n: 0 for n in self.names}
         self.base_keys: dict = {}
         self.base_for = self.pending = None  # the inputs of the baseline's stored output; an unchecked candidate output
-        self.reservoir = Reservoir(req["full_checks"], self.rng)
-        self.kept: list[dict] = []  # the candidate outputs the reservoir holds, for the reference comparison
+        self.draw = PhaseDraw(req["full_checks"], self.rng)
+        self.kept: dict[int, dict] = {}  # slot -> a candidate output the draw holds, for the reference comparison
+        self.fence = Fence(h, req["hash_seed"])
+        self.input_hashes: dict[int, dict] = {}  # rotating set -> its inputs' hashes, as last generated
         self.start, self.end = self.cp.cuda.Event(), self.cp.cuda.Event()
         self.flush_bytes = 0
         self.watch = Stopwatch(h.sync)  # where the stage's seconds go (inputs, launches, output checks, ...)
@@ -154,7 +167,9 @@ class TimingStage:
         samples = {n: [] for n in self.names}
         walls = {n: [] for n in self.names}
         set_of_round: list[int] = []
+        self.fence.raise_(self._idle(inputs, every_writer=True))
         baseline_ms = self._warm_up(inputs)
+        self._check_fence("during the warm-up")
         cap = round_cap(req["budget_ms"], baseline_ms, req["min_rounds"], req["max_rounds"])
         r = 0
         while True:
@@ -176,8 +191,12 @@ class TimingStage:
             r += 1
             if r >= req["min_rounds"] and _enough(req, samples, cap, time.perf_counter() - t_begin, self.primary):
                 break
+        self._check_inputs(range(self.n_sets), "during the timed rounds")
+        self.fence.raise_(self._idle(inputs, every_writer=False))
         while self.launches["candidate"] < req["launches_to"]:
             self._launch("candidate", inputs, "untimed, after the timed rounds")
+        self._check_fence("during the untimed launches")
+        self.fence.raise_({}, [])
         inputs = self.sets = self.set_outs = None
         self.h.release_cached()  # the sets' memory back to the device before the hand-over's copies are made
         with self.watch("hand-over"):
@@ -288,9 +307,53 @@ class TimingStage:
 
     def _generate(self, seed: int, variant: int, index: int) -> Inputs:
         buffers = self.sets[index]
+        self._check_inputs([index], "while another set was in use")   # before the evidence is overwritten
         generate_into(self.h, buffers, self.variants[variant], seed)
         before = {n: b.data_hash(self.req["hash_seed"]) for n, b in buffers.items()}
+        self.input_hashes[index] = before
         return Inputs(buffers, before, seed, variant, index)
+
+    # ---- writes outside a launch's own buffers -------------------------------------------------
+
+    def _check_inputs(self, indices, when: str) -> None:
+        """The inputs of these rotating sets still hash as generated (each candidate launch on a set checked
+        them after it ran; this sees a write from a launch on another set)."""
+        cp, seed = self.cp, self.req["hash_seed"]
+        labels, now, then = [], [], []
+        for i in indices:
+            for n, before in self.input_hashes.get(i, {}).items():
+                labels.append(f"input {n!r} of rotating set {i}")
+                now.append(self.sets[i][n].data_hash(seed))
+                then.append(before)
+        if not labels:
+            return
+        values = cp.concatenate([*now, *then]).get().tolist()
+        problems = [f"{label} was overwritten {when}: a launch wrote outside its own buffers"
+                    for k, label in enumerate(labels) if values[k] != values[len(labels) + k]]
+        if problems:
+            raise Violation("candidate", problems)
+
+    def _idle(self, inputs: Inputs, every_writer: bool) -> dict:
+        """Every buffer the stage holds that no launch in the coming span may write, by label: the other sets'
+        inputs and outputs, and the baseline's scratch; in the set in use, the outputs of every implementation
+        but the candidate unless ``every_writer`` (all of them run in the warm-up)."""
+        out = {}
+        for i in range(self.n_sets):
+            if i != inputs.index:
+                out.update({f"input {n!r} of rotating set {i}": b.raw for n, b in self.sets[i].items()})
+            for w, bufs in self.set_outs[i].items():
+                if i != inputs.index or (not every_writer and w != "candidate"):
+                    out.update({f"the {w}'s output {n!r} of rotating set {i}": b.raw for n, b in bufs.items()})
+        if not every_writer:
+            for w, bufs in self.scratch.items():
+                if w != "candidate":
+                    out.update({f"the {w}'s scratch {n!r}": b.raw for n, b in bufs.items()})
+        return out
+
+    def _check_fence(self, when: str) -> None:
+        problems = self.fence.broken(f"a launch wrote outside its own buffers {when}")
+        if problems:
+            raise Violation("candidate", problems)
 
     def _outs(self, inputs: Inputs) -> dict[str, dict]:
         """Every implementation's output buffers for these inputs (those of their set)."""
@@ -405,18 +468,22 @@ class TimingStage:
     # ---- the reservoir of outputs compared with the reference ----------------------------------
 
     def _keep(self, inputs: Inputs, phase: str) -> None:
-        slot = self.reservoir.offer()
+        slot = self.draw.offer(phase)
         if slot is None:
             return
         outs = self._outs(inputs)["candidate"]
-        if slot == len(self.kept):
-            self.kept.append({"out": {n: self._empty_kept(b.view) for n, b in outs.items()}})
+        if slot not in self.kept:
+            self.kept[slot] = {"out": {n: self._empty_kept(b.view) for n, b in outs.items()}}
         for n, b in outs.items():
             if self.kept_on_host:
                 b.view.get(out=self.kept[slot]["out"][n])
             else:
                 self.cp.copyto(self.kept[slot]["out"][n], b.view)
-        self.kept[slot].update(launch=self.launches["candidate"], phase=phase, seed=inputs.seed, variant=inputs.variant)
+        # A copy in host memory is out of every kernel's reach; one on the device is hashed and checked at the end.
+        seed = self.req["hash_seed"]
+        hashes = {} if self.kept_on_host else {n: self.h.hash_array(a, seed) for n, a in self.kept[slot]["out"].items()}
+        self.kept[slot].update(launch=self.launches["candidate"], phase=phase, seed=inputs.seed, variant=inputs.variant,
+                               hashes=hashes)
 
     def _empty_kept(self, like):
         """Where a kept output lives: on the device, or where the memory plan says so, in host memory."""
@@ -425,8 +492,16 @@ class TimingStage:
         return self.cp.empty_like(like)
 
     def _save_kept(self, data_dir: Path, ipc: bool) -> list[dict]:
+        kept = self.kept.values()
+        arrays = {f"the copy of output {n!r} of launch {s['launch']} kept for the reference": a
+                  for s in kept for n, a in s["out"].items() if n in s["hashes"]}
+        check = Fence(self.h, self.req["hash_seed"])
+        check.raise_(arrays, [h for s in kept for h in s["hashes"].values()])
+        problems = check.broken("a launch wrote outside its own buffers after it was kept")
+        if problems:
+            raise Violation("candidate", problems)
         full = []
-        for slot in sorted(self.kept, key=lambda s: s["launch"]):
+        for slot in sorted(kept, key=lambda s: s["launch"]):
             files = {n: hand_over(self.h, a, data_dir / f"timed-{slot['launch']}-{n}.npy",
                                   ipc and not self.kept_on_host)
                      for n, a in slot["out"].items()}
@@ -463,22 +538,6 @@ def _callable(spec: dict, sizes: dict):
 
         return runtime_for(spec["task_folder"]).baseline(spec["torch"], sizes, tf32_mode=spec.get("tf32", "off"))
     return load_reference(Path(spec["task_folder"]) / "reference.py").vendor
-
-
-class Reservoir:
-    """Reservoir sampling of k items from a stream of unknown length: offer() after each item says which
-    slot to store it in (None: not kept). After any number of items, the kept ones are a uniform sample,
-    and whether an item is kept is decided only after it exists."""
-
-    def __init__(self, k: int, rng: random.Random):
-        self.k, self.rng, self.seen = k, rng, 0
-
-    def offer(self) -> int | None:
-        self.seen += 1
-        if self.seen <= self.k:
-            return self.seen - 1
-        s = self.rng.randrange(self.seen)
-        return s if s < self.k else None
 
 
 def _overlaps(array, buffers: dict) -> bool:

@@ -1,0 +1,87 @@
+"""The claim's winner is the best entry that passes every held-out size: a leader wrong at one is set aside and
+named beside the winner, and the summary, best.cu, the report and the stored run agree on the winner. The held-out
+sizes never reach a prompt. CPU: a local scripted model server, real compiles and the FakeSandbox, whose
+held-out failures are scripted by ``// fake: heldout_wrong``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import agent
+from agent.proposers import prompts
+from agent.protocols import Entry, ProposalRequest
+from agent.report.views import summary_view
+from agent.trace.reader import read
+from sandbox.candidate import load_candidate
+from sandbox.host.builder import new_result
+from sandbox.result import Status
+from test_agent_prompts import DEVICE
+from sandbox.task import describe_sizes, load_task
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
+from answers import answer  # noqa: E402
+from scripted_server import Script  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+@pytest.fixture
+def serve(httpserver):
+    def start(steps):
+        httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(Script(steps).werkzeug)
+        return httpserver.url_for("/v1")
+    return start
+
+
+def _run(url, tmp_path, answers: int):
+    return agent.optimize("vector_add", model="scripted", base_url=url, iterations=answers, sandbox="fake", tune=False,
+                          traces=tmp_path / "traces")
+
+
+def test_a_leader_wrong_at_a_heldout_size_gives_way_to_the_next_best_and_is_named_beside_it(serve, tmp_path):
+    url = serve([answer(fake="speedup=1.3", variant=1), answer(fake="speedup=1.6, heldout_wrong", variant=2)])
+    run = _run(url, tmp_path, 2)
+    assert run.best.id == "c0001" and run.summary["best"]["id"] == "c0001"
+    flagged = run.summary["heldout_flagged"]
+    assert [f["id"] for f in flagged] == ["c0002"] and flagged[0]["speedup"]["value"] > 1.5
+    assert flagged[0]["note"].startswith("REGRESSES at 3 of 3 held-out sizes: wrong at n=1000003")
+    assert all(r["status"] == "ok" and not r["flagged"] for r in run.summary["heldout"])   # the winner's own rows
+    assert "2244)" in (run.path / "best.cu").read_text()                                   # c0001's grid cap
+    assert any(n.startswith("set aside: c0002 led at 1.6") for n in run.summary["notes"])
+    reread = agent.load_run(run.path)
+    assert reread.best.id == "c0001"
+    view = summary_view(read(run.path))
+    assert view["best"]["id"] == "c0001" and view["best"]["set_aside"].startswith("set aside: c0002 led at")
+
+
+def test_when_every_leader_tried_fails_a_heldout_size_no_winner_is_claimed(serve, tmp_path):
+    url = serve([answer(fake=f"speedup={1.3 + 0.2 * v}, heldout_wrong", variant=v) for v in (1, 2, 3)]
+                + [answer(fake="speedup=1.1", variant=4)])
+    run = _run(url, tmp_path, 4)
+    assert run.best is None and run.summary["best"] is None
+    assert [f["id"] for f in run.summary["heldout_flagged"]] == ["c0003", "c0002", "c0001"]
+    assert any("no winner claimed; the 3 leaders re-checked all failed a held-out size, and 1 other" in n
+               for n in run.summary["notes"])
+
+
+def test_the_heldout_sizes_never_reach_a_prompt_only_that_there_are_some():
+    task = load_task("vector_add")
+    cand = load_candidate(task.baseline_path)
+    base = Entry("c0000", cand, new_result(task, cand, Status.ok), [], "baseline", 0, "start")
+    request = ProposalRequest(task, [base], base, base, [], DEVICE, 2, {"sandbox": "gpu"})
+    text = "\n".join(m["content"] for m in prompts.messages(request))
+    assert task.spec.sizes.heldout
+    for sizes in task.spec.sizes.heldout:
+        assert describe_sizes(sizes) not in text
+        assert all(str(v) not in text for v in sizes.values())
+    assert f"at {len(task.spec.sizes.heldout)} further sizes that are not shown here" in text
