@@ -125,9 +125,9 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
     names = sorted(set(expanded.values()))
     key = cache_key(candidate.source, options, arch, names)
     entry = cache_dir() / "cubins" / key[:2] / key
-    if use_cache and entry.with_suffix(".json").is_file():
-        info = CompileInfo.model_validate_json(entry.with_suffix(".json").read_text())
-        cubin = entry.with_suffix(".cubin").read_bytes() if info.ok else None
+    cached = _cached(entry) if use_cache else None
+    if cached is not None:
+        info, cubin = cached
         # an entry written before the PTX was read (no ``approx``) is compiled again
         if not info.ok or (info.approx is not None and cubin and hashlib.sha256(cubin).hexdigest() == info.cubin_sha256):
             update = {"cached": True, "code_hash": info.code_hash or (code_hash(cubin) if cubin else None),
@@ -145,6 +145,16 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
             atomic_write(entry.with_suffix(".cubin"), cubin)
         atomic_write(entry.with_suffix(".json"), info.model_dump_json())
     return info, cubin
+
+
+def _cached(entry: Path) -> tuple[CompileInfo, bytes | None] | None:
+    """A cache entry, or None where there is none or it cannot be read (torn, or written by another version of
+    kernelwright whose record has other fields): such an entry is compiled again and overwritten."""
+    try:
+        info = CompileInfo.model_validate_json(entry.with_suffix(".json").read_text())
+        return info, (entry.with_suffix(".cubin").read_bytes() if info.ok else None)
+    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+        return None
 
 
 def _params(lowered: dict[str, str], cubin: bytes) -> dict[str, list[int]]:

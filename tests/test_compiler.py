@@ -1,5 +1,6 @@
 """Real NVRTC compiles with no GPU: resources per kernel, compile errors as values, caching, cubin identity."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,18 @@ def test_cache_hits_carry_the_same_cubin():
     second, cubin2 = compile_source(baseline("softmax"))
     assert not first.cached and second.cached
     assert cubin1 == cubin2 and first.cubin_sha256 == second.cubin_sha256
+
+
+def test_a_cache_entry_another_version_wrote_is_compiled_again_and_overwritten(tmp_path):
+    first, _ = compile_source(baseline("softmax"))
+    [entry] = (tmp_path / "cache" / "cubins").rglob("*.json")
+    record = json.loads(entry.read_text())
+    entry.write_text(json.dumps({**record, "field_of_a_newer_version": 1}))
+    again, cubin = compile_source(baseline("softmax"))
+    assert not again.cached and cubin and again.cubin_sha256 == first.cubin_sha256
+    assert "field_of_a_newer_version" not in entry.read_text()
+    entry.write_text(entry.read_text()[:40])  # torn
+    assert not compile_source(baseline("softmax"))[0].cached
 
 
 def test_knob_and_flag_changes_change_the_cache_key_and_maybe_the_cubin():
