@@ -289,6 +289,7 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
     if resume:
         b = Batch.open(resume, traces)
         b.info["overrides"] = merge(b.overrides, over)  # flags given now apply (credentials are not recorded)
+        b.info["base"] = merge(b.base, base)
     else:
         name = run_name(batch_id, "--batch-id") if batch_id else f"{dt.datetime.now():%Y%m%d-%H%M%S}-batch-{pysecrets.token_hex(2)}"
         b = Batch.create(traces / name, tasks, base, over)
