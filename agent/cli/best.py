@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -9,6 +10,7 @@ import typer
 
 from .app import app, console, err_console, input_errors, load_task, parse_sizes
 from .exits import ExitCode, epilog
+from .terminal import visible
 from .options import OUTPUT, TaskArg, json_flag
 
 RecordJson = json_flag("Print the whole record as JSON.")
@@ -73,4 +75,5 @@ def best(task: TaskArg,
         console.print(f"wrote {out}: {record.describe()}", soft_wrap=True)
         return
     err_console.print(f"// {record.describe()}", soft_wrap=True)
-    print(record.kernel, end="" if record.kernel.endswith("\n") else "\n")
+    kernel = visible(record.kernel) if sys.stdout.isatty() else record.kernel  # verbatim into a pipe or a file
+    print(kernel, end="" if kernel.endswith("\n") else "\n")
