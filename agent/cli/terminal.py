@@ -3,7 +3,7 @@
 Model notes, compiler logs, task descriptions and trace fields may hold control characters: an escape
 sequence in them would recolour, move the cursor, retitle or clear a terminal. ``visible`` maps each control
 character to a printable stand-in of one character (the Unicode control pictures: ESC -> ``␛``, NUL -> ``␀``,
-DEL -> ``␡``; a C1 control -> ``�``), so a text keeps its length and a rich ``Text`` its styled spans. Line
+DEL -> ``␡``; a C1 control, or a lone surrogate that no terminal encoding can carry -> ``�``), so a text keeps its length and a rich ``Text`` its styled spans. Line
 breaks and tabs stay; a carriage return before a line break becomes a space, any other one ``␍``.
 
 ``SafeConsole`` is a rich ``Console`` that applies ``visible`` to every string it renders and to every
@@ -19,7 +19,7 @@ import re
 from rich.console import Console
 from rich.segment import Segment
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _picture(m: re.Match) -> str:

@@ -17,6 +17,7 @@ with a one-line message naming the endpoint. Everything the endpoint sends back 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -93,7 +94,7 @@ class LLMProposer:
 
     def _ask(self, conversation: list[dict], state: dict) -> dict:
         cfg = self.config
-        kwargs: dict[str, Any] = {"model": cfg.name, "messages": list(conversation)}
+        kwargs: dict[str, Any] = {"model": cfg.name, "messages": [_sendable(m) for m in conversation]}
         if cfg.temperature is not None:
             kwargs["temperature"] = cfg.temperature
         if state["max_tokens"] is not None:
@@ -198,6 +199,18 @@ def _parse(raw) -> Any:
         return raw.parse()
     except Exception:  # a body that is not JSON: _unpack describes it
         return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _sendable(message: dict) -> dict:
+    """A message as UTF-8 can carry it: a lone surrogate (an earlier answer may hold one; the trace keeps it,
+    escaped) goes out as U+FFFD."""
+    content = message.get("content")
+    if isinstance(content, str) and _SURROGATE.search(content):
+        return {**message, "content": _SURROGATE.sub("\ufffd", content)}
+    return message
 
 
 def _preview(raw) -> str:
