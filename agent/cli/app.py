@@ -66,6 +66,7 @@ def _print_version(asked: bool) -> None:
 def _options(show_version: Annotated[bool, typer.Option("--version", help="Print kernelwright's version and exit.",
                                                         callback=_print_version, is_eager=True)] = False) -> None:
     """Make CUDA kernels faster and prove it."""
+    console.stderr = False  # until a command's --json says otherwise (options.json_flag)
 
 
 def input_errors(fn):
