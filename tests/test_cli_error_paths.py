@@ -98,3 +98,23 @@ def test_import_onto_a_full_disk_is_one_error_line_and_leaves_no_folder(tmp_path
     out = tmp_path / "out"
     _one_error(_cli("import", PROBLEM, "-o", out), "No space left on device")
     assert not out.exists() or list(out.iterdir()) == []
+
+
+def _bad_plan_task(tmp_path: Path) -> Path:
+    import shutil
+
+    folder = tmp_path / "tasks" / "vector_add"
+    shutil.copytree(ROOT / "kernels" / "vector_add", folder)
+    cu = folder / "baseline.cu"
+    cu.write_text(cu.read_text().replace('grid = "ceil_div(n, BLOCK)"', 'grid = "ceil_div(n, NOPE)"'))
+    return folder
+
+
+@pytest.mark.parametrize("command", ["optimize", "batch"])
+def test_a_baseline_whose_plan_does_not_fit_leaves_no_run_folder(command, tmp_path):
+    traces = tmp_path / "t"
+    result = _cli(command, _bad_plan_task(tmp_path), "--sandbox", "fake", "--traces", traces, "--quiet")
+    assert result.exit_code == 2, result.output
+    assert "baseline.cu: the task's starting kernel does not fit the task" in result.stderr
+    assert "unknown names ['NOPE']" in result.stderr
+    assert not traces.exists()

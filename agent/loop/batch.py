@@ -46,8 +46,10 @@ class Batch:
         names = [run_name(Path(t).name, f"batch task {t!r}") for t in tasks]
         if len(set(names)) != len(names):
             raise ConfigError(f"batch: tasks repeat: {', '.join(names)}")
+        from .session import check_baseline
+
         for task in tasks:
-            load_task(task)
+            check_baseline(load_task(task))
         cfg = build(base, overrides, "batch")
         if cfg.model:
             api_key(cfg.model)
