@@ -128,6 +128,11 @@ class LLMProposer:
     def _unpack(self, parsed: Any, raw: Any) -> tuple[str, str | None, str | None, str | None, Any]:
         """(content, reasoning, finish reason, model, usage) of a chat completion; anything else is a failure."""
         choices = getattr(parsed, "choices", None)
+        model = getattr(parsed, "model", None)
+        if isinstance(choices, list) and not choices:
+            # a completion with nothing in it (some servers send this on a filtered or aborted generation): the
+            # answer is empty, and is asked again as any empty answer is
+            return "", None, None, model if isinstance(model, str) else None, getattr(parsed, "usage", None)
         choice = choices[0] if isinstance(choices, list) and choices else None
         message = getattr(choice, "message", None)
         content = getattr(message, "content", None) if message is not None else None
@@ -135,7 +140,6 @@ class LLMProposer:
             kind = raw.headers.get("content-type", "no content type") if raw is not None else "?"
             raise _NotACompletion(f"{self.where} answered HTTP {raw.status_code} with a body that is not a chat "
                                   f"completion ({kind}): {_preview(raw)}")
-        model = getattr(parsed, "model", None)
         return content or "", _reasoning(message), getattr(choice, "finish_reason", None), \
             model if isinstance(model, str) else None, getattr(parsed, "usage", None)
 
