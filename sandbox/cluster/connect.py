@@ -63,9 +63,9 @@ def reachable(address: str, deadline_s: float = CONNECT_DEADLINE_S) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=deadline_s).close()
     except OSError as exc:
-        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
-        raise ClusterError(f"cannot join the Ray cluster at {address!r}: {why} within {deadline_s:g} s "
-                           "(is the head running, and is the port open?)") from None
+        why = f"no answer within {deadline_s:g} s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
+        raise ClusterError(f"cannot join the Ray cluster at {address!r}: {why} (is the head running, and is the port "
+                           "open?)") from None
 
 
 def gpu_count(ray) -> int:
