@@ -15,12 +15,14 @@ def _option(name: str, help: str, panel: str | None = None, kind=Optional[str]):
     return Annotated[kind, typer.Option(name, help=help, rich_help_panel=panel)]
 
 
-def _json_mode(value: bool) -> bool:
+def _json_mode(ctx: typer.Context, value: bool) -> bool:
     """With --json, stdout carries the JSON alone (or nothing, where the command stops before it has any): what a
-    command prints for people goes to stderr."""
+    command prints for people goes to stderr, until the command ends."""
     from .app import console
 
-    console.stderr = bool(value)
+    if value:
+        console.stderr = True
+        ctx.call_on_close(lambda: setattr(console, "stderr", False))
     return value
 
 
