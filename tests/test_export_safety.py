@@ -70,7 +70,6 @@ flops = "n"
 bytes = "12 * n"
 '''
     (folder / "task.toml").write_text(toml)
-    symbols = ", h" if derived else ""
     (folder / "reference.py").write_text(
         f"def reference(xp, **kw):\n    assert 'n' in kw{' and kw[chr(104)] * 2 == kw[chr(110)]' if derived else ''}\n"
         f"    return {{{out!r}: kw[{a!r}] + kw[{b!r}]}}\n")
@@ -87,7 +86,6 @@ extern "C" __global__ void add(const float* a, const float* b, float* c, int n) 
 }}
 '''
     (folder / "baseline.cu").write_text(cu)
-    del symbols
     return load_task(folder)
 
 
