@@ -21,7 +21,8 @@ REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 4           # shorter values would blank out ordinary words
 MIN_ENV_SECRET_CHARS = 8
 _SECRET_NAMES = re.compile(r"(^|_)(API_KEY|TOKEN|SECRET)$")
-_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
+# A URL ends at a quote or a backslash too: in JSON text (a trace line) what follows may be an escaped quote.
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`\\]+")
 # A query parameter whose name holds one of these words carries a credential (Azure's api-key, S3's signature...).
 _SECRET_PARAM = re.compile(r"key|token|secret|pass|pwd|sig|auth|cred|session", re.IGNORECASE)
 _KEY_SHAPES = re.compile(r"\b(?:sk|rk)-[A-Za-z0-9_-]{20,}|\bhf_[A-Za-z0-9]{20,}|(?<=Bearer )[A-Za-z0-9._~+/-]{16,}=*")

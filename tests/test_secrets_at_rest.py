@@ -25,6 +25,8 @@ def test_key_like_query_values_and_credentials_leave_every_url():
     assert redact_urls_in(f"GET {URL} failed") == f"GET {redact_url(URL)} failed"
     assert set(url_credentials(URL)) == {"bob", PASSWORD, QUERY_KEY}
     assert Redactor.for_run(URL).text(f"the server said {QUERY_KEY}") == "the server said [redacted]"
+    line = json.dumps({"note": 'see "https://h/v1?token=abc"\nand https://h/?key=k\\'})  # a trace line
+    assert json.loads(Redactor().text(line)) == {"note": 'see "https://h/v1?token=[redacted]"\nand https://h/?key=[redacted]\\'}
 
 
 @pytest.mark.timeout(10)
