@@ -212,7 +212,7 @@ def build(file_data: dict | None = None, overrides: dict | None = None, where: s
         cfg = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_errors(where, exc)) from None
-    if cfg.model and cfg.model.base_url and f"{REDACTED}@" in cfg.model.base_url:
+    if cfg.model and cfg.model.base_url and REDACTED in cfg.model.base_url:
         raise ConfigError(f"{where}: model.base_url: the credentials in the endpoint's URL are never recorded "
                           f"({cfg.model.base_url}): give the URL again (--base-url)")
     if cfg.budget.usd is not None and cfg.model and cfg.price() is None:

@@ -95,7 +95,7 @@ def test_shapes_and_dtypes_are_checked_against_the_task(gemm, tmp_path):
     with pytest.raises(ValueError, match="x: expected 2 dimensions"):
         mod.sizes_of([good[0].reshape(-1), *good[1:]])
     with pytest.raises(ValueError, match="expected a contiguous CUDA tensor"):
-        getattr(mod, mod.__dict__.get("TASK") if mod.TASK.isidentifier() else "kernel")(
+        getattr(mod, mod.FUNCTION)(
             *[torch.zeros(t.shape) for t in good])
 
 

@@ -4,6 +4,8 @@ attempt recorded and no secret passed on."""
 
 from __future__ import annotations
 
+import json
+
 import sys
 import time
 from pathlib import Path
@@ -220,3 +222,15 @@ def test_a_key_the_endpoint_echoes_reaches_neither_the_candidate_nor_the_next_pr
     assert KEY not in p.candidate.source and KEY not in p.note and "[redacted]" in p.candidate.source
     assert all(KEY not in m["content"] for m in script.requests[1]["messages"])
     assert KEY not in repr(p.exchange)
+
+
+def test_a_200_completion_with_no_choices_is_asked_again_like_an_empty_answer(endpoint_with, request_):
+    empty = json.dumps({"id": "x", "created": 0, "model": "scripted", "choices": [],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 0, "total_tokens": 10}})
+    proposer, script = endpoint_with([{"raw": empty, "content_type": "application/json"}, GOOD])
+    [p] = proposer.propose(request_)
+    assert p.candidate is not None and p.error == ""
+    assert len(script.requests) == 2
+    first, second = p.exchange["attempts"]
+    assert first["response"] == "" and first["error"]
+    assert second["response"] == GOOD.strip() or second["response"] == GOOD

@@ -4,7 +4,9 @@ A record is valid only inside its envelope: the task's content (``Task.fingerpri
 model, the driver, the CUDA runtime, the NVRTC version that compiled it, and the size it was timed
 at. Records live under ``sandbox.compiler.cache_dir()/best/<task>/<fingerprint>/`` as one JSON
 file per envelope, written atomically under a lock, so concurrent runs never leave half a file and
-never lose the faster of two offers. Ranking is by the speedup over the task's baseline timed A/B in
+never lose the faster of two offers. Each record carries ``digest``, the SHA-256 of the rest of it: a record
+whose kernel or numbers were edited by hand is refused (``TamperedRecord``, naming the file), a check against
+accidents and casual edits, not a signature. Ranking is by the speedup over the task's baseline timed A/B in
 the same measurement (drift cancels), not by raw milliseconds from different sessions.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import re
 import time
 from contextlib import contextmanager
@@ -24,6 +27,10 @@ from sandbox.result import Interval, Result
 from sandbox.task import Task, describe_sizes
 
 SCHEMA_VERSION = 1
+
+
+class TamperedRecord(ValueError):
+    """A stored record whose content is not the one its digest was made of (the message names the file)."""
 
 
 class Envelope(BaseModel):
@@ -68,6 +75,11 @@ class BestRecord(BaseModel):
     pct_of_roofline: float | None = None
     run: str | None = None
     recorded_at: str
+    digest: str | None = None            # SHA-256 of the record without it (None in records of older versions)
+
+    def content_digest(self) -> str:
+        data = self.model_dump(mode="json", exclude={"digest"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
     def describe(self) -> str:
         s = self.speedup
@@ -118,9 +130,13 @@ class BestStore:
             vendor_speedup=result.speedup("vendor") or result.speedup("compile"), against=t.primary,
             pct_of_roofline=t.impls["candidate"].pct_of_roofline,
             run=run, recorded_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        record.digest = record.content_digest()
         path = self.path(task, envelope, record.sizes)
         with self._lock(path.parent):
-            current = self._read(path)
+            try:
+                current = self._read(path)
+            except TamperedRecord:
+                current = None  # a measured kernel takes the place of an edited record
             if current is not None and current.speedup.value >= record.speedup.value:
                 return False
             from sandbox.compiler import atomic_write
@@ -146,10 +162,16 @@ class BestStore:
 
     @staticmethod
     def _read(path: Path) -> BestRecord | None:
+        """The record in ``path``; None where there is none or it cannot be read; TamperedRecord where its
+        content does not match its digest."""
         try:
-            return BestRecord.model_validate_json(path.read_text())
-        except (OSError, ValidationError):
+            record = BestRecord.model_validate_json(path.read_text())
+        except (OSError, ValidationError, UnicodeDecodeError):
             return None
+        if record.digest is not None and record.digest != record.content_digest():
+            raise TamperedRecord(f"{path}: its kernel or numbers were edited after it was stored (the digest does "
+                                 "not match); delete the file to drop the record")
+        return record
 
     @contextmanager
     def _lock(self, folder: Path):

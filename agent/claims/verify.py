@@ -139,6 +139,8 @@ def compare(stored: RunTrace, entry: Entry, result: Result, tolerance: float = D
         v.now_clears = measured.low > 1.0
         v.reproduces = v.within_tolerance and (v.now_clears or not v.claim_cleared)
     v.environment, v.warnings = environment(stored, entry.result.env, {**software(), **result.env})
+    if stored.unchecked:
+        v.warnings.insert(0, stored.unchecked)
     return v
 
 

@@ -7,10 +7,10 @@ import functools
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from .exits import ExitCode
+from .terminal import SafeConsole, visible
 
 class App(typer.Typer):
     """Every command of this app is a ``helptext.Command``: placeholders that say what to type, help printed as
@@ -29,19 +29,23 @@ app = App(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=F
                  "(one error line names it); 3 no usable CUDA device; 130 interrupted. Each command's --help says what "
                  "each means for it and which environment variables it reads.")
 # Markup is off: compiler logs, model text, paths and options are full of brackets (smem[tid], ".[cuda13]") and
-# print as they are. Styles come from rich.text.Text or a print's style=, never from text.
-console = Console(markup=False, highlight=False)
-err_console = Console(stderr=True, markup=False, highlight=False)
+# print as they are. Styles come from rich.text.Text or a print's style=, never from text. Control characters in
+# data (an escape sequence in a model's note) are shown, not obeyed (terminal.SafeConsole).
+console = SafeConsole(markup=False, highlight=False)
+err_console = SafeConsole(stderr=True, markup=False, highlight=False)
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:
-    """Text from plain strings and (text, style) pairs: data is never read as markup."""
-    return Text.assemble(*parts)
+    """Text from plain strings and (text, style) pairs: data is never read as markup, nor its control characters
+    obeyed."""
+    return Text.assemble(*(visible(p) if isinstance(p, str) else (visible(p[0]), p[1]) for p in parts))
 
 
 def error_line(message: str) -> None:
-    """One error line on stderr, the message verbatim."""
-    err_console.print(styled(("error:", "bold red"), " ", message), soft_wrap=True)
+    """One error line on stderr, the message verbatim (any URL's credentials redacted)."""
+    from ..redact import redact_urls_in
+
+    err_console.print(styled(("error:", "bold red"), " ", redact_urls_in(message)), soft_wrap=True)
 
 
 NO_DRIVER = "no NVIDIA driver found: compile, check-task and --sandbox fake work here"
@@ -98,6 +102,7 @@ def _print_version(asked: bool) -> None:
 def _options(show_version: Annotated[bool, typer.Option("--version", help="Print kernelwright's version and exit.",
                                                         callback=_print_version, is_eager=True)] = False) -> None:
     """Make CUDA kernels faster and prove it."""
+    console.stderr = False  # until a command's --json says otherwise (options.json_flag)
 
 
 def input_errors(fn):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from .app import app, console, err_console, input_errors, load_task, parse_sizes
+from .app import BadInput, app, console, err_console, input_errors, load_task, parse_sizes
 from .exits import ExitCode, epilog
+from .terminal import visible
 from .options import OUTPUT, TaskArg, json_flag
 
 RecordJson = json_flag("Print the whole record as JSON.")
@@ -43,6 +45,17 @@ def best(task: TaskArg,
                                                      rich_help_panel=OUTPUT)] = None,
          as_json: RecordJson = False):
     """Export the best known kernel for a task on this GPU: source with its launch plan, knobs and flags."""
+    from ..claims.best import TamperedRecord
+
+    if out is not None and out.is_dir():
+        raise BadInput(f"--out {out}: is a folder; give a file name")
+    try:
+        _best(task, sizes, gpu, out, as_json)
+    except TamperedRecord as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _best(task, sizes, gpu, out, as_json) -> None:
     from ..claims.best import BestStore, Envelope
 
     t = load_task(task)
@@ -71,10 +84,11 @@ def best(task: TaskArg,
         print(record.model_dump_json(indent=2))
         return
     if out is not None:
-        from sandbox.compiler import atomic_write
+        from .files import write_output
 
-        atomic_write(out, record.kernel)
+        write_output(out, record.kernel, "--out")
         console.print(f"wrote {out}: {record.describe()}", soft_wrap=True)
         return
     err_console.print(f"// {record.describe()}", soft_wrap=True)
-    print(record.kernel, end="" if record.kernel.endswith("\n") else "\n")
+    kernel = visible(record.kernel) if sys.stdout.isatty() else record.kernel  # verbatim into a pipe or a file
+    print(kernel, end="" if kernel.endswith("\n") else "\n")

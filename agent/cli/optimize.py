@@ -335,7 +335,8 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
 
 @app.command(epilog=epilog(OK="every task ran", FAILED="a task could not run or its run ended on a failure (its row "
                                                  "says which)",
-                           BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device"))
+                           BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device",
+                           INTERRUPTED="interrupted (Ctrl-C; --resume BATCH continues it)"))
 @input_errors
 def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task names or task folders, run one after "
                                                                     "another.")] = None,
@@ -361,11 +362,12 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
     if resume:
         b = Batch.open(resume, traces)
         b.info["overrides"] = merge(b.overrides, over)  # flags given now apply (credentials are not recorded)
+        b.info["base"] = merge(b.base, base)
     else:
         name = run_name(batch_id, "--batch-id") if batch_id else f"{dt.datetime.now():%Y%m%d-%H%M%S}-batch-{pysecrets.token_hex(2)}"
         b = Batch.create(traces / name, tasks, base, over)
     with b:
-        rows = _batch_runs(b, quiet, as_json)
+        rows, interrupted = _batch_runs(b, quiet, as_json)
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
     else:
@@ -377,11 +379,23 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
                  for r in rows]
         console.print(fit(cols, table, console.width, title=f"batch {b.path.name}: {len(rows)} tasks", key=3))
         console.print(f"batch folder: {b.path}", soft_wrap=True)
+    if interrupted:
+        err_console.print(f"interrupted: `kernelwright batch --resume {b.path.name}` continues it", soft_wrap=True)
+        raise typer.Exit(ExitCode.INTERRUPTED)
     raise typer.Exit(ExitCode.FAILED if any(r["state"] in ("error", "failed") for r in rows) else ExitCode.OK)
 
 
-def _batch_runs(b, quiet: bool, as_json: bool) -> list[dict]:
-    """Run (or resume) each unfinished task of the batch in turn; the summary rows."""
+def _batch_runs(b, quiet: bool, as_json: bool) -> tuple[list[dict], bool]:
+    """Run (or resume) each unfinished task of the batch in turn; the summary rows, and whether Ctrl-C stopped it
+    (in a run, which keeps its trace, or between two)."""
+    try:
+        interrupted = _each_task(b, quiet, as_json)
+    except KeyboardInterrupt:
+        interrupted = True
+    return b.write_summary(), interrupted
+
+
+def _each_task(b, quiet: bool, as_json: bool) -> bool:
     for name in b.tasks:
         if b.done(name):
             continue
@@ -402,5 +416,5 @@ def _batch_runs(b, quiet: bool, as_json: bool) -> list[dict]:
             continue
         b.record(name, Summary.model_validate(run.summary))
         if run.stop is not None and run.stop.reason is StopReason.INTERRUPTED:
-            break
-    return b.write_summary()
+            return True
+    return False

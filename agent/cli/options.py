@@ -15,9 +15,20 @@ def _option(name: str, help: str, panel: str | None = None, kind=Optional[str]):
     return Annotated[kind, typer.Option(name, help=help, rich_help_panel=panel)]
 
 
+def _json_mode(ctx: typer.Context, value: bool) -> bool:
+    """With --json, stdout carries the JSON alone (or nothing, where the command stops before it has any): what a
+    command prints for people goes to stderr, until the command ends."""
+    from .app import console
+
+    if value:
+        console.stderr = True
+        ctx.call_on_close(lambda: setattr(console, "stderr", False))
+    return value
+
+
 def json_flag(help: str):
     """``--json`` with what it prints (each command prints its own record)."""
-    return _option("--json", help, OUTPUT, bool)
+    return Annotated[bool, typer.Option("--json", help=help, rich_help_panel=OUTPUT, callback=_json_mode)]
 
 
 TaskArg = Annotated[str, typer.Argument(help="Suite task name or path to a task folder.")]

@@ -51,8 +51,14 @@ def profile_cmd(task: TaskArg,
     except RuntimeError as exc:
         with CompileOnlySandbox() as cs:
             result = cs.compile(t, c)
-        error_line(f"{device_problem(str(exc))}; resources only")
-        console.print(diagnose(t, result, {"status": "unavailable", "reason": "no CUDA device"}).text)
+        reason = device_problem(str(exc))
+        error_line(f"{reason}; resources only")
+        text = diagnose(t, result, {"status": "unavailable", "reason": "no CUDA device"}).text
+        if as_json:
+            print(json.dumps({"status": "unavailable", "reason": reason, "diagnosis": text,
+                              "compile": json.loads(result.to_json()).get("compile")}, indent=2, default=str))
+        else:
+            console.print(text)
         raise typer.Exit(ExitCode.NO_DEVICE) from None
     with sb:
         parent_profile = None
@@ -65,6 +71,8 @@ def profile_cmd(task: TaskArg,
 
             print_result(result)
             console.print(diagnose(t, result).text)
+            if as_json:
+                print(result.to_json())
             raise typer.Exit(ExitCode.FAILED)
         prof = sb.profile(t, c, result=result, parent_profile=parent_profile, save_to=save)
     if as_json:

@@ -10,8 +10,9 @@ import re
 
 import typer
 
-from .app import BadInput, app, console, error_line, input_errors
+from .app import BadInput, app, console, err_console, error_line, input_errors
 from .exits import ExitCode, epilog
+from .files import output_folder, write_output
 from .options import OUTPUT, RunArg, Traces
 
 
@@ -52,6 +53,7 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
         files = _problem_files(paths)
         if name and len(files) > 1:
             raise BadInput("--name names one task: give one problem file")
+        output_folder(out)
         if category and not re.fullmatch(r"[a-z][a-z0-9-]*", category):
             raise BadInput(f"--category: expected a lowercase word (the suite's: {', '.join(CATEGORIES)}), got {category!r}")
     except BadInput as exc:
@@ -61,9 +63,12 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
     for f in files:
         try:
             done = import_problem(f, out, name=name, category_=category, replace=replace)
-        except (TaskError, TorchMissing) as exc:
+        except (TaskError, TorchMissing, UnicodeDecodeError, OSError) as exc:
             failed += 1
-            error_line(str(exc))
+            error_line(f"{f}: not UTF-8 text ({exc.reason} at byte {exc.start}): a problem file is Python source in "
+                       "UTF-8" if isinstance(exc, UnicodeDecodeError) else
+                       f"{f}: cannot write its task under {out}: {exc.strerror or exc}" if isinstance(exc, OSError)
+                       else str(exc))
             if isinstance(exc, TorchMissing):
                 break
             continue
@@ -101,7 +106,6 @@ def export_cmd(run: RunArg,
                traces: Traces = Path("traces")):
     """Export a run's winner: its .cu file, or with --torch a module with one function taking torch tensors."""
     from sandbox.candidate import parse_candidate
-    from sandbox.compiler import atomic_write
 
     from ..report.export_torch import module_name, render
     from ..trace.reader import TraceError, read
@@ -114,12 +118,14 @@ def export_cmd(run: RunArg,
     if entry is None:
         raise BadInput(f"run {stored.id}: " + (f"no candidate {candidate!r}" if candidate else
                                                "no winner (nothing beat the starting point); name one with --candidate"))
+    if stored.unchecked:
+        err_console.print(stored.unchecked, style="bold yellow", soft_wrap=True)
     source = stored.source(entry.id)
     if source is None:
         raise BadInput(f"run {stored.id}: {entry.id} has no candidate.cu in the trace")
     cand = parse_candidate(source, label=entry.id)
     if not torch_module:
-        atomic_write(out, cand.render())
+        write_output(out, cand.render())
         console.print(f"wrote {out}: {_claim(entry, stored.simulated)}", soft_wrap=True)
         return
     task = stored.unchanged_task()
@@ -129,5 +135,5 @@ def export_cmd(run: RunArg,
     if out.suffix != ".py":
         raise BadInput(f"-o {out}: a Python module's file name ends in .py")
     text = render(task, cand, f"run {stored.id}, candidate {entry.id}", _claim(entry, stored.simulated), module_name(out))
-    atomic_write(out, text)
+    write_output(out, text)
     console.print(f"wrote {out}: {_claim(entry, stored.simulated)}", soft_wrap=True)

@@ -15,7 +15,7 @@ from sandbox.compiler import atomic_write
 from sandbox.task import load_task
 
 from ..config import ConfigError, api_key, build, run_name
-from ..redact import redact_url
+from ..redact import redact_url, redact_urls_in
 from ..trace.events import EndEvent, read_events
 from ..trace.lock import FolderLock
 from ..trace.records import Summary
@@ -46,8 +46,10 @@ class Batch:
         names = [run_name(Path(t).name, f"batch task {t!r}") for t in tasks]
         if len(set(names)) != len(names):
             raise ConfigError(f"batch: tasks repeat: {', '.join(names)}")
+        from .session import check_baseline
+
         for task in tasks:
-            load_task(task)
+            check_baseline(load_task(task))
         cfg = build(base, overrides, "batch")
         if cfg.model:
             api_key(cfg.model)
@@ -113,16 +115,30 @@ class Batch:
                 self.record(task, read_events(self.run_dir(task))[-1].summary)
                 row = self.info["results"][task]
             rows.append(row or {"task": task, "state": "not run"})
-        atomic_write(self.path / "summary.json", json.dumps({"schema": BATCH_SCHEMA, "tasks": rows}, indent=2) + "\n")
+        atomic_write(self.path / "summary.json", json.dumps({"schema": BATCH_SCHEMA, "tasks": _public(rows)}, indent=2) + "\n")
         return rows
 
     def _save(self) -> None:
-        """batch.json without credentials: an endpoint URL's are given again on --resume."""
+        """batch.json without credentials, in the config file's data and the flags alike (an endpoint URL's are
+        given again on --resume), and without any URL's key-like query values."""
         public = dict(self.info)
-        model = (public.get("overrides") or {}).get("model") or {}
-        if model.get("base_url"):
-            public["overrides"] = {**public["overrides"], "model": {**model, "base_url": redact_url(model["base_url"])}}
+        for part in ("base", "overrides"):
+            model = (public.get(part) or {}).get("model") or {}
+            if model.get("base_url"):
+                public[part] = {**public[part], "model": {**model, "base_url": redact_url(model["base_url"])}}
+        public = {k: v if k in ("base", "overrides") else _public(v) for k, v in public.items()}
         atomic_write(self.path / "batch.json", json.dumps(public, indent=2, default=str) + "\n")
+
+
+def _public(value):
+    """A JSON-like value with every URL in its strings redacted (a stop message may quote an endpoint)."""
+    if isinstance(value, str):
+        return redact_urls_in(value)
+    if isinstance(value, dict):
+        return {k: _public(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_public(v) for v in value]
+    return value
 
 
 def _interrupted(summary: Summary) -> bool:

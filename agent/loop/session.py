@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sandbox import open_sandbox
-from sandbox.candidate import load_candidate
+from sandbox.candidate import CandidateError, load_candidate, validate_for_task
 from sandbox.result import Status
 from sandbox.task import Task, TaskError, load_task
 
@@ -143,6 +143,7 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
     if not task.has_baseline and cfg.model is None and proposer is None and not replay:
         raise ConfigError(f"task {task.name} has no CUDA starting kernel (baseline.cu) for the built-in search to tune; "
                           "give a model (--model), whose first kernel is written from the PyTorch module's source")
+    check_baseline(task)
     run_id = run_id or new_run_id(task)
     sandbox = open_run_sandbox(cfg)
     try:
@@ -164,6 +165,17 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
         sandbox.close()
         raise
     return _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
+
+
+def check_baseline(task: Task) -> None:
+    """ConfigError, before any run folder exists, where the task's starting kernel cannot be read or its launch
+    plan does not fit the task: every run of it would stop at its first evaluation."""
+    if not task.has_baseline:
+        return
+    try:
+        validate_for_task(load_candidate(task.baseline_path), task)
+    except CandidateError as exc:
+        raise ConfigError(f"{task.baseline_path}: the task's starting kernel does not fit the task: {exc}") from None
 
 
 def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | None = None,

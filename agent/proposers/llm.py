@@ -17,6 +17,7 @@ with a one-line message naming the endpoint. Everything the endpoint sends back 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -93,7 +94,7 @@ class LLMProposer:
 
     def _ask(self, conversation: list[dict], state: dict) -> dict:
         cfg = self.config
-        kwargs: dict[str, Any] = {"model": cfg.name, "messages": list(conversation)}
+        kwargs: dict[str, Any] = {"model": cfg.name, "messages": [_sendable(m) for m in conversation]}
         if cfg.temperature is not None:
             kwargs["temperature"] = cfg.temperature
         if state["max_tokens"] is not None:
@@ -127,6 +128,11 @@ class LLMProposer:
     def _unpack(self, parsed: Any, raw: Any) -> tuple[str, str | None, str | None, str | None, Any]:
         """(content, reasoning, finish reason, model, usage) of a chat completion; anything else is a failure."""
         choices = getattr(parsed, "choices", None)
+        model = getattr(parsed, "model", None)
+        if isinstance(choices, list) and not choices:
+            # a completion with nothing in it (some servers send this on a filtered or aborted generation): the
+            # answer is empty, and is asked again as any empty answer is
+            return "", None, None, model if isinstance(model, str) else None, getattr(parsed, "usage", None)
         choice = choices[0] if isinstance(choices, list) and choices else None
         message = getattr(choice, "message", None)
         content = getattr(message, "content", None) if message is not None else None
@@ -134,7 +140,6 @@ class LLMProposer:
             kind = raw.headers.get("content-type", "no content type") if raw is not None else "?"
             raise _NotACompletion(f"{self.where} answered HTTP {raw.status_code} with a body that is not a chat "
                                   f"completion ({kind}): {_preview(raw)}")
-        model = getattr(parsed, "model", None)
         return content or "", _reasoning(message), getattr(choice, "finish_reason", None), \
             model if isinstance(model, str) else None, getattr(parsed, "usage", None)
 
@@ -198,6 +203,18 @@ def _parse(raw) -> Any:
         return raw.parse()
     except Exception:  # a body that is not JSON: _unpack describes it
         return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _sendable(message: dict) -> dict:
+    """A message as UTF-8 can carry it: a lone surrogate (an earlier answer may hold one; the trace keeps it,
+    escaped) goes out as U+FFFD."""
+    content = message.get("content")
+    if isinstance(content, str) and _SURROGATE.search(content):
+        return {**message, "content": _SURROGATE.sub("\ufffd", content)}
+    return message
 
 
 def _preview(raw) -> str:

@@ -4,13 +4,18 @@ PyTorch problem a ``forward`` that can replace the module's own (``templates/exp
 
 The launch plan's expressions are vetted by ``sandbox.expr`` here, their knobs written in as numbers and
 ``/`` turned into Python's ``//``, so the generated file evaluates only integer arithmetic of the sizes.
+No text from a run folder, a task or a model is pasted into the generated code: every string (the docstrings
+included) is a literal written by ``literal()``, and every name the code defines or takes (the function, its
+parameters) is checked to be an identifier that is no keyword and no name of the module's own, else renamed.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import keyword
+import math
 import re
 from pathlib import Path
 
@@ -49,13 +54,65 @@ def _dims(dims, knobs) -> tuple:
     return tuple(python_expr(str(d), knobs) for d in dims)
 
 
-def _py(value) -> str:
-    """A Python literal of nested tuples, strings and numbers (repr is exact for these)."""
-    return repr(value)
+def python_condition(text: str) -> str:
+    """A task's size constraint (a chain of comparisons) as Python, ``/`` as floor division."""
+    parsed = copy.deepcopy(expr.parse_condition(text))
+    return ast.unparse(_Python({}).visit(ast.fix_missing_locations(ast.Expression(parsed))))
+
+
+def literal(value) -> str:
+    """Python source for a value of nested tuples, lists, dicts, strings, numbers, booleans and None; anything
+    else is refused. ``repr`` is exact for these apart from non-finite floats, which are spelled out."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+    if isinstance(value, (tuple, list)):
+        items = ", ".join(literal(v) for v in value)
+        return f"({items}{',' if len(value) == 1 else ''})" if isinstance(value, tuple) else f"[{items}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no Python literal for {type(value).__name__}")
+
+
+# Names the generated module defines or imports, and the function's own keyword-arguments name: a task or an
+# input that bears one of them gets another name in the module.
+MODULE_NAMES = frozenset({
+    "torch", "TASK", "TASK_FOLDER", "TASK_FINGERPRINT", "SOURCE", "OPTIONS", "KERNELS", "INPUTS", "OUTPUTS",
+    "SCALARS", "SYMBOLS", "DERIVED", "DEPENDS", "CONSTRAINTS", "SCRATCH", "LAUNCHES", "PARAMETERS", "ARGUMENTS",
+    "FUNCTION", "sizes_of", "output_shape", "plan", "forward", "check", "derive", "_DTYPES", "_modules", "_module", "_value",
+    "_at", "_solve", "cupy", "numpy"}) | set(dir(builtins)) | {"self", "sizes"}
+
+
+def identifier(name: str, taken: set[str], fallback: str = "arg") -> str:
+    """``name`` if it can be a Python name here, else the first of ``name_``, ``name__``, ... that can (a
+    name that is no identifier at all becomes ``fallback``...); the result is added to ``taken``."""
+    base = name if name.isidentifier() and name.isascii() else fallback
+    out = base
+    while keyword.iskeyword(out) or keyword.issoftkeyword(out) or out in taken or out in MODULE_NAMES:
+        out += "_"
+    taken.add(out)
+    return out
 
 
 def module_name(path: Path) -> str:
-    return re.sub(r"\W", "_", path.stem) or "kernel"
+    """The name ``import`` finds a file under: its stem if that is an identifier, else one made from it."""
+    name = re.sub(r"\W", "_", path.stem, flags=re.ASCII) or "kernel"
+    return name if name.isidentifier() and not keyword.iskeyword(name) else f"_{name}"
+
+
+def _depends(task: Task) -> dict[str, list[str]]:
+    """For every derived size and every shape dimension that is an expression: the size symbols it depends on."""
+    derived: dict[str, set[str]] = {}
+    for name, text in task.spec.sizes.derived.items():
+        derived[name] = set().union(*(derived.get(n, {n}) for n in expr.names(str(text))))
+    out = {name: sorted(deps) for name, deps in derived.items()}
+    for t in task.spec.inputs:
+        for dim in t.shape:
+            if isinstance(dim, str) and not dim.strip().isidentifier():
+                text = str(python_expr(dim, {}))
+                out[text] = sorted(set().union(*(derived.get(n, {n}) for n in expr.names(dim))))
+    return out
 
 
 def render(task: Task, candidate: Candidate, origin: str, claim: str = "", module: str = "kernel") -> str:
@@ -82,21 +139,38 @@ def render(task: Task, candidate: Candidate, origin: str, claim: str = "", modul
     torch_spec = task.spec.torch
     options = [o for o in BASE_OPTIONS if o.startswith("-std")] + list(candidate.flags)
     options += [f"-D{k}={v}" for k, v in sorted(knobs.items())]
+    function = identifier(task.name, set(), "kernel")
+    taken: set[str] = {function}
+    params = {t.name: identifier(t.name, taken) for t in task.spec.inputs}
+    arguments = list(torch_spec.arguments) if torch_spec else []
+    forward_params = [params.get(a) or identifier(a, taken) for a in arguments]
+    module = module_name(Path(module + ".py")) if module else "kernel"
+    inputs, outputs = [params[t.name] for t in task.spec.inputs], [t.name for t in task.spec.outputs]
+    usage = f"{', '.join(outputs)} = {module}.{function}({', '.join(inputs)})"
+    doc = (f"{task.name}: a CUDA kernel exported by kernelwright from {origin}.\n\n"
+           f"    import torch\n    import {module}\n\n"
+           f"    {usage}   # CUDA tensors, contiguous\n"
+           f"    {module}.check()          # against the task's reference (needs kernelwright and the task folder)\n"
+           + (f"    Model.forward = {module}.forward   # in place of the forward of the task's problem.py\n"
+              if torch_spec else "")
+           + "\nEvery call checks the tensors against the task (device, dtype, contiguity, shape), binds the size "
+           "symbols\nfrom their shapes (solving derived sizes for symbols no shape holds), resolves the launch plan at "
+           "those sizes\nand launches it on torch's current stream. The source is compiled by NVRTC through CuPy, with "
+           "the run's\nflags and knobs, once per device.\n" + (f"\n{claim}\n" if claim else ""))
+    summary = f"{', '.join(outputs)} of {task.name} from {', '.join(t.name for t in task.spec.inputs)}."
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
-    inputs = [t.name for t in task.spec.inputs]
+    env.filters["py"] = literal
     context = dict(
-        task=task.name, task_folder=str(task.folder.resolve()), fingerprint=task.fingerprint, origin=origin,
-        claim=claim, module=module, function=task.name if task.name.isidentifier() and not keyword.iskeyword(task.name) else "kernel",
-        source_literal=repr(candidate.render()), options=options,
+        doc=doc, summary=summary, task=task.name, task_folder=str(task.folder.resolve()), fingerprint=task.fingerprint,
+        function=function, params=inputs, source=candidate.render(), options=options,
         kernels=sorted({_expand(lch.kernel, knobs) for lch in candidate.launches}),
-        input_specs=_py(tuple(spec(t) for t in task.spec.inputs)), output_specs=_py(tuple(spec(t) for t in task.spec.outputs)),
-        scalars=_py({s.name: (s.dtype, s.value) for s in task.spec.scalars}), symbols=task.symbols,
-        scratch=_py(tuple((s.name, s.dtype, python_expr(s.size, knobs), s.init) for s in candidate.scratch)),
-        launches=_py(tuple(launches)), inputs=inputs, outputs=[t.name for t in task.spec.outputs],
-        summary=f"{', '.join(t.name for t in task.spec.outputs)} of {task.name} from {', '.join(inputs)}.",
-        torch_task=torch_spec is not None,
-        parameters=_py(dict(torch_spec.parameters)) if torch_spec else "{}",
-        arguments=_py(tuple(torch_spec.arguments)) if torch_spec else "()",
-        arguments_signature=", ".join(torch_spec.arguments) if torch_spec else "")
+        input_specs=tuple(spec(t) for t in task.spec.inputs), output_specs=tuple(spec(t) for t in task.spec.outputs),
+        scalars={s.name: (s.dtype, s.value) for s in task.spec.scalars}, symbols=task.symbols,
+        derived=tuple((name, python_expr(str(text), {})) for name, text in task.spec.sizes.derived.items()),
+        depends=_depends(task), constraints=tuple(python_condition(c) for c in task.spec.sizes.constraints),
+        scratch=tuple((s.name, s.dtype, python_expr(s.size, knobs), s.init) for s in candidate.scratch),
+        launches=tuple(launches), single=len(outputs) == 1, torch_task=torch_spec is not None,
+        parameters=dict(torch_spec.parameters) if torch_spec else {}, arguments=arguments,
+        forward_params=forward_params)
     return env.get_template("export_torch.py.j2").render(**context)

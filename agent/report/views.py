@@ -72,6 +72,8 @@ def summary_view(stored: RunTrace, task=None) -> dict:
         notes.append(UNFINISHED_NOTE)
     elif stored.simulated and not any(n.startswith("SIMULATED") for n in notes):
         notes.insert(0, "SIMULATED: no figure in this run is a measurement")
+    if stored.unchecked:
+        notes.insert(0, stored.unchecked)
     spec = task.spec if task is not None else None
     out = {
         "run_id": stored.id, "task": stored.task_name, "created": info.created, "task_version": info.task.version,

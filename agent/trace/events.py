@@ -7,12 +7,22 @@ Every line is one JSON object with ``schema`` (``kernelwright-events-2``; ``-1``
 1 lines are upgraded when read: a ``stop`` carries ``reason`` (a ``StopReason`` value) and ``message`` (version
 1 had only the sentence, in ``reason``), an ``evaluation``'s ``fingerprint`` is called ``identity``, and the
 ``end`` event's summary is ``kernelwright-summary-2``.
+
+Each line written now ends in ``"chain"``: the SHA-256 of the previous line's chain (or of nothing, for the
+first) and of this line without its chain. The reader recomputes the chain and refuses a file where one no
+longer matches: a number edited by hand, a line removed or moved. It is a check against accidents and casual
+edits, not a signature: whoever edits a line and recomputes every chain after it is not caught, and neither
+is a file cut short after a complete line (``agent.trace.reader`` compares ``summary.json`` with the end
+events for that). Lines without a chain (written by an older kernelwright) are read, and the run is marked
+unchained; a line without a chain after one with a chain is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -40,6 +50,7 @@ class _Event(BaseModel):
     seq: int = 0                     # the writer numbers the events
     t: float = 0.0
     wall_s: float = 0.0
+    chain: str | None = Field(None, exclude=True)  # set by the writer and the reader, never dumped with the rest
 
 
 class PhaseEvent(_Event):
@@ -95,6 +106,7 @@ class EvaluationEvent(_Event):
     candidate_id: str
     status: str
     identity: str | None             # what would run on the GPU (``sandbox.plan.identity``)
+    source_sha256: str | None = None  # of candidates/<id>/candidate.cu as written when it was evaluated
     summary: str
     diagnosis: str | None = None
     result: Result
@@ -191,8 +203,30 @@ _EVENT = TypeAdapter(Event)
 
 
 def to_line(event: _Event) -> str:
-    """The JSON line of an event (no newline)."""
-    return json.dumps(event.model_dump(mode="json", by_alias=True), ensure_ascii=False)
+    """The JSON line of an event (no newline, no chain)."""
+    return json_text(event.model_dump(mode="json", by_alias=True))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_CHAIN_END = re.compile(rb', "chain": "([0-9a-f]{64})"\}$')
+
+
+def json_text(data: Any, **kw: Any) -> str:
+    """JSON that UTF-8 can hold: characters as they are, but a lone surrogate (a model's answer may hold one)
+    escaped as ``\\udXXX``, which JSON reads back as the same character."""
+    text = json.dumps(data, ensure_ascii=False, **kw)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text) if _SURROGATE.search(text) else text
+
+
+def chain_of(previous: str | None, body: bytes) -> str:
+    """The chain value of a line ``body`` (its JSON without the chain) after a line whose chain was ``previous``."""
+    return hashlib.sha256((previous or "").encode() + b"\n" + body).hexdigest()
+
+
+def chained(line: str, previous: str | None) -> tuple[str, str]:
+    """``line`` (a JSON object, no newline) with its chain appended, and that chain."""
+    link = chain_of(previous, line.encode())
+    return f'{line[:-1]}, "chain": "{link}"}}', link
 
 
 def read_events(folder: Path, *, strict: bool = False, repair: bool = False) -> list[Event]:
@@ -208,10 +242,13 @@ def read_events(folder: Path, *, strict: bool = False, repair: bool = False) -> 
         raise TraceError(f"{events_file}: empty: the run recorded nothing")
     events: list[Event] = []
     good_end = 0
+    previous: str | None = None
     *complete, torn = raw.split(b"\n")
     for number, line in enumerate(complete, start=1):
         where = f"{events_file}: line {number}"
-        events.append(_event(_json(line, where), where, len(events)))
+        event = _event(_json(line, where), where, len(events))
+        previous = _check_chain(line, event, previous, where)
+        events.append(event)
         good_end += len(line) + 1
     if torn and strict:
         raise TraceError(f"{events_file}: line {len(complete) + 1} is cut off (the run was killed while writing it); "
@@ -222,6 +259,19 @@ def read_events(folder: Path, *, strict: bool = False, repair: bool = False) -> 
             f.flush()
             os.fsync(f.fileno())
     return events
+
+
+def _check_chain(line: bytes, event: _Event, previous: str | None, where: str) -> str | None:
+    """The chain after this line; a TraceError where the line's chain does not match its content."""
+    if event.chain is None:
+        if previous is not None:
+            raise TraceError(f"{where}: no chain after lines that have one: the file was edited")
+        return None
+    found = _CHAIN_END.search(line)
+    if found is None or chain_of(previous, line[:found.start()] + b"}") != event.chain:
+        raise TraceError(f"{where}: the line's chain does not match its content or the lines before it: the file was "
+                         "edited after the run wrote it")
+    return event.chain
 
 
 def _json(line: bytes, where: str) -> dict:
@@ -251,7 +301,7 @@ def _event(record: dict, where: str, seq: int) -> Event:
                          f"({field}: {first['msg']})") from None
 
 
-__all__ = ["EVENTS_SCHEMA", "Event", "TraceError", "read_events", "to_line", "PhaseEvent", "RequestEvent",
+__all__ = ["EVENTS_SCHEMA", "Event", "TraceError", "read_events", "to_line", "json_text", "chained", "PhaseEvent", "RequestEvent",
            "ModelCallEvent", "ProposalEvent", "EvaluationEvent", "SkipEvent", "ScreenedConfig", "ScreenEvent", "BestEvent", "StopEvent",
            "SanitizeEvent",
            "ErrorEvent", "EndEvent"]

@@ -6,6 +6,11 @@ that is not JSON, not of a schema this kernelwright reads or does not fit its ev
 sequence numbers, an evaluation of a candidate never proposed: each is one ``TraceError`` naming the file,
 the line and what was wrong. ``summary.json`` is optional (a run that was killed or is still running has none).
 
+It also refuses a run whose files no longer match its events (``check_integrity``): an events line whose hash
+chain does not match (``agent.trace.events``), a ``candidate.cu`` whose SHA-256 is not the one its evaluation
+recorded, a ``summary.json`` that no end event holds. These catch accidents and casual edits, not a forger who
+rewrites the hashes too. A run written before the hashes existed is read, with ``RunTrace.unchecked`` saying so.
+
     stored = read("traces/20260101-120000-softmax-ab12")
     stored.best, stored.steps[-1].gpu_s, stored.source("c0003")
 """
@@ -13,6 +18,7 @@ the line and what was wrong. ``summary.json`` is optional (a run that was killed
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,7 +31,7 @@ from sandbox.result import Interval
 
 from ..loop.lineage import score
 from ..protocols import Entry
-from .events import (BestEvent, EvaluationEvent, Event, ProposalEvent, SanitizeEvent, SkipEvent, TraceError,
+from .events import (BestEvent, EndEvent, EvaluationEvent, Event, ProposalEvent, SanitizeEvent, SkipEvent, TraceError,
                      read_events)
 from .records import RunInfo, Summary
 
@@ -75,6 +81,20 @@ class RunTrace:
     @property
     def id(self) -> str:
         return self.info.run_id
+
+    @property
+    def unchecked(self) -> str:
+        """Empty when the events carry their hash chain and every evaluation its source's hash; else the note
+        that says what of this run cannot be checked against edits (a trace of an older kernelwright)."""
+        missing = []
+        if any(e.chain is None for e in self.events):
+            missing.append("events.jsonl has lines without a hash chain")
+        if any(isinstance(e, EvaluationEvent) and e.source_sha256 is None for e in self.events):
+            missing.append("evaluations without their candidate's hash")
+        if not missing:
+            return ""
+        return (f"UNCHECKED: {' and '.join(missing)} (written by an older kernelwright): edits to this run's files "
+                "cannot be detected")
 
     @property
     def task_name(self) -> str:
@@ -149,7 +169,24 @@ def read(ref: str | Path, traces: str | Path = "traces") -> RunTrace:
     events = read_events(path, strict=True)
     summary = read_record(path / "summary.json", Summary, required=False)
     entries, steps, unevaluated = _replay(path / "events.jsonl", events)
+    check_integrity(path, events, summary)
     return RunTrace(path, info, events, summary, entries, steps, unevaluated)
+
+
+def check_integrity(path: Path, events: list[Event], summary: Summary | None) -> None:
+    """A TraceError naming the file that no longer matches the events: a candidate.cu edited since it was
+    evaluated, a summary.json that is none of the run's end events. (The events' own chain is checked as they
+    are read.)"""
+    recorded = {e.candidate_id: e for e in events if isinstance(e, EvaluationEvent) and e.source_sha256}
+    for cid, ev in recorded.items():
+        source = path / "candidates" / cid / "candidate.cu"
+        if source.is_file() and hashlib.sha256(source.read_bytes()).hexdigest() != ev.source_sha256:
+            raise TraceError(f"{source}: edited since it was evaluated (its SHA-256 is not the one line "
+                             f"{ev.seq + 1} of events.jsonl recorded)")
+    ends = [e.summary.model_dump(mode="json") for e in events if isinstance(e, EndEvent)]
+    if summary is not None and ends and summary.model_dump(mode="json") not in ends:
+        raise TraceError(f"{path / 'summary.json'}: its numbers are none of the run's end events in events.jsonl: "
+                         "the file was edited (or is another run's)")
 
 
 def read_record(path: Path, model: type[BaseModel], required: bool):

@@ -3,9 +3,9 @@
 - ``run.json``: ``RunInfo`` (``agent.trace.records``): the resolved config (no secrets), the task's name,
   version and fingerprint, the environment, and one line per session (start and resumes).
 - ``events.jsonl``: append-only, one event per line (``agent.trace.events``: each model says its fields);
-  each line is flushed and fsynced before the run goes on.
+  each line is flushed and fsynced before the run goes on, and carries a hash chain over the lines so far.
 - ``candidates/<id>/``: ``candidate.cu`` (``Candidate.render()``, knob values and flags written in) and
-  ``result.json``.
+  ``result.json``; the evaluation event records the SHA-256 of the candidate.cu it judged.
 - ``best.cu`` and ``summary.json`` (``Summary``) at the end of each session.
 
 Every text written passes through the run's ``Redactor`` (``agent.redact``), which replaces its secrets
@@ -14,8 +14,9 @@ Every text written passes through the run's ``Redactor`` (``agent.redact``), whi
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -26,7 +27,7 @@ from pydantic import BaseModel
 from sandbox.compiler import atomic_write
 
 from ..redact import Redactor
-from .events import Event, read_events, to_line
+from .events import EvaluationEvent, Event, chained, json_text, read_events, to_line
 from .lock import FolderLock
 from .records import RunInfo
 
@@ -38,6 +39,8 @@ class Trace:
         self.redactor = redactor or Redactor()
         self.lock = lock
         self._seq = 0
+        self._chain: str | None = None   # the chain of the last line on disk
+        self._sources: dict[str, str] = {}  # candidate id -> SHA-256 of its candidate.cu as last written
         self._wall0 = time.monotonic() - wall_offset
         self._file = None
 
@@ -74,6 +77,7 @@ class Trace:
             events = read_events(path, repair=True)
             trace = cls(path, redactor, wall_offset=events[-1].wall_s if events else 0.0, lock=lock)
             trace._seq = events[-1].seq + 1 if events else 0
+            trace._chain = events[-1].chain if events else None
             trace._open()
         except BaseException:
             lock.release()
@@ -94,13 +98,17 @@ class Trace:
 
     def event(self, event: Event) -> Event:
         """Number, time-stamp and append ``event``; it is on disk when this returns."""
-        event = event.model_copy(update={"seq": self._seq, "t": round(time.time(), 3), "wall_s": round(self.wall_s, 3)})
-        line = self.scrub(to_line(event)) + "\n"
+        update = {"seq": self._seq, "t": round(time.time(), 3), "wall_s": round(self.wall_s, 3)}
+        if isinstance(event, EvaluationEvent) and event.source_sha256 is None:
+            update["source_sha256"] = self._sources.get(event.candidate_id)
+        event = event.model_copy(update=update)
+        line, link = chained(self.scrub(to_line(event)), self._chain)
         try:
-            self._file.write(line)
+            self._file.write(line + "\n")
             self._file.flush()
             os.fsync(self._file.fileno())
             self._seq += 1
+            self._chain = link
         except BaseException:
             self._resync()  # a Ctrl-C between the write and the count must not give two lines one number
             raise
@@ -115,22 +123,26 @@ class Trace:
         if len(complete) < len(raw):
             os.truncate(events_file, len(complete))
         self._seq = complete.count(b"\n")
+        last = re.search(rb'"chain": "([0-9a-f]{64})"\}\n$', complete)
+        self._chain = last.group(1).decode() if last else None
 
     def write_json(self, name: str, data: Any) -> Path:
         """``data`` (a record or plain JSON data) as ``name``, scrubbed, written atomically."""
         if isinstance(data, BaseModel):
             data = data.model_dump(mode="json", by_alias=True)
         target = self.path / name
-        atomic_write(target, self.scrub(json.dumps(data, indent=2, default=_jsonable, ensure_ascii=False)) + "\n")
+        atomic_write(target, self.scrub(json_text(data, indent=2, default=_jsonable)) + "\n")
         return target
 
     def write_text(self, name: str, text: str) -> Path:
+        """``text`` scrubbed, as UTF-8 (a lone surrogate from a model's answer written as ``\\udXXX``)."""
         target = self.path / name
-        atomic_write(target, self.scrub(text))
+        atomic_write(target, self.scrub(text).encode("utf-8", "backslashreplace"))
         return target
 
     def save_candidate(self, entry_id: str, rendered: str, result_json: str | None = None) -> None:
-        self.write_text(f"candidates/{entry_id}/candidate.cu", rendered)
+        path = self.write_text(f"candidates/{entry_id}/candidate.cu", rendered)
+        self._sources[entry_id] = hashlib.sha256(path.read_bytes()).hexdigest()
         if result_json is not None:
             self.write_text(f"candidates/{entry_id}/result.json", result_json)
 

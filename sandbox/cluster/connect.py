@@ -4,11 +4,17 @@
 joins the cluster this machine belongs to (``ray start --head`` or ``ray start --address=HEAD:6379`` ran here);
 ``"ray://HOST:10001"`` connects through Ray Client; ``"HOST:6379"`` joins a cluster's head directly. A process
 that is already connected (a notebook that called ``ray.init``, a test's local cluster) keeps its connection.
+
+Before Ray is asked to join an address, a plain TCP connection to it must succeed within ``CONNECT_DEADLINE_S``:
+Ray itself retries an address where nothing answers for minutes.
 """
 
 from __future__ import annotations
 
+import socket
 from collections import defaultdict
+
+CONNECT_DEADLINE_S = 5.0
 
 
 class ClusterError(RuntimeError):
@@ -37,11 +43,29 @@ def connect(ray, address: str, fake_gpus: int | None = None) -> bool:
         except Exception as exc:  # Ray's own start-up failures (a GCS or raylet that did not come up in time)
             raise ClusterError(f"cannot start a local Ray instance: {str(exc).splitlines()[0]}") from None
         return True
+    reachable(address)
     try:
         ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise ClusterError(f"cannot join the Ray cluster at {address!r}: {str(exc).splitlines()[0]}") from None
     return True
+
+
+def reachable(address: str, deadline_s: float = CONNECT_DEADLINE_S) -> None:
+    """ClusterError unless something accepts a TCP connection at ``address`` (``HOST:PORT`` or
+    ``ray://HOST:PORT``; ``auto`` is found by Ray itself) within ``deadline_s``."""
+    if address == "auto":
+        return
+    hostport = address.removeprefix("ray://").rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ClusterError(f"Ray address {address!r}: expected HOST:PORT, ray://HOST:PORT, 'auto' or 'local'")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=deadline_s).close()
+    except OSError as exc:
+        why = f"no answer within {deadline_s:g} s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
+        raise ClusterError(f"cannot join the Ray cluster at {address!r}: {why} (is the head running, and is the port "
+                           "open?)") from None
 
 
 def gpu_count(ray) -> int:

@@ -1,0 +1,120 @@
+"""Paths and disks that cannot take a command's output are one error line and exit code 2, never a traceback,
+and nothing half-written is left."""
+
+from __future__ import annotations
+
+import errno
+import pathlib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agent.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEM = ROOT / "tests" / "fixtures" / "kernelbench" / "1_swish_clamp.py"
+pytestmark = pytest.mark.timeout(120)
+
+
+def _cli(*args):
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def _one_error(result, *words):
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
+    for word in words:
+        assert word in lines[0], result.output
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    traces = tmp_path_factory.mktemp("traces")
+    cfg = traces / "small.toml"
+    cfg.write_text("[tune]\nmax_evaluations = 1\n")
+    assert _cli("optimize", "vector_add", "--sandbox", "fake", "--config", cfg, "--traces", traces, "--run-id", "r1",
+                "--quiet").exit_code == 0
+    return traces
+
+
+def test_import_of_a_file_that_is_not_utf8_is_one_error_line(tmp_path):
+    bad = tmp_path / "latin.py"
+    bad.write_bytes(b"# caf\xe9\nimport torch\n")
+    _one_error(_cli("import", bad, "-o", tmp_path / "out"), "latin.py: not UTF-8 text")
+
+
+def test_import_onto_a_file_is_one_error_line(tmp_path):
+    target = tmp_path / "afile"
+    target.write_text("x")
+    _one_error(_cli("import", PROBLEM, "-o", target), "is a file; give a folder")
+
+
+def test_export_and_best_onto_a_folder_are_one_error_line(run, tmp_path):
+    _one_error(_cli("export", "r1", "--traces", run, "--candidate", "c0000", "-o", tmp_path), "is a folder")
+    (tmp_path / "k.py").mkdir()
+    _one_error(_cli("export", "r1", "--traces", run, "--candidate", "c0000", "--torch", "-o", tmp_path / "k.py"),
+               "is a folder")
+    _one_error(_cli("best", "vector_add", "--gpu", "NVIDIA H200", "--out", tmp_path), "--out", "is a folder")
+
+
+def _full_disk(monkeypatch):
+    """Every file write raises ENOSPC once its first bytes are asked for, as on a full disk."""
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    import os
+    real_fdopen = os.fdopen
+
+    class FullFile:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            full()
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: FullFile(real_fdopen(fd, *a, **k)))
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+
+
+def test_export_onto_a_full_disk_is_one_error_line_and_leaves_no_file(run, tmp_path, monkeypatch):
+    _full_disk(monkeypatch)
+    out = tmp_path / "k.py"
+    _one_error(_cli("export", "r1", "--traces", run, "--candidate", "c0000", "--torch", "-o", out),
+               "No space left on device")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_import_onto_a_full_disk_is_one_error_line_and_leaves_no_folder(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    _full_disk(monkeypatch)
+    out = tmp_path / "out"
+    _one_error(_cli("import", PROBLEM, "-o", out), "No space left on device")
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def _bad_plan_task(tmp_path: Path) -> Path:
+    import shutil
+
+    folder = tmp_path / "tasks" / "vector_add"
+    shutil.copytree(ROOT / "kernels" / "vector_add", folder)
+    cu = folder / "baseline.cu"
+    cu.write_text(cu.read_text().replace('grid = "ceil_div(n, BLOCK)"', 'grid = "ceil_div(n, NOPE)"'))
+    return folder
+
+
+@pytest.mark.parametrize("command", ["optimize", "batch"])
+def test_a_baseline_whose_plan_does_not_fit_leaves_no_run_folder(command, tmp_path):
+    traces = tmp_path / "t"
+    result = _cli(command, _bad_plan_task(tmp_path), "--sandbox", "fake", "--traces", traces, "--quiet")
+    assert result.exit_code == 2, result.output
+    assert "baseline.cu: the task's starting kernel does not fit the task" in result.stderr
+    assert "unknown names ['NOPE']" in result.stderr
+    assert not traces.exists()

@@ -1,0 +1,59 @@
+"""A Ray address where nothing answers is one clear error within seconds, not minutes of Ray's retries (tried
+against loopback only)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from sandbox.cluster.connect import ClusterError, connect, reachable
+
+
+class _NoRay:
+    """Stands for the ray module: joining must never be asked of it when the address does not answer."""
+
+    def is_initialized(self):
+        return False
+
+    def init(self, **kwargs):
+        raise AssertionError("ray.init was called for an address that does not answer")
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.timeout(20)
+def test_an_address_where_nothing_listens_is_refused_before_ray_is_asked():
+    port = _closed_port()
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        with pytest.raises(ClusterError, match=rf"cannot join the Ray cluster at '{address}': connection refused"):
+            connect(_NoRay(), address)
+
+
+@pytest.mark.timeout(20)
+def test_a_listening_address_passes_the_probe():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        reachable(f"127.0.0.1:{s.getsockname()[1]}")
+
+
+@pytest.mark.timeout(10)
+def test_a_malformed_address_says_what_is_expected():
+    with pytest.raises(ClusterError, match="expected HOST:PORT"):
+        reachable("somewhere")
+
+
+@pytest.mark.timeout(60)
+def test_the_cli_gives_one_line_for_a_dead_ray_address(kw, tmp_path):
+    out = kw("optimize", "vector_add", "--sandbox", "fake", "--ray-address", "127.0.0.1:1", "--traces",
+             tmp_path / "t", "--quiet", timeout=40)
+    assert out.returncode == 2
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: cluster: cannot join the Ray cluster at '127.0.0.1:1': connection refused (is the head"
+                      " running, and is the port open?)"]
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
