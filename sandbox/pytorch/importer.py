@@ -213,8 +213,10 @@ class _Builder:
 
 
 def import_problem(path: str | Path, out_dir: str | Path, name: str | None = None, category_: str | None = None,
-                   replace: bool = False) -> Imported:
-    """Import one problem file into ``out_dir/<name>``; raises ProblemError (a TaskError) naming what failed."""
+                   replace: bool = False, vet=None) -> Imported:
+    """Import one problem file into ``out_dir/<name>``; raises ProblemError (a TaskError) naming what failed.
+    ``vet(folder)``, given, checks the written task before it takes its place (check strength: the caller's
+    ``sandbox.host.check_task``) and raises a TaskError to refuse it."""
     path = Path(path)
     problem = Problem(path)
     name = name or task_name(path)
@@ -237,12 +239,16 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
     builder.n = measure(problem, a, plan.check if a.symbols else [plan.benchmark])
     text = builder.toml()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
+    holder = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
+    tmp = holder / name    # the task's own name, so that it loads as a task before it is moved in place
     try:
+        tmp.mkdir()
         (tmp / "problem.py").write_text(problem.source)
         (tmp / "reference.py").write_text(REFERENCE)
         (tmp / "task.toml").write_text(text)
         _validate(tmp, name)
+        if vet is not None:
+            vet(tmp)
         os.chmod(tmp, 0o755)
         if target.exists():
             old = target.with_name(f".{name}.old")
@@ -252,7 +258,7 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
         else:
             os.replace(tmp, target)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(holder, ignore_errors=True)
     return Imported(target, a, plan, builder.n)
 
 

@@ -9,6 +9,7 @@ off: a float32 task is float32 arithmetic, in the baselines as in the candidate.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from pathlib import Path
 
@@ -127,6 +128,48 @@ class TorchRuntime:
         return produce
 
 
+    def skip_one_op(self, sizes: dict[str, int]):
+        """See ``skip_one_op`` below."""
+        import copy
+
+        torch = require_torch()
+        import torch.fx
+
+        model, args = self._model(sizes, "cpu", seed=0)
+        try:
+            traced = torch.fx.symbolic_trace(model)
+        except Exception:  # data-dependent control flow and the like: no impostor, not an error
+            return None
+        shapes = [tuple(self.task.shape(self.task.tensor(n), sizes)) for n in self.spec.outputs]
+        ops = [n for n in traced.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+        for node in reversed(ops):
+            source = next((a for a in node.args if isinstance(a, torch.fx.Node)), None)
+            if source is None:
+                continue
+            graph = copy.deepcopy(traced.graph)
+            found = {n.name: n for n in graph.nodes}
+            found[node.name].replace_all_uses_with(found[source.name])
+            graph.erase_node(found[node.name])
+            skipped = torch.fx.GraphModule(traced, graph)
+            try:
+                outs = run_forward(skipped, args)
+            except Exception:
+                continue
+            if [tuple(o.reshape(s).shape) if o.numel() == math.prod(s) else None for o, s in zip(outs, shapes)] != shapes \
+                    or len(outs) != len(shapes):
+                continue
+            op = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
+
+            def produce(xp, skipped=skipped, **kw):
+                params, call = self._call_args(xp, kw, self._state(model), False)
+                kept = {**dict(skipped.named_parameters()), **dict(skipped.named_buffers())}
+                params = {k: v for k, v in params.items() if k in kept}  # the skipped operation's own are gone
+                return self._outputs(xp, run_forward(skipped, call, params), sizes)
+
+            return str(op), produce
+        return None
+
+
 @lru_cache(maxsize=8)
 def _runtime(folder: str, stamp: tuple) -> TorchRuntime:
     from ..task import load_task
@@ -144,3 +187,12 @@ def runtime_for(folder: str | Path) -> TorchRuntime:
 def torch_reference(folder: str | Path, xp, kw: dict) -> dict:
     """What an imported task's reference.py calls."""
     return runtime_for(folder).reference(xp, kw)
+
+
+def skip_one_op(folder: str | Path, sizes: dict[str, int]):
+    """``(op, produce)``: the float32 module of a task with its last operation that keeps every output's shape
+    skipped (its first tensor argument passed on in its place), ``produce(xp, **kw)`` as for a baseline; None
+    where torch.fx cannot trace the module or no operation can be skipped. A wrong answer that is close to the
+    right one: the check-strength impostor that loose tolerances let through."""
+    rt = runtime_for(folder)
+    return rt.skip_one_op(sizes)
