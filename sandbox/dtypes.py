@@ -41,6 +41,11 @@ SCALAR_TYPES = ("int32", "int64", "float32", "float64")
 BITS = ("bfloat16",)   # dtypes stored as bit patterns of another NumPy type
 
 
+def by_storage(numpy_name: str) -> DType:
+    """The task dtype of an array's NumPy type (uint16 is bfloat16's: no task dtype is uint16)."""
+    return DTYPES.get(numpy_name) or next(d for d in DTYPES.values() if d.numpy == numpy_name)
+
+
 def np_dtype(name: str) -> np.dtype:
     """The NumPy type an array of this dtype is stored as (uint16 for bfloat16)."""
     return np.dtype(DTYPES[name].numpy)

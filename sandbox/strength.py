@@ -22,6 +22,8 @@ from .compare import compare
 from .dtypes import DTYPES, from_float64, to_compute
 
 NOISE = 10.0   # the noise impostor sits this many tolerances from the reference
+ULP = {"float64": (2.0**-52, 2.0**-1022), "float32": (2.0**-23, 2.0**-126), "float16": (2.0**-10, 2.0**-14),
+       "bfloat16": (2.0**-7, 2.0**-126)}   # (relative spacing, smallest normal)
 
 Verdict = Literal["rejected", "passes", "right_answer", "not_applicable"]
 
@@ -111,9 +113,11 @@ def measure(task, cases: list[Case], extra: dict[str, Callable[[Case], dict | No
                                                        "right answer"))
 
         run("zeros", lambda c: np.zeros(shape_of(c)))
-        run("constant", lambda c: np.full(shape_of(c), float(np.nanmean(np.where(
-            np.isfinite(c.expected[out.name]), c.expected[out.name], np.nan))) if np.isfinite(c.expected[out.name]).any()
-            else 1.0))
+        # one value for every check, as a kernel that writes a constant writes it: the mean of every reference value
+        pooled = np.concatenate([np.ravel(np.asarray(c.expected[out.name], dtype=np.float64)) for c in cases] or [[]])
+        pooled = pooled[np.isfinite(pooled)]
+        value = float(pooled.mean()) if pooled.size else 1.0
+        run("constant", lambda c: np.full(shape_of(c), value))
         for inp in task.spec.inputs:
             def ident(c, inp=inp):
                 x = c.inputs[inp.name]
@@ -132,6 +136,9 @@ def measure(task, cases: list[Case], extra: dict[str, Callable[[Case], dict | No
             step = NOISE * (tol.atol + tol.rtol * np.abs(e))
             if not DTYPES[out.dtype].is_float:
                 step = np.maximum(step, 1.0)   # an exact integer output: off by one or more
+            else:   # an exact float output (data movement): off by a few units in the last place
+                eps, tiny = ULP[out.dtype]
+                step = np.maximum(step, 4 * eps * np.abs(e) + tiny)
             return np.where(np.isfinite(e), e + sign * step, e)
         run(f"noise x{NOISE:g}", noisy)
         for name, make in (extra or {}).items():

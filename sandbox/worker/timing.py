@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..dtypes import np_dtype
 from ..envinfo import ClockSampler, clocks
 from ..stats import settled
 from ..task_reference import load_reference
@@ -340,7 +341,7 @@ class TimingStage:
 
 
 def _nbytes(specs: list[dict]) -> int:
-    return sum(int(np.prod(s["shape"])) * np.dtype(s["dtype"]).itemsize for s in specs)
+    return sum(int(np.prod(s["shape"])) * np_dtype(s["dtype"]).itemsize for s in specs)
 
 
 def rotating_sets(input_bytes: int, set_bytes: int, l2_bytes: int, free_bytes: int) -> int:
