@@ -141,3 +141,11 @@ def test_an_output_zero_at_every_size_is_marked_constant_and_zeros_are_its_right
     assert verdicts[("zeros", "out")] == "right_answer" and verdicts[("noise x10", "out")] == "rejected"
     finding = next(f for f in report.findings if f.check == "check strength")
     assert finding.status == "note" and "right answers: zeros (out)" in finding.detail
+
+
+def test_variants_outside_the_problems_domain_are_left_out_and_the_task_says_why(imported):
+    task = load_task(imported["11_log_positive"].folder)
+    assert task.spec.inputs[0].distributions == ["module"]
+    text = (task.folder / "task.toml").read_text()
+    assert "input variant 'normal' left out: outside the problem's domain" in text
+    assert _verdicts(check_task(task.folder))[("identity:x", "out")] == "rejected"

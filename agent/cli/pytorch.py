@@ -41,7 +41,10 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
                category: Annotated[Optional[str], typer.Option("--category", help="Task category (default: guessed "
                                                                "from forward).")] = None,
                replace: Annotated[bool, typer.Option("--replace", help="Overwrite task folders that already exist.",
-                                                     rich_help_panel=OUTPUT)] = False):
+                                                     rich_help_panel=OUTPUT)] = False,
+               own_inputs: Annotated[bool, typer.Option("--own-inputs", help="Draw inputs from the problem's "
+                                                        "get_inputs() only, no variants (its inputs have a domain: "
+                                                        "positive, probabilities, indices).")] = False):
     """Turn PyTorch problems into task folders: sizes, tolerance and roofline found by running them, PyTorch eager and
     torch.compile as the baselines, the module in float64 as the reference."""
     from sandbox.pytorch import TorchMissing
@@ -60,7 +63,8 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
     failed, strength = 0, {}
     for f in files:
         try:
-            done = import_problem(f, out, name=name, category_=category, replace=replace, vet=_vet(f, strength))
+            done = import_problem(f, out, name=name, category_=category, replace=replace, vet=_vet(f, strength),
+                                  own_inputs=own_inputs)
         except (TaskError, TorchMissing) as exc:
             failed += 1
             error_line(str(exc))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..dtypes import itemsize
 from .problem import Problem, ProblemError
-from .numerics import RTOL, Numerics, measure
+from .numerics import RTOL, VARIANTS, Numerics, measure
 from .shapes import Analysis, analyse
 from .sizes import SizePlan, Sizer, plan_sizes
 
@@ -213,10 +213,11 @@ class _Builder:
 
 
 def import_problem(path: str | Path, out_dir: str | Path, name: str | None = None, category_: str | None = None,
-                   replace: bool = False, vet=None) -> Imported:
+                   replace: bool = False, vet=None, own_inputs: bool = False) -> Imported:
     """Import one problem file into ``out_dir/<name>``; raises ProblemError (a TaskError) naming what failed.
     ``vet(folder)``, given, checks the written task before it takes its place (check strength: the caller's
-    ``sandbox.host.check_task``) and raises a TaskError to refuse it."""
+    ``sandbox.host.check_task``) and raises a TaskError to refuse it. ``own_inputs``: the problem states its
+    inputs' domain, so they come from its get_inputs() only (no input variants)."""
     path = Path(path)
     problem = Problem(path)
     name = name or task_name(path)
@@ -236,7 +237,7 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
             raise ProblemError(f"{path}: no size of it can be varied ({why}), and its benchmark size is too large to "
                                f"check on the CPU at import ({sizer.largest_tensor(plan.benchmark):,} elements in its "
                                "largest tensor)")
-    builder.n = measure(problem, a, plan.check if a.symbols else [plan.benchmark])
+    builder.n = measure(problem, a, plan.check if a.symbols else [plan.benchmark], () if own_inputs else VARIANTS)
     text = builder.toml()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     holder = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))

@@ -56,6 +56,7 @@ class Sample:
     mean: float
     need: float         # atol the module's own result needs there (0 for a native reference)
     parity: bool        # NaN and infinities where the reference has them
+    nonfinite: bool = False   # the reference has NaN or infinities
 
 
 @dataclass
@@ -115,14 +116,16 @@ def _sample(label: str, variant: str, o, e, rtol: float) -> Sample:
     parity = bool(o.isnan().equal(e.isnan())) and bool((o.isinf() & (o > 0)).equal(e.isinf() & (e > 0))) \
         and bool((o.isinf() & (o < 0)).equal(e.isinf() & (e < 0)))
     ef, of = e[finite], o[finite]
+    nonfinite = not bool(e.isfinite().all())
     if ef.numel() == 0:
-        return Sample(label, variant, int(e.numel()), 0.0, 0.0, 0.0, 0.0, parity)
+        return Sample(label, variant, int(e.numel()), 0.0, 0.0, 0.0, 0.0, parity, nonfinite)
     need = float(((of - ef).abs() - rtol * ef.abs()).clamp(min=0).max())
     return Sample(label, variant, int(e.numel()), float(ef.std(unbiased=False)), float(ef.pow(2).mean().sqrt()),
-                  float(ef.mean()), need, parity)
+                  float(ef.mean()), need, parity, nonfinite)
 
 
-def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]]) -> Numerics:
+def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]], variants: tuple[str, ...] = VARIANTS) -> Numerics:
+    """The tolerance under the rules above, and which of ``variants`` the task keeps."""
     outs = [k for k in a.base.shapes if k.startswith("out")]
     floating = [k for k in outs if a.base.dtypes[k] in RTOL]
     bench = a.benchmark
@@ -134,7 +137,7 @@ def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]]) -> Nume
         labelled.append(("benchmark", bench))
     for label, values in labelled:
         overrides = {s: v for s, v in values.items() if v != bench[s]}
-        for variant in ("module", *VARIANTS):
+        for variant in ("module", *variants):
             try:
                 model, args, got, got64 = _run(problem, overrides, ref64, variant)
             except ProblemError:
@@ -157,8 +160,8 @@ def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]]) -> Nume
                 if key in samples:
                     samples[key].append(_sample(label, variant, o, e, RTOL[a.base.dtypes[key]]))
     shrink = _shrinking(problem, a, sizer, checks[-1], floating, ref64) if a.symbols and "benchmark" not in dict(labelled) else {}
-    kept = [v for v in VARIANTS if all(any(s.variant == v for s in samples[k]) for k in floating)] if floating else list(VARIANTS)
-    for v in VARIANTS:
+    kept = [v for v in variants if all(any(s.variant == v for s in samples[k]) for k in floating)] if floating else list(variants)
+    for v in variants:
         if v not in kept:
             reasons.append(f"input variant {v!r} left out: forward does not run on it")
     n = Numerics("float64" if ref64 else "native", {}, reasons, kept)
@@ -184,7 +187,11 @@ def _settle(problem: Problem, a: Analysis, samples: dict[str, list[Sample]], shr
         dtype = a.base.dtypes[key]
         use = [s for s in all_samples if s.variant == "module" or s.variant in n.variants]
         name = f"output {key[3:]}"
+        own_finite = not any(s.nonfinite for s in use if s.variant == "module")
         for s in use:
+            if s.nonfinite and own_finite and s.variant != "module":
+                return s.variant, (f"input variant {s.variant!r} left out: outside the problem's domain ({name} is NaN "
+                                   f"or infinite at {s.label} there, never on the problem's own inputs)")
             if not s.parity and s.variant != "module":
                 return s.variant, (f"input variant {s.variant!r} left out: the float32 module's NaN/infinities differ "
                                    f"from float64's on {name} at {s.label}")
