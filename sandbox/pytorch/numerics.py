@@ -11,7 +11,9 @@ The rules (docs/pytorch-checks.md states them for users):
   deviation, not the RMS, so that an output dominated by its mean still rejects a constant.
 - The float32 module's own error against float64 gives ``need``: the smallest atol at which the module
   itself passes (after ``rtol * |expected|``), on every check size and variant.
-- ``atol = max(FLOOR * T, 2 * need)``, ``rtol`` by dtype; and ``atol <= CAP * T`` is required. Where a
+- ``atol = max(FLOOR * T, 2 * need, min(error, CAP * T / 2))`` where ``error`` is the largest absolute
+  float32 error (so another draw's error near a cancelling sum still passes), ``rtol`` by dtype; and
+  ``atol <= CAP * T`` is required. Where a
   variant's honest error breaks the cap (sums of large-magnitude inputs, say), that variant is dropped for
   the task and the task says so; where the problem's own inputs break it, no tolerance can both accept
   float32 arithmetic and reject wrong answers, and the import is refused.
@@ -55,6 +57,7 @@ class Sample:
     rms: float
     mean: float
     need: float         # atol the module's own result needs there (0 for a native reference)
+    error: float        # largest |own - reference| there
     parity: bool        # NaN and infinities where the reference has them
     nonfinite: bool = False   # the reference has NaN or infinities
 
@@ -118,10 +121,10 @@ def _sample(label: str, variant: str, o, e, rtol: float) -> Sample:
     ef, of = e[finite], o[finite]
     nonfinite = not bool(e.isfinite().all())
     if ef.numel() == 0:
-        return Sample(label, variant, int(e.numel()), 0.0, 0.0, 0.0, 0.0, parity, nonfinite)
+        return Sample(label, variant, int(e.numel()), 0.0, 0.0, 0.0, 0.0, 0.0, parity, nonfinite)
     need = float(((of - ef).abs() - rtol * ef.abs()).clamp(min=0).max())
     return Sample(label, variant, int(e.numel()), float(ef.std(unbiased=False)), float(ef.pow(2).mean().sqrt()),
-                  float(ef.mean()), need, parity, nonfinite)
+                  float(ef.mean()), need, float((of - ef).abs().max()), parity, nonfinite)
 
 
 def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]], variants: tuple[str, ...] = VARIANTS) -> Numerics:
@@ -209,7 +212,9 @@ def _settle(problem: Problem, a: Analysis, samples: dict[str, list[Sample]], shr
             typical.append(shrink[key])
         t = min(typical)
         need = max(s.need for s in use)
-        atol = max(FLOOR[dtype] * t, 2 * need)
+        # one draw's need underestimates another's where sums cancel to near zero (an element's error follows
+        # the terms' size, not the result's): widen towards the largest absolute error, up to half the cap
+        atol = max(FLOOR[dtype] * t, 2 * need, min(max(s.error for s in use), CAP[dtype] * t / 2))
         if atol > CAP[dtype] * t:
             worst = max((s for s in use if s.variant != "module"), key=lambda s: s.need, default=None)
             if worst is not None and 2 * worst.need > CAP[dtype] * t:
@@ -221,8 +226,9 @@ def _settle(problem: Problem, a: Analysis, samples: dict[str, list[Sample]], shr
                                "tolerance accepts float32 arithmetic and rejects wrong answers")
         n.tolerance[key] = (_round_up(atol), RTOL[dtype])
         n.typical[key] = t
-        notes.append(f"{name}: typical spread {t:.3g}, float32 error needs atol {need:.2g}; atol = max({FLOOR[dtype]:g} x "
-                     f"spread, 2 x need), at most {CAP[dtype]:g} x spread")
+        notes.append(f"{name}: typical spread {t:.3g}, float32 error needs atol {need:.2g} (largest error "
+                     f"{max(s.error for s in use):.2g}); atol = max({FLOOR[dtype]:g} x spread, 2 x need, min(largest "
+                     f"error, {CAP[dtype] / 2:g} x spread)), at most {CAP[dtype]:g} x spread")
     n.reasons[:] = [r for r in n.reasons if not r.startswith("output ")] + notes
     return None
 
