@@ -149,3 +149,16 @@ def test_variants_outside_the_problems_domain_are_left_out_and_the_task_says_why
     text = (task.folder / "task.toml").read_text()
     assert "input variant 'normal' left out: outside the problem's domain" in text
     assert _verdicts(check_task(task.folder))[("identity:x", "out")] == "rejected"
+
+
+def test_a_bfloat16_problem_imports_with_bit_pattern_inputs_and_its_module_passes_its_own_task(imported):
+    from sandbox.inputs import generate_all, input_specs
+
+    task = load_task(imported["12_gelu_bf16"].folder)
+    assert [t.dtype for t in task.spec.inputs + task.spec.outputs] == ["bfloat16", "bfloat16"]
+    sizes = task.spec.sizes.check[-1]
+    ins = generate_all(np, input_specs(task, sizes, 0), 3)
+    assert ins["x"].dtype == np.uint16          # the bits a __nv_bfloat16 buffer holds
+    report = check_task(task.folder)
+    assert report.ok and next(f for f in report.findings if f.check == "float32 module").status == "ok"
+    assert _verdicts(report)[("identity:x", "out")] == "rejected"

@@ -22,19 +22,29 @@ def _is_cupy(xp) -> bool:
 
 
 def to_torch(xp, array):
+    """A tensor sharing ``array``; uint16 arrays are bfloat16 bit patterns (no task dtype is uint16)."""
     torch = require_torch()
+    bits = str(array.dtype) == "uint16"
+    if bits:
+        array = array.view(xp.int16)
     if _is_cupy(xp):
-        return torch.from_dlpack(array)
-    import numpy as np
+        tensor = torch.from_dlpack(array)
+    else:
+        import numpy as np
 
-    return torch.from_numpy(np.ascontiguousarray(array))
+        tensor = torch.from_numpy(np.ascontiguousarray(array))
+    return tensor.view(torch.bfloat16) if bits else tensor
 
 
 def to_xp(xp, tensor):
+    """An array sharing ``tensor``; bfloat16 as its uint16 bit patterns (NumPy and CuPy have no bfloat16)."""
+    torch = require_torch()
     tensor = tensor.detach().contiguous()
-    if _is_cupy(xp):
-        return xp.from_dlpack(tensor)
-    return tensor.cpu().numpy()
+    bits = tensor.dtype == torch.bfloat16
+    if bits:
+        tensor = tensor.view(torch.int16)
+    array = xp.from_dlpack(tensor) if _is_cupy(xp) else tensor.cpu().numpy()
+    return array.view(xp.uint16) if bits else array
 
 
 @lru_cache(maxsize=1)
