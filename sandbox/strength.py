@@ -85,9 +85,9 @@ def _passes(got: np.ndarray, expected: np.ndarray, dtype: str, atol: float, rtol
         return bool(compare(np, to_compute(np, got, dtype), expected, atol, rtol)["passed"])
 
 
-def measure(task, cases: list[Case], extra: dict[str, Callable[[Case], dict | None]] | None = None) -> Strength:
-    """Run every impostor through ``task``'s comparison on ``cases``; ``extra`` adds named impostors that return
-    whole outputs for a case (None where they do not apply)."""
+def measure(task, cases: list[Case], extra: dict[str, tuple[Callable[[Case], dict | None], str]] | None = None) -> Strength:
+    """Run every impostor through ``task``'s comparison on ``cases``; ``extra`` adds named impostors: a function
+    returning whole outputs for a case (None where it does not apply) and the reason it does not apply."""
     strength = Strength()
     rng = np.random.default_rng(20261202)
     for out in task.spec.outputs:
@@ -141,9 +141,9 @@ def measure(task, cases: list[Case], extra: dict[str, Callable[[Case], dict | No
                 step = np.maximum(step, 4 * eps * np.abs(e) + tiny)
             return np.where(np.isfinite(e), e + sign * step, e)
         run(f"noise x{NOISE:g}", noisy)
-        for name, make in (extra or {}).items():
+        for name, (make, why) in (extra or {}).items():
             def pick(c, make=make):
                 got = make(c)
-                return None if got is None or out.name not in got else np.asarray(got[out.name], dtype=np.float64)
-            run(name, pick, "the module has no operation that can be skipped with the output's shape kept")
+                return None if got is None or out.name not in got else to_compute(np, np.asarray(got[out.name]), out.dtype).astype(np.float64)
+            run(name, pick, why)
     return strength
