@@ -175,7 +175,7 @@ def _problem(init: str, forward: str, init_inputs: str = "[]", base: str = "nn.M
     (_problem("        pass", "x.bool()"), "dtype bool is not supported"),
     (_problem("        self.w = args[0]", "x * self.w", "[torch.ones(n)]"), "get_init_inputs() item 0 is a tensor"),
     (_problem("        self.drop = nn.Dropout(0.5)", "self.drop(x)"), "forward is not deterministic"),
-    (_problem("        pass", "x.to(torch.bfloat16)"), "dtype bfloat16 is not supported"),
+    (_problem("        pass", "x.to(torch.complex64)"), "dtype complex64 is not supported"),
     (_problem("        pass", "x[x > 0]"), "cannot run it on PyTorch's meta device"),
     (_problem("        pass", "x", base="object"), "Model is not a subclass of torch.nn.Module"),
 ])
