@@ -184,38 +184,43 @@ def _module_passes(task: Task, cases: list, expected: dict) -> Finding:
 
 
 def _skip_op(task: Task, expected: dict, cases: list) -> dict:
-    """The skip-one-operation impostor of a PyTorch task, keyed by its name (none where fx cannot trace it)."""
+    """The skip-one-operation impostor of a PyTorch task, keyed by its name: the last operation (among the last
+    few that keep the outputs' shapes, at every check size) whose skipping changes some output bit."""
     from ..pytorch.runtime import runtime_for, skip_one_op
 
     scalars = {s.name: s.value for s in task.spec.scalars}
-    made: dict[str, tuple] = {}
-    by_label = {}
+    made: dict[tuple, dict] = {}
+    size_of = {}
     for label, (sizes, trial, _) in expected.items():
         key = tuple(sorted(sizes.items()))
         if key not in made:
-            made[key] = skip_one_op(task.folder, sizes)
-        by_label[label] = (sizes, made[key])
-    first = next(iter(made.values()), None)
-    if first is None or any(m is None for m in made.values()):
+            made[key] = dict(skip_one_op(task.folder, sizes))
+        size_of[label] = (sizes, key)
+    common = [op for op in next(iter(made.values()), {}) if all(op in m for m in made.values())]
+    if not common:
         return {"skip-op": (lambda case: None, "the module cannot be traced, or no operation can be skipped with "
                                                "every output's shape kept")}
-    name = f"skip-op:{'/'.join(sorted({m[0] for m in made.values()}))}"
     runtime = runtime_for(task.folder)
 
-    def produce(case):
-        sizes, (_, fn) = by_label[case.label]
-        return fn(np, **case.inputs, **task.env(sizes), **scalars)
+    def producer(op):
+        def produce(case):
+            sizes, key = size_of[case.label]
+            return made[key][op](np, **case.inputs, **task.env(sizes), **scalars)
+        return produce
 
-    def same(case) -> bool:
-        sizes = by_label[case.label][0]
+    def same(case, produce) -> bool:
+        sizes = size_of[case.label][0]
         eager = runtime.baseline("eager", sizes, device="cpu")(np, **case.inputs, **task.env(sizes), **scalars)
         skipped = produce(case)
         return all(np.array_equal(eager[k], skipped[k], equal_nan=eager[k].dtype.kind == "f") for k in eager)
 
-    if all(same(case) for case in cases):   # e.g. a clamp to [-1, 1] after tanh: the skipped op changes nothing
-        return {name: (lambda case: None, "skipping it changes no output bit on the task's inputs: the operation is "
-                                          "redundant there, so this is a right answer")}
-    return {name: (produce, "")}
+    for op in common:   # e.g. a clamp to [-1, 1] after tanh changes nothing: a right answer, so try the one before
+        produce = producer(op)
+        if not all(same(case, produce) for case in cases):
+            return {f"skip-op:{op.split('#')[0]}": (produce, "")}
+    names = "/".join(op.split("#")[0] for op in common)
+    return {f"skip-op:{names}": (lambda case: None, "skipping it changes no output bit on the task's inputs: the "
+                                                    "operation is redundant there, so this is a right answer")}
 
 
 def _reference(task: Task, module, trials: int) -> tuple[dict[str, dict], list[Finding]]:

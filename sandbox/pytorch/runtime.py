@@ -138,7 +138,7 @@ class TorchRuntime:
         return produce
 
 
-    def skip_one_op(self, sizes: dict[str, int]):
+    def skip_one_op(self, sizes: dict[str, int], limit: int = 3) -> list:
         """See ``skip_one_op`` below."""
         import copy
 
@@ -149,10 +149,13 @@ class TorchRuntime:
         try:
             traced = torch.fx.symbolic_trace(model)
         except Exception:  # data-dependent control flow and the like: no impostor, not an error
-            return None
+            return []
         shapes = [tuple(self.task.shape(self.task.tensor(n), sizes)) for n in self.spec.outputs]
         ops = [n for n in traced.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+        found_ops = []
         for node in reversed(ops):
+            if len(found_ops) >= limit:
+                break
             source = next((a for a in node.args if isinstance(a, torch.fx.Node)), None)
             if source is None:
                 continue
@@ -176,8 +179,8 @@ class TorchRuntime:
                 params = {k: v for k, v in params.items() if k in kept}  # the skipped operation's own are gone
                 return self._outputs(xp, run_forward(skipped, call, params), sizes)
 
-            return str(op), produce
-        return None
+            found_ops.append((f"{op}#{node.name}", produce))
+        return found_ops
 
 
 @lru_cache(maxsize=8)
@@ -199,10 +202,11 @@ def torch_reference(folder: str | Path, xp, kw: dict) -> dict:
     return runtime_for(folder).reference(xp, kw)
 
 
-def skip_one_op(folder: str | Path, sizes: dict[str, int]):
-    """``(op, produce)``: the float32 module of a task with its last operation that keeps every output's shape
-    skipped (its first tensor argument passed on in its place), ``produce(xp, **kw)`` as for a baseline; None
-    where torch.fx cannot trace the module or no operation can be skipped. A wrong answer that is close to the
-    right one: the check-strength impostor that loose tolerances let through."""
+def skip_one_op(folder: str | Path, sizes: dict[str, int]) -> list:
+    """``[(op, produce)]``: the float32 module of a task with one operation that keeps every output's shape
+    skipped (its first tensor argument passed on in its place), ``produce(xp, **kw)`` as for a baseline, for the
+    last few such operations, last first (``op`` is the operation and its graph node: the same node at every
+    size); empty where torch.fx cannot trace the module. A wrong answer close to the right one: the
+    check-strength impostor that loose tolerances let through."""
     rt = runtime_for(folder)
     return rt.skip_one_op(sizes)
