@@ -2,13 +2,22 @@
 inputs never travel between them, and the reference never shares a process with a candidate.
 
 Inputs of the ``module`` distribution (tasks with a ``[torch]`` table) are generated together by the
-task's PyTorch problem: its ``get_inputs()`` and its module's initialisation, seeded on the device."""
+task's PyTorch problem: its ``get_inputs()`` and its module's initialisation, seeded on the device.
+
+Beside ``normal``, ``uniform``, ``int`` and ``ones``, three kinds reach the values where wrong kernels
+differ from right ones: ``wide`` (N(0, 100^2): exp() and tanh() past float32's and float16's overflow,
+saturated activations), ``kinks`` (values at and just beside the kinks of the common activations: 0,
++-0.5, +-1, +-3, +-6) and ``special`` (signed zeros, +-1, the smallest normal and subnormal numbers,
+the largest finite ones, or a task's own list); ``constant`` fills an input with one value.
+A generated array is computed in float64 by the backend's own generator (NumPy or CuPy, same code
+path on every process of one backend) and rounded once to the input's dtype; bfloat16 inputs are
+kept as their uint16 bit patterns (``dtypes.to_bfloat16``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .dtypes import DTYPES, np_dtype
+from .dtypes import DTYPES, from_float64, special_values, storage_dtype
 
 if TYPE_CHECKING:  # annotations only: a worker process that generates inputs needs no task model
     from .task import Task, TensorSpec
@@ -35,6 +44,10 @@ def input_specs(task: Task, sizes: dict[str, int], trial: int) -> list[dict]:
         if not isinstance(d, str):
             params = dict(dist=d.name, kind=d.kind, offset=d.offset, scale=t.scale if d.scale is None else d.scale,
                           low=low if d.low is None else d.low, high=high if d.high is None else d.high)
+            if d.value is not None:
+                params["value"] = d.value
+            if d.values:
+                params["values"] = list(d.values)
         if d == "module":
             params.update(task_folder=str(task.folder.resolve()), sizes=dict(sizes))
         specs.append(dict(name=t.name, dtype=t.dtype, shape=list(task.shape(t, sizes)), **params))
@@ -64,26 +77,47 @@ def output_specs(task: Task, sizes: dict[str, int]) -> list[dict]:
     return [dict(name=t.name, dtype=t.dtype, shape=list(task.shape(t, sizes))) for t in task.spec.outputs]
 
 
+WIDE_SCALE = 100.0
+KINKS = (-6.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0)
+KINK_NUDGE = 1e-3
+
+
 def generate(xp, spec: dict, seed: int):
     """One input array (NumPy or CuPy, by ``xp``), deterministic in ``seed`` for a given backend."""
     rs = xp.random.RandomState(seed)
     shape = tuple(spec["shape"])
-    dtype = np_dtype(spec["dtype"])
+    dtype = spec["dtype"]
     dist = spec.get("kind", spec["dist"])
     if dist == "ones":
-        return xp.ones(shape, dtype=dtype)
-    if dist == "int":
+        values = xp.ones(shape, dtype=xp.float64)
+    elif dist == "constant":
+        values = xp.full(shape, float(spec["value"]), dtype=xp.float64)
+    elif dist == "int":
         lo, hi = int(spec["low"]), int(spec["high"])
-        return rs.randint(lo, max(hi, lo + 1), size=shape).astype(dtype)
-    if dist == "normal":
+        values = rs.randint(lo, max(hi, lo + 1), size=shape)
+        if not DTYPES[dtype].is_float:
+            return values.astype(storage_dtype(dtype))
+        values = values.astype(xp.float64)
+    elif dist == "normal":
         values = rs.normal(0.0, spec["scale"], size=shape)
+    elif dist == "wide":
+        values = rs.normal(0.0, WIDE_SCALE, size=shape)
     elif dist == "uniform":
         values = rs.uniform(spec["low"], spec["high"], size=shape)
+    elif dist == "kinks":
+        # a third exactly on a kink, a third a hair beside one, a third spread around one
+        points = xp.asarray(KINKS, dtype=xp.float64)[rs.randint(0, len(KINKS), size=shape)]
+        which = rs.randint(0, 3, size=shape)
+        nudge = rs.normal(0.0, 1.0, size=shape)
+        values = points + xp.where(which == 1, KINK_NUDGE * nudge, xp.where(which == 2, 0.25 * nudge, 0.0))
+    elif dist == "special":
+        table = xp.asarray(spec.get("values") or special_values(dtype), dtype=xp.float64)
+        values = table[rs.randint(0, int(table.size), size=shape)]
     else:
         raise ValueError(f"unknown distribution {dist!r}")
     if spec.get("offset"):
         values = values + spec["offset"]
-    return values.astype(dtype)
+    return from_float64(xp, values, dtype)
 
 
 def describe(spec: TensorSpec) -> str:

@@ -26,7 +26,9 @@ class TaskError(ValueError):
 # The categories of the suite; a task may name another (a lowercase word, e.g. "loss").
 CATEGORIES = ("elementwise", "reduction", "scan", "normalization", "data-movement", "compute",
               "tensor-core", "stencil", "atomics", "fusion", "attention")
-DISTRIBUTIONS = ("normal", "uniform", "int", "ones", "module")
+DISTRIBUTIONS = ("normal", "uniform", "int", "ones", "module", "wide", "kinks", "special")
+KINDS = ("normal", "uniform", "int", "constant", "special", "kinks", "wide")
+INTEGER_KINDS = ("int", "ones", "module", "constant", "special")
 INT64_MAX = 2**63 - 1
 _NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -42,14 +44,22 @@ class Tolerance(_Strict):
 
 class Distribution(_Strict):
     """A named distribution with parameters of its own: the magnitudes an honest kernel must handle (exp()
-    arguments past float32's overflow, a common offset far above the spread), next to the input's usual ones."""
+    arguments past float32's overflow, a common offset far above the spread, integer-valued data, one constant,
+    IEEE special values), next to the input's usual ones."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="Shown in check labels; not a built-in kind's name.")
-    kind: Literal["normal", "uniform"] = Field(description="normal: offset + N(0, scale); uniform: offset + U(low, high).")
+    kind: Literal["normal", "uniform", "int", "constant", "special", "kinks", "wide"] = Field(
+        description="normal: offset + N(0, scale); uniform: offset + U(low, high); int: integers in [low, high) (also "
+        "for float inputs); constant: every element = value; special: elements drawn from values (default: signed "
+        "zeros, +-1, the dtype's smallest normal and subnormal and largest finite numbers); kinks: values at and "
+        "beside 0, +-0.5, +-1, +-3, +-6; wide: N(0, 100^2).")
     offset: float = Field(0.0, description="Added to every value.")
     scale: float | None = Field(None, gt=0, description="Standard deviation for normal (default: the input's scale).")
-    low: float | None = Field(None, description="Lower bound for uniform (default: the input's low).")
-    high: float | None = Field(None, description="Upper bound for uniform (default: the input's high).")
+    low: float | None = Field(None, description="Lower bound for uniform and int (default: the input's low).")
+    high: float | None = Field(None, description="Upper bound for uniform and int (default: the input's high).")
+    value: float | None = Field(None, description="The value of a constant distribution.")
+    values: list[float] = Field(default_factory=list, description="The values a special distribution draws from "
+                                "(TOML's inf, -inf and nan allowed).")
 
     @field_validator("name")
     @classmethod
@@ -58,9 +68,38 @@ class Distribution(_Strict):
             raise ValueError(f"{v!r} is a built-in distribution; name this one differently")
         return v
 
+    @model_validator(mode="after")
+    def _parameters_fit_the_kind(self) -> "Distribution":
+        if self.kind == "constant" and self.value is None:
+            raise ValueError(f"distribution {self.name!r}: kind 'constant' needs a value")
+        if self.kind != "constant" and self.value is not None:
+            raise ValueError(f"distribution {self.name!r}: value applies to kind 'constant' only")
+        if self.values and self.kind != "special":
+            raise ValueError(f"distribution {self.name!r}: values apply to kind 'special' only")
+        given = self.model_fields_set
+        unused = {"normal": {"low", "high"}, "wide": {"low", "high", "scale"}, "uniform": {"scale"},
+                  "int": {"scale", "offset"}, "constant": {"low", "high", "scale", "offset"},
+                  "special": {"low", "high", "scale", "offset"}, "kinks": {"low", "high", "scale"}}[self.kind]
+        if given & unused:
+            raise ValueError(f"distribution {self.name!r}: {', '.join(sorted(given & unused))} do not apply to kind "
+                             f"{self.kind!r}")
+        if self.kind in ("uniform", "int") and self.low is not None and self.high is not None and self.high <= self.low:
+            raise ValueError(f"distribution {self.name!r}: high ({self.high:g}) must exceed low ({self.low:g})")
+        return self
+
+    def integral(self) -> bool:
+        """Whether every value it draws is an integer (what an integer input may take)."""
+        if self.kind == "int":
+            return True
+        if self.kind == "constant":
+            return float(self.value).is_integer()
+        if self.kind == "special":
+            return bool(self.values) and all(float(v).is_integer() for v in self.values)
+        return False
+
 
 DistributionEntry = Annotated[
-    Annotated[Literal["normal", "uniform", "int", "ones", "module"], Tag("kind")]
+    Annotated[Literal["normal", "uniform", "int", "ones", "module", "wide", "kinks", "special"], Tag("kind")]
     | Annotated[Distribution, Tag("named")],
     Discriminator(lambda v: "kind" if isinstance(v, str) else "named")]
 
@@ -81,6 +120,9 @@ class TensorSpec(_Strict):
                               "a string is an integer expression of the sizes, e.g. \"C\" (inputs only).")
     scale: float = Field(1.0, description="Standard deviation for the normal distribution (inputs only).")
     tolerance: Tolerance | None = Field(None, description="This output's tolerance, in place of its dtype's (outputs only).")
+    constant: bool = Field(False, description="The output is one value at every size and for every input (outputs "
+                           "only): the task is degenerate there, a kernel that writes that value is correct, and "
+                           "check-task says so instead of failing the constant impostor.")
 
     @field_validator("dtype")
     @classmethod
@@ -107,9 +149,12 @@ class TensorSpec(_Strict):
         if len(set(names)) != len(names):
             raise ValueError(f"{self.name}: a distribution is listed twice in {names}")
         if self.dtype in DTYPES and not DTYPES[self.dtype].is_float:
-            bad = [n for n in names if n not in ("int", "ones", "module")]
+            bad = [d if isinstance(d, str) else d.name for d in self.distributions
+                   if (d not in INTEGER_KINDS if isinstance(d, str) else not d.integral())]
             if bad:
-                raise ValueError(f"{self.name}: integer dtype {self.dtype} needs 'int' or 'ones' distributions, not {bad}")
+                raise ValueError(f"{self.name}: integer dtype {self.dtype} needs distributions of integers ('int', "
+                                 f"'ones', 'special', or named ones of kind int, or constant/special with integer "
+                                 f"values), not {bad}")
         return self
 
     def bound_names(self) -> set[str]:
@@ -219,6 +264,8 @@ class TaskSpec(_Strict):
         for t in self.inputs:
             if t.tolerance is not None:
                 raise ValueError(f"inputs.{t.name}.tolerance: a tolerance applies to outputs only")
+            if t.constant:
+                raise ValueError(f"inputs.{t.name}.constant: applies to outputs only")
         for t in self.outputs:
             misplaced = t.model_fields_set & {"distributions", "low", "high", "scale"}
             if misplaced:

@@ -114,7 +114,7 @@ def test_check_task_exit_codes_and_json(tmp_path):
 def test_tasks_in_a_folder_compile_inside_a_task_folder_and_a_shadowed_suite_name(tmp_path):
     listed = kw("tasks", EXAMPLES, "--json")
     assert listed.returncode == 0, listed.stderr
-    assert [r["name"] for r in json.loads(listed.stdout)] == ["argmax", "conv1d_bias_relu", "cross_entropy", "gemm_nt",
+    assert [r["name"] for r in json.loads(listed.stdout)] == ["add_rmsnorm_bf16", "argmax", "conv1d_bias_relu", "cross_entropy", "gemm_nt",
                                                              "maxpool2d"]
     missing = kw("tasks", tmp_path / "nowhere")
     assert missing.returncode == 2 and "no such folder" in missing.stderr

@@ -126,7 +126,7 @@ def test_a_bare_suite_name_means_the_suite_task_and_a_local_namesake_is_reported
 
 
 def test_task_folders_lists_a_folder_of_tasks_or_one_task(tmp_path):
-    assert [p.name for p in task_folders(EXAMPLES)] == ["argmax", "conv1d_bias_relu", "cross_entropy", "gemm_nt", "maxpool2d"]
+    assert [p.name for p in task_folders(EXAMPLES)] == ["add_rmsnorm_bf16", "argmax", "conv1d_bias_relu", "cross_entropy", "gemm_nt", "maxpool2d"]
     assert task_folders(EXAMPLES / "argmax") == [EXAMPLES / "argmax"]
     with pytest.raises(TaskError, match="holds no task"):
         task_folders(tmp_path)

@@ -34,7 +34,9 @@ def check_task_cmd(task: TaskArg,
                                                          "memory limit.", rich_help_panel=SANDBOX)] = "sm_90",
                    as_json: CheckJson = False):
     """Validate a task without a GPU: load it, run reference() (and vendor()) with NumPy at every check size, check
-    their outputs, compile the baseline and resolve its plan at every size against the compiled kernels."""
+    their outputs, measure its check strength (zeros, a constant, each input passed through, noise at ten times the
+    tolerance and, for a PyTorch task, the module with one operation skipped must each fail the task), compile the
+    baseline and resolve its plan at every size against the compiled kernels."""
     from sandbox.host.check_task import check_task
 
     load_task(task)   # one error line when it does not load; a note when a local folder bears a suite name

@@ -42,7 +42,10 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
                category: Annotated[Optional[str], typer.Option("--category", help="Task category (default: guessed "
                                                                "from forward).")] = None,
                replace: Annotated[bool, typer.Option("--replace", help="Overwrite task folders that already exist.",
-                                                     rich_help_panel=OUTPUT)] = False):
+                                                     rich_help_panel=OUTPUT)] = False,
+               own_inputs: Annotated[bool, typer.Option("--own-inputs", help="Draw inputs from the problem's "
+                                                        "get_inputs() only, no variants (its inputs have a domain: "
+                                                        "positive, probabilities, indices).")] = False):
     """Turn PyTorch problems into task folders: sizes, tolerance and roofline found by running them, PyTorch eager and
     torch.compile as the baselines, the module in float64 as the reference."""
     from sandbox.pytorch import TorchMissing
@@ -59,10 +62,11 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
     except BadInput as exc:
         error_line(str(exc))
         raise typer.Exit(ExitCode.BAD_INPUT) from None
-    failed = 0
+    failed, strength = 0, {}
     for f in files:
         try:
-            done = import_problem(f, out, name=name, category_=category, replace=replace)
+            done = import_problem(f, out, name=name, category_=category, replace=replace, vet=_vet(f, strength),
+                                  own_inputs=own_inputs)
         except (TaskError, TorchMissing, UnicodeDecodeError, OSError) as exc:
             failed += 1
             error_line(f"{f}: not UTF-8 text ({exc.reason} at byte {exc.start}): a problem file is Python source in "
@@ -73,16 +77,32 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
                 break
             continue
         a, plan = done.analysis, done.sizes
-        tol = "; ".join(f"{dt} atol {t[0]:g} rtol {t[1]:g}" for dt, t in done.numerics.tolerance.items())
+        tol = "; ".join(f"{k} atol {t[0]:g} rtol {t[1]:g}" for k, t in done.numerics.tolerance.items())
         lines = [f"imported {f.name} -> {done.folder}",
                  f"  sizes: {', '.join(a.symbols) or 'none can vary'}; benchmark {describe_sizes(plan.benchmark)}",
                  f"  check: {'; '.join(describe_sizes(s) for s in plan.check) or '-'}",
                  f"  held-out: {'; '.join(describe_sizes(s) for s in plan.heldout) or '-'}",
                  f"  reference: {done.numerics.reference_dtype}; tolerance: {tol}; FLOPs {a.flops}"]
         lines += [f"  fixed: {c} = {a.origin[c]} ({why})" for c, why in a.fixed.items()]
+        lines += [f"  check strength: {strength.get(f, '-')}"]
         console.print("\n".join(lines), soft_wrap=True)
     if failed:
         raise typer.Exit(ExitCode.BAD_INPUT)
+
+
+def _vet(problem: Path, strength: dict):
+    """The check an imported task must pass before it is kept: check-task's, check strength included."""
+    def vet(folder: Path) -> None:
+        from sandbox.host.check_task import check_task
+        from sandbox.task import TaskError
+
+        report = check_task(folder)
+        failed = [x for x in report.findings if x.status == "failed"]
+        summary = next((x.detail for x in report.findings if x.check == "check strength"), "not measured")
+        if failed:
+            raise TaskError(f"{problem}: refused: {failed[0].check}: {failed[0].detail}")
+        strength[problem] = summary
+    return vet
 
 
 def _claim(entry, simulated: bool) -> str:

@@ -7,6 +7,11 @@ shapes, float64 for floating-point outputs), runs ``vendor()`` with NumPy where 
 it with the reference under the task's tolerance, and compiles the baseline (and any other
 candidates given) with NVRTC, resolving its plan at every size against the kernels as compiled:
 argument count and sizes, grid and block limits, shared memory against the target's limit.
+
+It then measures the task's check strength (``sandbox.strength``): zeros, a constant, each input passed
+through, the reference plus noise at ten times the tolerance and, for a PyTorch task, the float32 module
+with one operation skipped, each run through the task's own comparison on every check; a task that lets one
+of them pass fails. For a PyTorch task the float32 module itself must pass (the tolerance is not too tight).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from ..candidate import CandidateError, load_candidate, validate_for_task
 from ..compare import compare
 from ..compiler import DEFAULT_ARCH
 from ..dtypes import itemsize
+from .. import strength as impostors
+from ..dtypes import to_compute
 from ..inputs import distribution_count, generate_all, input_specs, output_specs
 from ..plan import PlanError, resolve, shared_limit
 from ..task import Task, describe_sizes, load_task
@@ -54,6 +61,15 @@ class SizeRow(BaseModel):
     roofline_bytes: int
 
 
+class ImpostorRow(BaseModel):
+    """One wrong answer run through the task's comparison on every check."""
+
+    impostor: str = Field(description="zeros, constant, identity:<input>, noise x10, skip-op:<operation>.")
+    output: str
+    verdict: Literal["rejected", "passes", "right_answer", "not_applicable"]
+    detail: str = ""
+
+
 class TaskCheck(BaseModel):
     """What ``kernelwright check-task`` found; ``ok`` when no finding failed."""
 
@@ -65,6 +81,7 @@ class TaskCheck(BaseModel):
     arch: str
     sizes: list[SizeRow]
     findings: list[Finding]
+    strength: list[ImpostorRow] = Field(default_factory=list, description="The check strength: each impostor's verdict.")
 
     @computed_field
     @property
@@ -79,16 +96,28 @@ def check_task(path: str | Path, candidates: list[str | Path] = (), arch: str | 
     task = load_task(path)
     trials = trials or distribution_count(task)
     arch = arch or DEFAULT_ARCH
-    rows, findings = _sizes(task)
+    size_rows, findings = _sizes(task)
     module = task.reference_module()
     expected, found = _reference(task, module, trials)
     findings += found
+    rows = []
+    if expected and not any(f.status == "failed" for f in found):
+        cases = [impostors.Case(label, _inputs(task, sizes, trial)[1], outs) for label, (sizes, trial, outs) in expected.items()]
+        extra = {}
+        if task.spec.torch is not None:
+            findings.append(_module_passes(task, cases, expected))
+            extra = _skip_op(task, expected, cases)
+        measured = impostors.measure(task, cases, extra)
+        rows = [ImpostorRow(**vars(r)) for r in measured.results]
+        right = any(r.verdict == "right_answer" for r in measured.results)
+        findings.append(Finding(check="check strength", status="failed" if measured.passing else "note" if right else "ok",
+                                detail=measured.summary()))
     if callable(getattr(module, "vendor", None)):
         findings += _vendor(task, module, expected)
     for cand in [*([task.baseline_path] if task.has_baseline else []), *map(Path, candidates)]:
         findings.append(_candidate(task, cand, arch))
     return TaskCheck(task=task.name, folder=str(task.folder), version=task.spec.version, fingerprint=task.fingerprint,
-                     arch=arch, sizes=rows, findings=findings)
+                     arch=arch, sizes=size_rows, findings=findings, strength=rows)
 
 
 def _sizes(task: Task) -> tuple[list[SizeRow], list[Finding]]:
@@ -123,8 +152,75 @@ def _raised(exc: BaseException, path: Path) -> str:
 
 
 def _inputs(task: Task, sizes: dict[str, int], trial: int) -> tuple[list[dict], dict]:
+    """The inputs as generated (bfloat16 as its bits): what a kernel reads."""
     specs = input_specs(task, sizes, trial)
     return specs, generate_all(np, specs, 1000 * trial + 1)
+
+
+def _values(task: Task, ins: dict) -> dict:
+    """The inputs as the reference computes with them (bfloat16 bits read as float32)."""
+    return {name: to_compute(np, a, task.tensor(name).dtype) for name, a in ins.items()}
+
+
+def _module_passes(task: Task, cases: list, expected: dict) -> Finding:
+    """The float32 module (the eager baseline, on the CPU) against the reference on every check."""
+    from ..pytorch.runtime import runtime_for
+
+    rt = runtime_for(task.folder)
+    scalars = {s.name: s.value for s in task.spec.scalars}
+    for case in cases:
+        sizes = expected[case.label][0]
+        got = rt.baseline("eager", sizes, device="cpu")(np, **case.inputs, **task.env(sizes), **scalars)
+        for name, array in got.items():
+            tol = task.output_tolerance(name)
+            with np.errstate(all="ignore"):
+                found = compare(np, to_compute(np, array, task.tensor(name).dtype), case.expected[name], tol.atol, tol.rtol)
+            if not found["passed"]:
+                return Finding(check="float32 module", status="failed", detail=(
+                    f"{case.label} {_where(task, sizes)}: the module's own float32 result misses the tolerance on "
+                    f"{name!r} (max error {found['max_abs_error']:.3g}, atol {tol.atol:g}, rtol {tol.rtol:g}): the "
+                    "tolerance is too tight for float32 arithmetic"))
+    return Finding(check="float32 module", status="ok", detail=f"passes the reference on all {len(cases)} checks")
+
+
+def _skip_op(task: Task, expected: dict, cases: list) -> dict:
+    """The skip-one-operation impostor of a PyTorch task, keyed by its name: the last operation (among the last
+    few that keep the outputs' shapes, at every check size) whose skipping changes some output bit."""
+    from ..pytorch.runtime import runtime_for, skip_one_op
+
+    scalars = {s.name: s.value for s in task.spec.scalars}
+    made: dict[tuple, dict] = {}
+    size_of = {}
+    for label, (sizes, trial, _) in expected.items():
+        key = tuple(sorted(sizes.items()))
+        if key not in made:
+            made[key] = dict(skip_one_op(task.folder, sizes))
+        size_of[label] = (sizes, key)
+    common = [op for op in next(iter(made.values()), {}) if all(op in m for m in made.values())]
+    if not common:
+        return {"skip-op": (lambda case: None, "the module cannot be traced, or no operation can be skipped with "
+                                               "every output's shape kept")}
+    runtime = runtime_for(task.folder)
+
+    def producer(op):
+        def produce(case):
+            sizes, key = size_of[case.label]
+            return made[key][op](np, **case.inputs, **task.env(sizes), **scalars)
+        return produce
+
+    def same(case, produce) -> bool:
+        sizes = size_of[case.label][0]
+        eager = runtime.baseline("eager", sizes, device="cpu")(np, **case.inputs, **task.env(sizes), **scalars)
+        skipped = produce(case)
+        return all(np.array_equal(eager[k], skipped[k], equal_nan=eager[k].dtype.kind == "f") for k in eager)
+
+    for op in common:   # e.g. a clamp to [-1, 1] after tanh changes nothing: a right answer, so try the one before
+        produce = producer(op)
+        if not all(same(case, produce) for case in cases):
+            return {f"skip-op:{op.split('#')[0]}": (produce, "")}
+    names = "/".join(op.split("#")[0] for op in common)
+    return {f"skip-op:{names}": (lambda case: None, "skipping it changes no output bit on the task's inputs: the "
+                                                    "operation is redundant there, so this is a right answer")}
 
 
 def _reference(task: Task, module, trials: int) -> tuple[dict[str, dict], list[Finding]]:
@@ -139,7 +235,7 @@ def _reference(task: Task, module, trials: int) -> tuple[dict[str, dict], list[F
             t0 = time.perf_counter()
             try:
                 with np.errstate(all="ignore"):
-                    outs = checked_outputs(np, module.reference(np, **ins, **task.env(sizes), **scalars),
+                    outs = checked_outputs(np, module.reference(np, **_values(task, ins), **task.env(sizes), **scalars),
                                            output_specs(task, sizes))
             except ReferenceOutputError as exc:
                 findings.append(Finding(check=check, status="failed", detail=f"{_where(task, sizes)}: {exc}"))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..dtypes import itemsize
 from .problem import Problem, ProblemError
-from .numerics import Numerics, measure
+from .numerics import RTOL, VARIANTS, Numerics, measure
 from .shapes import Analysis, analyse
 from .sizes import SizePlan, Sizer, plan_sizes
 
@@ -141,7 +141,13 @@ class _Builder:
         lines = [f"[[{'inputs' if inputs else 'outputs'}]]", f"name = {_q(self.tensors[key])}",
                  f"dtype = {_q(self.a.base.dtypes[key])}", f"shape = {_v([int(d) if d.isdigit() else d for d in dims])}"]
         if inputs:
-            lines.append('distributions = ["module"]')
+            varied = key.startswith("in") and self.a.base.dtypes[key] in RTOL and self.n.variants
+            lines.append(f"distributions = {_v(['module', *self.n.variants] if varied else ['module'])}")
+        else:
+            atol, rtol = self.n.tolerance[key]
+            lines.append(f"tolerance = {{ atol = {atol!r}, rtol = {rtol!r} }}")
+            if key in self.n.constant:
+                lines.append("constant = true")
         return "\n".join(lines) + "\n"
 
     def description(self) -> str:
@@ -159,6 +165,12 @@ class _Builder:
             text += f" These constants keep their value at every size: {fixed}."
         if not self.a.symbols:
             text += " No shape can be varied: every size is the benchmark size."
+        if self.n and self.n.variants:
+            text += (f" Floating forward arguments are also drawn from the input variants {', '.join(self.n.variants)} "
+                     "(same shapes and dtypes).")
+        for key, value in (self.n.constant if self.n else {}).items():
+            text += (f" Output {self.tensors[key]} is {value:.6g} at every size and input: a kernel that writes "
+                     f"{value:.6g} is correct (the problem is degenerate there).")
         return text
 
     def toml(self) -> str:
@@ -183,8 +195,7 @@ class _Builder:
         for name, value in self.scalars:
             kind = "float32" if isinstance(value, float) else "int64"
             text += f'[[scalars]]\nname = {_q(name)}\ndtype = "{kind}"\nvalue = {value!r}\n\n'
-        text += "[tolerance]\n" + "".join(f"# {r}\n" for r in self.n.reasons)
-        text += "".join(f"{dt} = {{ atol = {atol!r}, rtol = {rtol!r} }}\n" for dt, (atol, rtol) in self.n.tolerance.items())
+        text += "[tolerance]  # each output's own, beside it\n" + "".join(f"# {r}\n" for r in self.n.reasons)
         text += (f"\n[roofline]\nflops = {_q(a.flops)}\nbytes = {_q(' + '.join(bytes_terms))}\n"
                  f"compute = {_q('fp16_tensor' if half and a.flops != '0' else 'fp32')}\n")
         torch = {"problem": "problem.py", "arguments": self.arguments, "parameters": self.parameters,
@@ -202,8 +213,11 @@ class _Builder:
 
 
 def import_problem(path: str | Path, out_dir: str | Path, name: str | None = None, category_: str | None = None,
-                   replace: bool = False) -> Imported:
-    """Import one problem file into ``out_dir/<name>``; raises ProblemError (a TaskError) naming what failed."""
+                   replace: bool = False, vet=None, own_inputs: bool = False) -> Imported:
+    """Import one problem file into ``out_dir/<name>``; raises ProblemError (a TaskError) naming what failed.
+    ``vet(folder)``, given, checks the written task before it takes its place (check strength: the caller's
+    ``sandbox.host.check_task``) and raises a TaskError to refuse it. ``own_inputs``: the problem states its
+    inputs' domain, so they come from its get_inputs() only (no input variants)."""
     path = Path(path)
     problem = Problem(path)
     name = name or task_name(path)
@@ -223,15 +237,19 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
             raise ProblemError(f"{path}: no size of it can be varied ({why}), and its benchmark size is too large to "
                                f"check on the CPU at import ({sizer.largest_tensor(plan.benchmark):,} elements in its "
                                "largest tensor)")
-    builder.n = measure(problem, a, plan.check if a.symbols else [plan.benchmark])
+    builder.n = measure(problem, a, plan.check if a.symbols else [plan.benchmark], () if own_inputs else VARIANTS)
     text = builder.toml()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
+    holder = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
+    tmp = holder / name    # the task's own name, so that it loads as a task before it is moved in place
     try:
+        tmp.mkdir()
         (tmp / "problem.py").write_text(problem.source)
         (tmp / "reference.py").write_text(REFERENCE)
         (tmp / "task.toml").write_text(text)
         _validate(tmp, name)
+        if vet is not None:
+            vet(tmp)
         os.chmod(tmp, 0o755)
         if target.exists():
             old = target.with_name(f".{name}.old")
@@ -241,7 +259,7 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
         else:
             os.replace(tmp, target)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(holder, ignore_errors=True)
     return Imported(target, a, plan, builder.n)
 
 

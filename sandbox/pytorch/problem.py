@@ -23,7 +23,7 @@ from ..task import TaskError
 from . import require_torch
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
-TORCH_DTYPES = {"float64": "float64", "float32": "float32", "float16": "float16", "int64": "int64",
+TORCH_DTYPES = {"float64": "float64", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "int64": "int64",
                 "int32": "int32", "int8": "int8", "uint8": "uint8", "uint32": "uint32"}
 
 

@@ -10,6 +10,7 @@ in another TF32 mode (``tf32``; the sandbox's ``torch_tf32`` setting).
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -23,19 +24,29 @@ def _is_cupy(xp) -> bool:
 
 
 def to_torch(xp, array):
+    """A tensor sharing ``array``; uint16 arrays are bfloat16 bit patterns (no task dtype is uint16)."""
     torch = require_torch()
+    bits = str(array.dtype) == "uint16"
+    if bits:
+        array = array.view(xp.int16)
     if _is_cupy(xp):
-        return torch.from_dlpack(array)
-    import numpy as np
+        tensor = torch.from_dlpack(array)
+    else:
+        import numpy as np
 
-    return torch.from_numpy(np.ascontiguousarray(array))
+        tensor = torch.from_numpy(np.ascontiguousarray(array))
+    return tensor.view(torch.bfloat16) if bits else tensor
 
 
 def to_xp(xp, tensor):
+    """An array sharing ``tensor``; bfloat16 as its uint16 bit patterns (NumPy and CuPy have no bfloat16)."""
+    torch = require_torch()
     tensor = tensor.detach().contiguous()
-    if _is_cupy(xp):
-        return xp.from_dlpack(tensor)
-    return tensor.cpu().numpy()
+    bits = tensor.dtype == torch.bfloat16
+    if bits:
+        tensor = tensor.view(torch.int16)
+    array = xp.from_dlpack(tensor) if _is_cupy(xp) else tensor.cpu().numpy()
+    return array.view(xp.uint16) if bits else array
 
 
 @lru_cache(maxsize=1)
@@ -146,6 +157,51 @@ class TorchRuntime:
         return produce
 
 
+    def skip_one_op(self, sizes: dict[str, int], limit: int = 3) -> list:
+        """See ``skip_one_op`` below."""
+        import copy
+
+        torch = require_torch()
+        import torch.fx
+
+        model, args = self._model(sizes, "cpu", seed=0)
+        try:
+            traced = torch.fx.symbolic_trace(model)
+        except Exception:  # data-dependent control flow and the like: no impostor, not an error
+            return []
+        shapes = [tuple(self.task.shape(self.task.tensor(n), sizes)) for n in self.spec.outputs]
+        ops = [n for n in traced.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+        found_ops = []
+        for node in reversed(ops):
+            if len(found_ops) >= limit:
+                break
+            source = next((a for a in node.args if isinstance(a, torch.fx.Node)), None)
+            if source is None:
+                continue
+            graph = copy.deepcopy(traced.graph)
+            found = {n.name: n for n in graph.nodes}
+            found[node.name].replace_all_uses_with(found[source.name])
+            graph.erase_node(found[node.name])
+            skipped = torch.fx.GraphModule(traced, graph)
+            try:
+                outs = run_forward(skipped, args)
+            except Exception:
+                continue
+            if [tuple(o.reshape(s).shape) if o.numel() == math.prod(s) else None for o, s in zip(outs, shapes)] != shapes \
+                    or len(outs) != len(shapes):
+                continue
+            op = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
+
+            def produce(xp, skipped=skipped, **kw):
+                params, call = self._call_args(xp, kw, self._state(model), False)
+                kept = {**dict(skipped.named_parameters()), **dict(skipped.named_buffers())}
+                params = {k: v for k, v in params.items() if k in kept}  # the skipped operation's own are gone
+                return self._outputs(xp, run_forward(skipped, call, params), sizes)
+
+            found_ops.append((f"{op}#{node.name}", produce))
+        return found_ops
+
+
 @lru_cache(maxsize=8)
 def _runtime(folder: str, stamp: tuple) -> TorchRuntime:
     from ..task import load_task
@@ -163,3 +219,13 @@ def runtime_for(folder: str | Path) -> TorchRuntime:
 def torch_reference(folder: str | Path, xp, kw: dict) -> dict:
     """What an imported task's reference.py calls."""
     return runtime_for(folder).reference(xp, kw)
+
+
+def skip_one_op(folder: str | Path, sizes: dict[str, int]) -> list:
+    """``[(op, produce)]``: the float32 module of a task with one operation that keeps every output's shape
+    skipped (its first tensor argument passed on in its place), ``produce(xp, **kw)`` as for a baseline, for the
+    last few such operations, last first (``op`` is the operation and its graph node: the same node at every
+    size); empty where torch.fx cannot trace the module. A wrong answer close to the right one: the
+    check-strength impostor that loose tolerances let through."""
+    rt = runtime_for(folder)
+    return rt.skip_one_op(sizes)

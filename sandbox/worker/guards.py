@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..agreement import PROJECTIONS, UNSIGNED, Agreement, exact, mask_value, per_word, scaled_tolerance
-from ..dtypes import DTYPES
+from ..dtypes import by_storage
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class DeviceAgreement:
         cp.cuda.runtime.memsetAsync(res.data.ptr + res.nbytes - 8, 0xFF, 8, self.stream.ptr)
         a2, r2 = scaled_tolerance(atol, rtol)
         words = math.ceil(n / per_word(c.dtype.itemsize))
-        self._function(f"agree<{DTYPES[c.dtype.name].ctype}>")(
+        self._function(f"agree<{by_storage(c.dtype.name).ctype}>")(
             (_grid(words, self.sms),), (256,),
             (c.reshape(-1), masked.reshape(-1), np.int64(n), np.float64(a2), np.float64(r2),
              np.int32(exact(c.dtype.name, atol, rtol)), np.uint64(keys.k1), np.uint64(keys.k2),

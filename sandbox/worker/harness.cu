@@ -1,6 +1,7 @@
 // Trusted device code of the harness (never a candidate's): input hashes, the agreement test of a
 // candidate's output with the baseline's, the masks of stored baseline outputs, and the L2 flush.
 #include <cuda_fp16.h>
+#include <cuda_bf16.h>
 
 __device__ __forceinline__ unsigned long long mix64(unsigned long long x) {
     x ^= x >> 33; x *= 0xff51afd7ed558ccdULL;
@@ -22,6 +23,7 @@ extern "C" __global__ void hash_words(const unsigned int* __restrict__ p, long l
 
 template <typename T> __device__ __forceinline__ double as_double(T v) { return (double)v; }
 template <> __device__ __forceinline__ double as_double<__half>(__half v) { return (double)__half2float(v); }
+template <> __device__ __forceinline__ double as_double<__nv_bfloat16>(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
 
 // ---- the agreement test (sandbox/agreement.py says what it guarantees) ---------------------------
 // A stored baseline output is kept masked: every 8-byte word w of it XORed with mix64(w ^ k1) ^ k2, so
@@ -130,6 +132,7 @@ template __global__ void mask_bits<unsigned long long>(unsigned long long*, long
 AGREE_INSTANCE(double)
 AGREE_INSTANCE(float)
 AGREE_INSTANCE(__half)
+AGREE_INSTANCE(__nv_bfloat16)
 AGREE_INSTANCE(long long)
 AGREE_INSTANCE(int)
 AGREE_INSTANCE(unsigned int)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..compare import compare
 from ..task_reference import ReferenceOutputError, checked_outputs, load_reference
+from ..dtypes import to_compute
 from .harness import Harness, reference_inputs
 from .stopwatch import Stopwatch
 
@@ -75,7 +76,8 @@ def run_compare(req: dict, cache: ReferenceCache | None = None) -> dict:
                                 "error": f"regenerated input {name!r} differs from the worker's (infrastructure fault)"}
         try:
             with watch("reference"):
-                returned = module.reference(xp, **ins, **req["sizes"], **req["scalars"])
+                values = {s["name"]: to_compute(xp, ins[s["name"]], s["dtype"]) for s in req["inputs"]}
+                returned = module.reference(xp, **values, **req["sizes"], **req["scalars"])
         except Exception as exc:  # the task's own code failed: a task error, with the exception's words
             return {"ok": False, "task_error": True,
                     "error": f"{module.__file__}: reference() raised {type(exc).__name__}: {exc}"}
@@ -84,7 +86,7 @@ def run_compare(req: dict, cache: ReferenceCache | None = None) -> dict:
                 expected = checked_outputs(xp, returned, req["outputs"])
         except ReferenceOutputError as exc:
             return {"ok": False, "task_error": True, "error": f"{module.__file__}: {exc}"}
-        del ins, returned
+        del ins, values, returned
         cache.key, cache.expected = key, expected
     checks = []
     for spec in req["outputs"]:
@@ -95,7 +97,7 @@ def run_compare(req: dict, cache: ReferenceCache | None = None) -> dict:
             with watch("outputs"):
                 got = _fetch(xp, run["files"][name])
             with watch("compare"):
-                stats = compare(xp, got, ref, atol, rtol)
+                stats = compare(xp, to_compute(xp, got, spec["dtype"]), ref, atol, rtol)
             checks.append(dict(output=name, run=run["label"], **stats))
     seconds = time.perf_counter() - t0
     return {"ok": True, "checks": checks, "seconds": seconds, "split_s": dict(watch.seconds)}

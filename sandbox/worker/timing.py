@@ -511,7 +511,7 @@ class TimingStage:
 
 
 def _nbytes(specs: list[dict]) -> int:
-    return sum(int(np.prod(s["shape"])) * np.dtype(s["dtype"]).itemsize for s in specs)
+    return sum(int(np.prod(s["shape"])) * np_dtype(s["dtype"]).itemsize for s in specs)
 
 
 def round_cap(budget_ms: float, baseline_ms: float, min_rounds: int, max_rounds: int) -> int:
