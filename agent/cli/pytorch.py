@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import re
+import time
 
 import typer
 
@@ -30,8 +31,8 @@ def _problem_files(paths: list[Path]) -> list[Path]:
     return files
 
 
-@app.command("import", epilog=epilog(OK="every problem imported", BAD_INPUT="a problem could not be imported (each "
-                                                                 "error names its file and the construct) or bad input"))
+@app.command("import", epilog=epilog(OK="every problem imported", BAD_INPUT="a problem was refused (each refusal is "
+                                                                 "one line naming its file and why) or bad input"))
 def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-format problem files (Model, get_inputs, "
                                                                 "get_init_inputs), or folders of them.")],
                out: Annotated[Path, typer.Option("-o", "--out", help="Folder to write the task folders into.",
@@ -41,12 +42,15 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
                category: Annotated[Optional[str], typer.Option("--category", help="Task category (default: guessed "
                                                                "from forward).")] = None,
                replace: Annotated[bool, typer.Option("--replace", help="Overwrite task folders that already exist.",
-                                                     rich_help_panel=OUTPUT)] = False):
-    """Turn PyTorch problems into task folders: sizes, tolerance and roofline found by running them, PyTorch eager and
-    torch.compile as the baselines, the module in float64 as the reference."""
-    from sandbox.pytorch import TorchMissing
+                                                     rich_help_panel=OUTPUT)] = False,
+               deadline: Annotated[float, typer.Option("--deadline", min=1, help="Seconds one problem may take to import "
+                                                       "(its process is stopped then).")] = 300.0):
+    """Turn PyTorch problems into task folders: sizes, tolerance and roofline found by running them (in a confined
+    process: no network, no home folder, no secrets), PyTorch eager and torch.compile as the baselines, the module in
+    float64 as the reference. Goes on past a problem it refuses; ends with how many were imported and refused."""
+    from sandbox.pytorch import TorchMissing, require_torch
     from sandbox.pytorch.importer import import_problem
-    from sandbox.task import CATEGORIES, TaskError, describe_sizes
+    from sandbox.task import CATEGORIES, TaskError
 
     try:
         files = _problem_files(paths)
@@ -54,30 +58,52 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
             raise BadInput("--name names one task: give one problem file")
         if category and not re.fullmatch(r"[a-z][a-z0-9-]*", category):
             raise BadInput(f"--category: expected a lowercase word (the suite's: {', '.join(CATEGORIES)}), got {category!r}")
-    except BadInput as exc:
+        require_torch()
+    except (BadInput, TorchMissing) as exc:
         error_line(str(exc))
         raise typer.Exit(ExitCode.BAD_INPUT) from None
-    failed = 0
+    refused: list[str] = []
+    confinement = None
     for f in files:
+        started = time.monotonic()
         try:
-            done = import_problem(f, out, name=name, category_=category, replace=replace)
-        except (TaskError, TorchMissing) as exc:
-            failed += 1
-            error_line(str(exc))
-            if isinstance(exc, TorchMissing):
-                break
+            done = import_problem(f, out, name=name, category_=category, replace=replace, deadline_s=deadline)
+        except (TaskError, OSError) as exc:  # OSError: the output folder cannot be written
+            message = " ".join(str(exc).split())
+            refused.append(message)
+            error_line(message)
             continue
-        a, plan = done.analysis, done.sizes
-        tol = "; ".join(f"{dt} atol {t[0]:g} rtol {t[1]:g}" for dt, t in done.numerics.tolerance.items())
-        lines = [f"imported {f.name} -> {done.folder}",
-                 f"  sizes: {', '.join(a.symbols) or 'none can vary'}; benchmark {describe_sizes(plan.benchmark)}",
-                 f"  check: {'; '.join(describe_sizes(s) for s in plan.check) or '-'}",
-                 f"  held-out: {'; '.join(describe_sizes(s) for s in plan.heldout) or '-'}",
-                 f"  reference: {done.numerics.reference_dtype}; tolerance: {tol}; FLOPs {a.flops}"]
-        lines += [f"  fixed: {c} = {a.origin[c]} ({why})" for c, why in a.fixed.items()]
-        console.print("\n".join(lines), soft_wrap=True)
-    if failed:
+        confinement = done.confinement
+        _print_imported(f, done, time.monotonic() - started)
+    imported = len(files) - len(refused)
+    line = f"{imported} of {len(files)} problems imported, {len(refused)} refused"
+    if confinement:
+        line += f"; problem code ran confined ({_confinement(confinement)})"
+    console.print(line + (":" if refused else ""), soft_wrap=True, markup=False)
+    for message in refused:
+        console.print(f"  refused: {message}", soft_wrap=True, markup=False)
+    if refused:
         raise typer.Exit(ExitCode.BAD_INPUT)
+
+
+def _confinement(state: dict) -> str:
+    fs = (f"Landlock ABI {state['landlock_abi']}" if state.get("landlock")
+          else f"no Landlock: {state.get('reason', '?')}")
+    return f"{fs}; network: {state.get('network', '?')}; scrubbed environment, private home"
+
+
+def _print_imported(f: Path, done, seconds: float) -> None:
+    from sandbox.task import describe_sizes
+
+    s = done.summary
+    tol = "; ".join(f"{dt} atol {t[0]:g} rtol {t[1]:g}" for dt, t in s.tolerance.items())
+    lines = [f"imported {f.name} -> {done.folder} ({seconds:.0f} s)",
+             f"  sizes: {', '.join(s.symbols) or 'none can vary'}; benchmark {describe_sizes(s.benchmark)}",
+             f"  check: {'; '.join(describe_sizes(c) for c in s.check) or '-'}",
+             f"  held-out: {'; '.join(describe_sizes(h) for h in s.heldout) or '-'}",
+             f"  reference: {s.reference_dtype}; tolerance: {tol}; FLOPs {s.flops}"]
+    lines += [f"  fixed: {line}" for line in s.fixed]
+    console.print("\n".join(lines), soft_wrap=True, markup=False)
 
 
 def _claim(entry, simulated: bool) -> str:

@@ -39,14 +39,6 @@ def reference(xp, **arrays_sizes_and_scalars):
 '''
 
 
-@dataclass
-class Imported:
-    folder: Path
-    analysis: Analysis
-    sizes: SizePlan
-    numerics: Numerics
-
-
 def task_name(path: Path) -> str:
     name = re.sub(r"[^a-z0-9]+", "_", path.stem.lower()).strip("_")
     return name or "problem"
@@ -201,17 +193,31 @@ class _Builder:
         raise ProblemError(f"{self.problem.path}: no integer constant at module level to name its size by")
 
 
-def import_problem(path: str | Path, out_dir: str | Path, name: str | None = None, category_: str | None = None,
-                   replace: bool = False) -> Imported:
-    """Import one problem file into ``out_dir/<name>``; raises ProblemError (a TaskError) naming what failed."""
-    path = Path(path)
-    problem = Problem(path)
-    name = name or task_name(path)
-    if not re.fullmatch(r"[a-z0-9][a-z0-9_]*", name):
-        raise ProblemError(f"task name {name!r}: expected lower-case letters, digits and underscores")
-    target = Path(out_dir) / name
-    if target.exists() and not replace:
-        raise ProblemError(f"{target} already exists (--replace overwrites it)")
+@dataclass
+class Summary:
+    """What an import found, as the CLI prints it (it crosses from the confined process as JSON)."""
+
+    symbols: list[str]
+    benchmark: dict[str, int]
+    check: list[dict[str, int]]
+    heldout: list[dict[str, int]]
+    reference_dtype: str
+    tolerance: dict[str, list[float]]
+    flops: str
+    fixed: list[str]
+
+
+@dataclass
+class Imported:
+    folder: Path
+    summary: Summary
+    confinement: dict
+
+
+def survey(source: str, path: str, name: str, category_: str | None = None) -> dict:
+    """Run in the confined process (sandbox.pytorch.confined): the problem analysed, sized and measured;
+    returns ``{"toml": task.toml's text, "summary": Summary's fields}`` or raises ProblemError."""
+    problem = Problem(path, source=source)
     a = analyse(problem)
     plan = plan_sizes(problem, a)
     builder = _Builder(problem, a, plan, name, category_)
@@ -224,7 +230,32 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
                                f"check on the CPU at import ({sizer.largest_tensor(plan.benchmark):,} elements in its "
                                "largest tensor)")
     builder.n = measure(problem, a, plan.check if a.symbols else [plan.benchmark])
-    text = builder.toml()
+    summary = Summary(list(a.symbols), plan.benchmark, plan.check, plan.heldout, builder.n.reference_dtype,
+                      {dt: list(t) for dt, t in builder.n.tolerance.items()}, a.flops,
+                      [f"{c} = {a.origin[c]} ({why})" for c, why in a.fixed.items()])
+    return {"toml": builder.toml(), "summary": summary.__dict__}
+
+
+def import_problem(path: str | Path, out_dir: str | Path, name: str | None = None, category_: str | None = None,
+                   replace: bool = False, deadline_s: float | None = None) -> Imported:
+    """Import one problem file into ``out_dir/<name>``; raises ProblemError (a TaskError) naming what failed.
+    The problem's code runs only in a confined child process (sandbox.pytorch.confined), never here."""
+    from . import confined
+
+    path = Path(path)
+    problem = Problem(path)  # parsed, not executed: a file that is no problem is refused before a process starts
+    name = name or task_name(path)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_]*", name):
+        raise ProblemError(f"task name {name!r}: expected lower-case letters, digits and underscores")
+    target = Path(out_dir) / name
+    if target.exists() and not replace:
+        raise ProblemError(f"{target} already exists (--replace overwrites it)")
+    outcome = confined.call("sandbox.pytorch.importer:survey", problem.source, str(path), name, category_,
+                            label=str(path), deadline_s=deadline_s or confined.DEADLINE_S)
+    try:
+        text, summary = outcome.result["toml"], Summary(**outcome.result["summary"])
+    except (TypeError, KeyError):
+        raise ProblemError(f"{path}: its process sent an unreadable reply") from None
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
     try:
@@ -242,7 +273,7 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
             os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return Imported(target, a, plan, builder.n)
+    return Imported(target, summary, outcome.confinement)
 
 
 def _validate(tmp: Path, name: str) -> None:
@@ -256,5 +287,5 @@ def _validate(tmp: Path, name: str) -> None:
     try:
         TaskSpec.model_validate(tomllib.loads((tmp / "task.toml").read_text()))
     except ValidationError as exc:
-        raise ProblemError("the imported task does not validate (a bug in the importer):\n"
-                           + _format_validation(tmp / "task.toml", exc)) from None
+        first = _format_validation(tmp / "task.toml", exc).splitlines()[0].split(": ", 1)[-1]
+        raise ProblemError(f"the imported task does not validate: {first}") from None
