@@ -155,3 +155,19 @@ def test_importing_does_not_execute_the_problem_in_the_calling_process(tmp_path)
     done = import_problem(problem, tmp_path / "tasks")
     assert done.folder.is_dir() and not marker.exists()
     assert not any(m.startswith("kernelwright_problem_") for m in set(sys.modules) - before)
+
+
+def test_check_task_runs_problem_code_confined_and_a_misbehaving_problem_is_one_line_exit_2(tmp_path):
+    from sandbox.pytorch.importer import import_problem
+
+    folder = import_problem(ROOT / "tests" / "fixtures" / "kernelbench" / "1_swish_clamp.py", tmp_path / "t").folder
+    env = {**os.environ, "COLUMNS": "300", "KERNELWRIGHT_CACHE_DIR": str(tmp_path / "cache")}
+    run = lambda: subprocess.run([sys.executable, "-m", "agent", "check-task", folder], capture_output=True, text=True,
+                                 timeout=200, cwd=ROOT, env=env)
+    good = run()
+    assert good.returncode == 0 and "reference check[2]#0" in good.stdout, good.stdout + good.stderr
+    source = (folder / "problem.py").read_text()
+    (folder / "problem.py").write_text("import sys\n" + source + "\nsys.exit(0)\n")
+    bad = run()
+    assert bad.returncode == 2 and "Traceback" not in bad.stdout + bad.stderr
+    assert bad.stderr.strip().count("\n") == 0 and "problem.py: it called sys.exit(0)" in bad.stderr

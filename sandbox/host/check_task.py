@@ -75,16 +75,21 @@ class TaskCheck(BaseModel):
 def check_task(path: str | Path, candidates: list[str | Path] = (), arch: str | None = None,
                trials: int | None = None) -> TaskCheck:
     """Check the task at ``path`` (a TaskError if it does not even load) and ``candidates`` against it;
-    ``trials`` per check size (default: enough to draw every listed distribution of every input)."""
+    ``trials`` per check size (default: enough to draw every listed distribution of every input). A PyTorch task's
+    problem.py runs only in a confined process (sandbox.pytorch.confined); where it misbehaves there (exits, hangs,
+    prints, crashes), a ProblemCodeError (a TaskError) says so in one line."""
     task = load_task(path)
     trials = trials or distribution_count(task)
     arch = arch or DEFAULT_ARCH
     rows, findings = _sizes(task)
-    module = task.reference_module()
-    expected, found = _reference(task, module, trials)
-    findings += found
-    if callable(getattr(module, "vendor", None)):
-        findings += _vendor(task, module, expected)
+    if task.spec.torch is not None:  # its reference runs problem.py: only in the confined process
+        findings += _confined_reference(task, trials)
+    else:
+        module = task.reference_module()
+        expected, found = _reference(task, module, trials)
+        findings += found
+        if callable(getattr(module, "vendor", None)):
+            findings += _vendor(task, module, expected)
     for cand in [*([task.baseline_path] if task.has_baseline else []), *map(Path, candidates)]:
         findings.append(_candidate(task, cand, arch))
     return TaskCheck(task=task.name, folder=str(task.folder), version=task.spec.version, fingerprint=task.fingerprint,
@@ -158,6 +163,24 @@ def _reference(task: Task, module, trials: int) -> tuple[dict[str, dict], list[F
             findings.append(Finding(check=check, status=status, detail=detail))
             expected[label] = (sizes, trial, outs)
     return expected, findings
+
+
+def _confined_reference(task: Task, trials: int) -> list[Finding]:
+    from ..pytorch.confined import ProblemCodeError, call
+
+    problem = task.folder / task.spec.torch.problem
+    out = call("sandbox.host.check_task:reference_findings", str(task.folder), trials, label=str(problem),
+               read=[task.folder])
+    try:
+        return [Finding.model_validate(f) for f in out.result]
+    except (TypeError, ValueError):
+        raise ProblemCodeError(f"{problem}: its process sent an unreadable reply") from None
+
+
+def reference_findings(folder: str, trials: int) -> list[dict]:
+    """The reference checks of the task in ``folder``; runs in the confined process (sandbox.pytorch.confined)."""
+    task = load_task(folder)
+    return [f.model_dump() for f in _reference(task, task.reference_module(), trials)[1]]
 
 
 def _vendor(task: Task, module, expected: dict[str, tuple]) -> list[Finding]:

@@ -38,9 +38,11 @@ class Outcome:
     confinement: dict = field(default_factory=dict)
 
 
-def call(target: str, *args, label: str, deadline_s: float = DEADLINE_S, **kwargs) -> Outcome:
-    """``target`` ("sandbox.module:function") called with JSON-able ``args`` in a confined child; ``label`` names
-    the problem in errors. Raises ProblemCodeError (or, where the function refused, its message as one)."""
+def call(target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: list[str | Path] = (),
+         **kwargs) -> Outcome:
+    """``target`` ("sandbox.module:function") called with JSON-able ``args`` in a confined child that may also read
+    beneath ``read`` (a task folder, say); ``label`` names the problem in errors. Raises ProblemCodeError (where
+    the function refused with a ProblemError, its message as it is)."""
     from ..host import tempdirs
     from ..host.pool import scrubbed_env
 
@@ -57,7 +59,8 @@ def call(target: str, *args, label: str, deadline_s: float = DEADLINE_S, **kwarg
         os.close(req_r)
         os.close(rep_w)
         req_r = rep_w = -1
-        request = wire.dumps({"target": target, "args": list(args), "kwargs": kwargs, "warm": list(WARM)})
+        request = wire.dumps({"target": target, "args": list(args), "kwargs": kwargs, "warm": list(WARM),
+                               "read": [str(Path(r).resolve()) for r in read]})
         ends, req_w, rep_r = (req_w, rep_r), -1, -1
         try:
             data = _exchange(proc, *ends, request, deadline_s)

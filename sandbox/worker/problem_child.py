@@ -41,12 +41,12 @@ def leave_network() -> str:
     return ""
 
 
-def confine(home: Path) -> dict:
-    """Landlock: read Python and the loaded libraries, write beneath ``home``; what was done, or why not."""
+def confine(home: Path, extra: list[str]) -> dict:
+    """Landlock: read Python, the loaded libraries and ``extra``, write beneath ``home``; what was done, or why not."""
     from . import landlock
     from .confine import python_folders
 
-    read, write = python_folders(), [str(home), "/dev/null"]
+    read, write = python_folders() + list(extra), [str(home), "/dev/null"]
     try:
         abi = landlock.restrict(sorted(set(read) - set(write)), write)
     except landlock.LandlockUnavailable as exc:
@@ -96,7 +96,7 @@ def main(argv: list[str]) -> None:
     except Exception as exc:
         _write_all(rep_fd, wire.dumps({"ok": False, "kind": "setup", "error": _first_line(exc)}))
         os._exit(0)
-    state = confine(Path.cwd())
+    state = confine(Path.cwd(), request.get("read", []))
     state["network"] = "none (own namespace)" if not offline else f"TCP denied by Landlock only ({offline})"
     try:
         reply = {"ok": True, "result": fn(*request.get("args", []), **request.get("kwargs", {}))}
