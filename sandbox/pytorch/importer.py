@@ -106,6 +106,24 @@ def _v(value) -> str:
     return repr(value)
 
 
+def _bytes_expression(tensors: list[tuple[int, list[str]]]) -> str:
+    """The bytes every tensor moves once, summed with like terms collected: fixed shapes (a deep model's layers)
+    add up to one number, and tensors whose shapes are the same product of symbols share one coefficient."""
+    terms: dict[tuple[str, ...], int] = {}
+    for size, dims in tensors:
+        factors, k = [], size
+        for d in dims:
+            if d.isdigit():
+                k *= int(d)
+            else:
+                factors.append(d if re.fullmatch(r"\w+", d) else f"({d})")
+        key = tuple(sorted(factors))
+        terms[key] = terms.get(key, 0) + k
+    parts = [" * ".join(([str(k)] if k != 1 or not key else []) + list(key))
+             for key, k in sorted(terms.items(), key=lambda t: (-len(t[0]), t[0]))]
+    return " + ".join(parts) or "0"
+
+
 class _Builder:
     """Names every tensor and writes the task.toml text."""
 
@@ -157,9 +175,7 @@ class _Builder:
         a, plan = self.a, self.plan
         tensors = [k for k in a.base.shapes if not k.startswith("out")]
         outs = [k for k in a.base.shapes if k.startswith("out")]
-        bytes_terms = [f"{itemsize(a.base.dtypes[k])} * " + " * ".join(f"({d})" if not re.fullmatch(r"\w+", d) else d
-                                                                       for d in (a.dims[k] or ["1"]))
-                       for k in tensors + outs]
+        moved = _bytes_expression([(itemsize(a.base.dtypes[k]), a.dims[k]) for k in tensors + outs])
         half = any(a.base.dtypes[k] == "float16" for k in outs)
         symbols = plan.benchmark if a.symbols else {self.pinned(): a.origin[self.pinned()]}
         check = plan.check if a.symbols else [symbols]
@@ -177,7 +193,7 @@ class _Builder:
             text += f'[[scalars]]\nname = {_q(name)}\ndtype = "{kind}"\nvalue = {value!r}\n\n'
         text += "[tolerance]\n" + "".join(f"# {r}\n" for r in self.n.reasons)
         text += "".join(f"{dt} = {{ atol = {atol!r}, rtol = {rtol!r} }}\n" for dt, (atol, rtol) in self.n.tolerance.items())
-        text += (f"\n[roofline]\nflops = {_q(a.flops)}\nbytes = {_q(' + '.join(bytes_terms))}\n"
+        text += (f"\n[roofline]\nflops = {_q(a.flops)}\nbytes = {_q(moved)}\n"
                  f"compute = {_q('fp16_tensor' if half and a.flops != '0' else 'fp32')}\n")
         torch = {"problem": "problem.py", "arguments": self.arguments, "parameters": self.parameters,
                  "outputs": [self.tensors[k] for k in outs], "reference_dtype": self.n.reference_dtype,

@@ -33,7 +33,8 @@ class ProblemError(TaskError):
 
 @dataclass(frozen=True)
 class Constant:
-    """A module-level integer literal: ``name = 4096``, or element ``index`` of ``name = (64, 1, 1)``."""
+    """A module-level integer literal: ``name = 4096``, element ``index`` of ``name = (64, 1, 1)``, one name of
+    ``depth, height, width = 16, 32, 32`` or of ``height = width = 128`` (each its own constant)."""
 
     symbol: str          # its name as a size symbol: the target, or target_index for a tuple element
     target: str
@@ -69,7 +70,14 @@ def _constants(tree: ast.Module) -> dict[str, Constant]:
             targets, value = [stmt.target], stmt.value
         else:
             continue
-        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        unpacked = [t for t in targets if isinstance(t, (ast.Tuple, ast.List))]
+        if (len(unpacked) == 1 and len(targets) == 1 and isinstance(value, (ast.Tuple, ast.List))
+                and len(value.elts) == len(unpacked[0].elts)):  # depth, height, width = 16, 32, 32
+            for t, item in zip(unpacked[0].elts, value.elts):
+                if isinstance(t, ast.Name) and (v := _int_literal(item)) is not None:
+                    found[t.id] = Constant(t.id, t.id, None, v, pos)
+            continue
+        names = [t.id for t in targets if isinstance(t, ast.Name)]  # several for a = b = 8
         if len(names) != len(targets):
             continue
         if (v := _int_literal(value)) is not None:
@@ -105,6 +113,7 @@ class Problem:
         self.constants = _constants(self.tree)
         self.ties: dict[str, list[str]] = {}   # a symbol -> constants that always take its value
         self._cache: dict[tuple, dict] = {}
+        self._init_on_cpu = False
 
     @property
     def digest(self) -> str:
@@ -151,8 +160,11 @@ class Problem:
         ns = module.__dict__
         try:
             exec(compile(tree, str(self.path), "exec"), ns)  # the task's own problem file (trusted)
+        except ModuleNotFoundError as exc:
+            raise ProblemError(f"{self.path}: it imports {exc.name!r}, which is not installed here (install that "
+                               "package to import this problem)") from None
         except Exception as exc:
-            raise ProblemError(f"{self.path}: executing it failed: {type(exc).__name__}: {exc}") from None
+            raise ProblemError(f"{self.path}: executing it failed: {type(exc).__name__}: {_line(exc)}") from None
         sys.modules[module.__name__] = module
         torch = require_torch()
         if not (isinstance(ns.get("Model"), type) and issubclass(ns["Model"], torch.nn.Module)):
@@ -170,6 +182,22 @@ class Problem:
 
     # ---- building the module and its inputs ------------------------------------------------------
 
+    def _construct(self, ns: dict, init: list, device: str):
+        """``Model(*init)`` on ``device``. An ``__init__`` that reads data (``.item()`` of a tensor it made) cannot
+        run on the meta device: there the module is built on the CPU and moved to meta (remembered per problem)."""
+        torch = require_torch()
+        if device == "meta" and not self._init_on_cpu:
+            try:
+                return ns["Model"](*init)
+            except Exception as exc:
+                if not _needs_data(exc):
+                    raise
+                self._init_on_cpu = True
+        if device == "meta":
+            with torch.device("cpu"):
+                return ns["Model"](*init).to("meta")
+        return ns["Model"](*init)
+
     def build(self, values: dict[str, int] | None, device: str = "cpu", seed: int | None = None):
         """``(model, arguments)`` created on ``device``; with ``seed``, reproducible on that device."""
         torch = require_torch()
@@ -183,9 +211,10 @@ class Problem:
                     raise ProblemError(f"{self.path}: get_init_inputs() item {i} is a tensor; only numbers and tuples "
                                        "of numbers can be imported (make it a parameter of the module)")
             try:
-                model = ns["Model"](*init)
+                model = self._construct(ns, init, device)
             except Exception as exc:
-                raise ProblemError(f"{self.path}: Model(*get_init_inputs()) failed: {type(exc).__name__}: {exc}") from None
+                raise ProblemError(f"{self.path}: Model(*get_init_inputs()) failed: {type(exc).__name__}: "
+                                   f"{_line(exc)}") from None
             if seed is not None:
                 torch.manual_seed(seed + 1)
             args = list(_call(self.path, ns, "get_inputs"))
@@ -194,6 +223,15 @@ class Problem:
                 raise ProblemError(f"{self.path}: get_inputs() item {i} is a {type(a).__name__}; only tensors, ints "
                                    "and floats can be imported")
         return model, args
+
+
+def _needs_data(exc: Exception) -> bool:
+    text = str(exc)
+    return isinstance(exc, (NotImplementedError, RuntimeError)) and ("meta" in text or "item" in text)
+
+
+def _line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def _call(path: Path, ns: dict, name: str):

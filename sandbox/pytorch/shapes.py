@@ -36,6 +36,39 @@ class ProbeFailed(Exception):
     """The problem does not run at these values (the message says why)."""
 
 
+RECURRENT = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+
+
+def _recurrent_mode():
+    """A TorchFunctionMode that answers PyTorch's fused recurrent layers (LSTM, GRU, RNN) on the meta device with
+    their output shapes and the FLOPs of their matrix products (2 * rows * cols of every weight matrix, per time step
+    and batch row). On meta, PyTorch runs them step by step in Python: minutes for a long sequence."""
+    torch = require_torch()
+    from torch.overrides import TorchFunctionMode
+
+    class Recurrent(TorchFunctionMode):
+        flops = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = getattr(func, "__name__", "")
+            if (name in RECURRENT and not kwargs and len(args) == 9 and isinstance(args[0], torch.Tensor)
+                    and args[0].device.type == "meta" and isinstance(args[2], (list, tuple))):
+                x, hx, params, _, _, _, _, bidirectional, batch_first = args
+                h0 = hx[0] if isinstance(hx, (list, tuple)) else hx
+                if x.dim() == 3:
+                    steps, batch = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
+                else:
+                    steps, batch = x.shape[0], 1
+                width = (2 if bidirectional else 1) * h0.shape[-1]
+                out = torch.empty((*x.shape[:-1], width), dtype=x.dtype, device="meta")
+                self.flops += sum(2 * w.shape[0] * w.shape[1] for w in params if w.dim() == 2) * steps * batch
+                states = [torch.empty_like(h) for h in (hx if isinstance(hx, (list, tuple)) else [hx])]
+                return (out, *states)
+            return func(*args, **(kwargs or {}))
+
+    return Recurrent()
+
+
 def probe(problem: Problem, values: dict[str, int]) -> Probe:
     """Shapes, dtypes and FLOPs of one evaluation on the meta device; ProbeFailed when it does not run."""
     require_torch()
@@ -43,7 +76,7 @@ def probe(problem: Problem, values: dict[str, int]) -> Probe:
 
     try:
         model, args = problem.build(values, "meta")
-        with FlopCounterMode(display=False) as counter:
+        with FlopCounterMode(display=False) as counter, _recurrent_mode() as recurrent:
             outs = run_forward(model, args)
     except ProblemError as exc:
         raise ProbeFailed(str(exc).split(": ", 1)[-1]) from None
@@ -62,7 +95,7 @@ def probe(problem: Problem, values: dict[str, int]) -> Probe:
             dtypes[k] = dtype_name(t)
         except ProblemError as exc:
             raise ProblemError(f"{problem.path}: {_label(k)}: {exc}") from None
-    return Probe(dict(values), shapes, dtypes, int(counter.get_total_flops()))
+    return Probe(dict(values), shapes, dtypes, int(counter.get_total_flops()) + recurrent.flops)
 
 
 def _label(key: str) -> str:
@@ -277,11 +310,23 @@ def _fit_sum(points: dict[str, list[tuple[int, int]]], d0: int) -> str | None:
 
 
 def _fit_flops(a: Analysis, singles: dict[str, list[Probe]]) -> str:
-    """FLOPs = k * (elements of output 0) * (symbols only the reduction depends on), or '0'."""
-    if a.base.flops <= 0 or "out0" not in a.dims:
+    """FLOPs = k * (elements of output 0) * (symbols only the reduction depends on), else k * a product of powers
+    of the symbols (a transposed or strided convolution, a recurrent layer), checked at every probe; or '0'."""
+    if a.base.flops <= 0:
         return "0"
-    numel = " * ".join(f"({d})" if not d.isidentifier() and not d.isdigit() else d for d in a.dims["out0"]) or "1"
+    singles = {s: p for s, p in singles.items() if s in a.symbols}  # symbols dropped after their probes are no size
     env0 = {s: a.origin[s] for s in a.symbols}
+    for text in (_flops_by_output(a, singles, env0), _flops_by_powers(a, singles, env0)):
+        if text and all(expr.evaluate(text, {**env0, **{s: v for s, v in p.values.items() if s in env0}}) == p.flops
+                        for p in a.probes):
+            return text
+    return "0"
+
+
+def _flops_by_output(a: Analysis, singles: dict[str, list[Probe]], env0: dict[str, int]) -> str | None:
+    if "out0" not in a.dims:
+        return None
+    numel = " * ".join(f"({d})" if not d.isidentifier() and not d.isdigit() else d for d in a.dims["out0"]) or "1"
     q0 = a.base.flops / expr.evaluate(numel, env0)
     extra = []
     for sym, probes in singles.items():
@@ -291,13 +336,26 @@ def _fit_flops(a: Analysis, singles: dict[str, list[Probe]]) -> str:
         if math.isclose(q, q0 * ratio, rel_tol=1e-9):
             extra.append(sym)
         elif not math.isclose(q, q0, rel_tol=1e-9):
-            return "0"
+            return None
     k = q0 / math.prod(env0[s] for s in extra)
     if abs(k - round(k)) > 1e-9 or round(k) < 1:
-        return "0"
-    text = " * ".join(([str(round(k))] if round(k) != 1 else []) + [numel] + sorted(extra))
-    for p in a.probes:
-        env = {**env0, **{s: v for s, v in p.values.items() if s in env0}}
-        if expr.evaluate(text, env) != p.flops:
-            return "0"
-    return text
+        return None
+    return " * ".join(([str(round(k))] if round(k) != 1 else []) + [numel] + sorted(extra))
+
+
+def _flops_by_powers(a: Analysis, singles: dict[str, list[Probe]], env0: dict[str, int]) -> str | None:
+    powers = {}
+    for sym, probes in singles.items():
+        p = probes[0]
+        if p.flops <= 0:
+            return None
+        e = math.log(p.flops / a.base.flops) / math.log(p.values[sym] / env0[sym])
+        if abs(e - round(e)) > 1e-6 or not 0 <= round(e) <= 3:
+            return None
+        if round(e):
+            powers[sym] = round(e)
+    k = a.base.flops / math.prod(env0[s] ** e for s, e in powers.items())
+    if abs(k - round(k)) > 1e-6 * max(1.0, k) or round(k) < 1:
+        return None
+    terms = [" * ".join([s] * e) for s, e in sorted(powers.items())]  # the expression language has no power
+    return " * ".join(([str(round(k))] if round(k) != 1 or not terms else []) + terms)
