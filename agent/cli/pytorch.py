@@ -49,6 +49,7 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
     process: no network, no home folder, no secrets), PyTorch eager and torch.compile as the baselines, the module in
     float64 as the reference. Goes on past a problem it refuses; ends with how many were imported and refused."""
     from sandbox.pytorch import TorchMissing, require_torch
+    from sandbox.pytorch.confined import Session
     from sandbox.pytorch.importer import import_problem
     from sandbox.task import CATEGORIES, TaskError
 
@@ -64,17 +65,19 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
         raise typer.Exit(ExitCode.BAD_INPUT) from None
     refused: list[str] = []
     confinement = None
-    for f in files:
-        started = time.monotonic()
-        try:
-            done = import_problem(f, out, name=name, category_=category, replace=replace, deadline_s=deadline)
-        except (TaskError, OSError) as exc:  # OSError: the output folder cannot be written
-            message = " ".join(str(exc).split())
-            refused.append(message)
-            error_line(message)
-            continue
-        confinement = done.confinement
-        _print_imported(f, done, time.monotonic() - started)
+    with Session() as session:
+        for f in files:
+            started = time.monotonic()
+            try:
+                done = import_problem(f, out, name=name, category_=category, replace=replace, deadline_s=deadline,
+                                      session=session)
+            except (TaskError, OSError) as exc:  # OSError: the output folder cannot be written
+                message = " ".join(str(exc).split())
+                refused.append(message)
+                error_line(message)
+                continue
+            confinement = done.confinement
+            _print_imported(f, done, time.monotonic() - started)
     imported = len(files) - len(refused)
     line = f"{imported} of {len(files)} problems imported, {len(refused)} refused"
     if confinement:

@@ -11,6 +11,7 @@ deadline (the child's process group is killed). The child's stderr (warnings) is
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import shutil
@@ -25,7 +26,7 @@ from . import wire
 from .problem import ProblemError
 
 DEADLINE_S = 300.0
-WARM = ("numpy", "torch", "torch.func", "torch.utils.flop_counter", "torch.nn.functional")
+START_S = 180.0  # for the confined process to import torch
 
 
 class ProblemCodeError(ProblemError):
@@ -42,102 +43,135 @@ def call(target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: l
          **kwargs) -> Outcome:
     """``target`` ("sandbox.module:function") called with JSON-able ``args`` in a confined child that may also read
     beneath ``read`` (a task folder, say); ``label`` names the problem in errors. Raises ProblemCodeError (where
-    the function refused with a ProblemError, its message as it is)."""
-    from ..host import tempdirs
-    from ..host.pool import scrubbed_env
+    the function refused with a ProblemError, its message as it is). One call: a session of its own."""
+    with Session() as session:
+        return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, **kwargs)
 
-    home = tempdirs.make("problem")
-    (home / "tmp").mkdir()
-    env = scrubbed_env(home, home / "cache")
-    req_r, req_w = os.pipe()
-    rep_r, rep_w = os.pipe()
-    try:
-        with open(home / "stdout.log", "wb") as out, open(home / "stderr.log", "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "sandbox.worker.problem_child", str(req_r), str(rep_w)],
-                                    pass_fds=(req_r, rep_w), env=env, cwd=home, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=err, start_new_session=True)
-        os.close(req_r)
-        os.close(rep_w)
-        req_r = rep_w = -1
-        request = wire.dumps({"target": target, "args": list(args), "kwargs": kwargs, "warm": list(WARM),
-                               "read": [str(Path(r).resolve()) for r in read]})
-        ends, req_w, rep_r = (req_w, rep_r), -1, -1
+
+class Session:
+    """One confined process that has imported torch and forks a fresh child per call (sandbox.worker.problem_child):
+    many problems pay for torch's import once. Use it as a context manager; ``call`` as the function above."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.calls = 0
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        from ..host import tempdirs
+        from ..host.pool import scrubbed_env
+
+        self.home = tempdirs.make("problem")
+        (self.home / "tmp").mkdir()
+        env = scrubbed_env(self.home, self.home / "cache")
+        cmd_r, self._cmd = os.pipe()
+        self._events, event_w = os.pipe()
+        with open(self.home / "stdout.log", "wb") as out, open(self.home / "stderr.log", "wb") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "sandbox.worker.problem_child", str(cmd_r), str(event_w)],
+                                         pass_fds=(cmd_r, event_w), env=env, cwd=self.home, stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=err, start_new_session=True)
+        os.close(cmd_r)
+        os.close(event_w)
+        self._buffer = b""
+        if self._next(lambda e: "ready" in e, time.monotonic() + START_S) is None:
+            self.close()
+            raise ProblemCodeError(f"the confined process for problem code did not start within {START_S:.0f} s")
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        os.close(self._cmd)
+        os.close(self._events)
+        _kill(proc)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def _next(self, wanted, end: float) -> dict | None:
+        """The next event that ``wanted`` accepts (others are dropped); None past ``end`` or when the process ended."""
+        while True:
+            while b"\n" in self._buffer:
+                line, self._buffer = self._buffer.split(b"\n", 1)
+                event = json.loads(line)
+                if wanted(event):
+                    return event
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self._events], [], [], min(left, 1.0))
+            if ready:
+                chunk = os.read(self._events, 1 << 16)
+                if not chunk:
+                    return None
+                self._buffer += chunk
+
+    def call(self, target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: list[str | Path] = (),
+             **kwargs) -> Outcome:
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            self._start()
+        self.calls += 1
+        home = self.home / f"call{self.calls}"
+        (home / "tmp").mkdir(parents=True)
         try:
-            data = _exchange(proc, *ends, request, deadline_s)
+            return self._call(home, target, args, kwargs, label, deadline_s, read)
         finally:
-            _kill(proc)
-        if data is None:
-            raise ProblemCodeError(f"{label}: ran past its {deadline_s:.0f} s deadline (it was stopped)")
-        printed = _first_printed(home / "stdout.log")
-        if not data:
-            code = proc.returncode
-            if code is not None and code < 0:
-                raise ProblemCodeError(f"{label}: crashed ({signal.Signals(-code).name})")
-            raise ProblemCodeError(f"{label}: exited (code {code}) before it finished")
-        try:
-            reply = wire.loads(data)
-        except (ValueError, KeyError, TypeError):
-            raise ProblemCodeError(f"{label}: its process sent an unreadable reply") from None
-        if not isinstance(reply, dict) or "ok" not in reply:
-            raise ProblemCodeError(f"{label}: its process sent an unreadable reply")
-        if not reply["ok"]:
-            error = str(reply.get("error", "failed")).splitlines()[0] if reply.get("error") else "failed"
-            if reply.get("kind") == "refused":
-                raise ProblemCodeError(error)
-            raise ProblemCodeError(f"{label}: {error}" if reply.get("kind") != "raised" else f"{label}: raised {error}")
-        if printed is not None:
-            raise ProblemCodeError(f"{label}: printed {printed!r} (a problem must not write to stdout)")
-        return Outcome(reply.get("result"), reply.get("confinement") or {})
-    finally:
-        for fd in (req_r, rep_w, req_w, rep_r):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        shutil.rmtree(home, ignore_errors=True)
+            shutil.rmtree(home, ignore_errors=True)
 
-
-def _exchange(proc: subprocess.Popen, req_w: int, rep_r: int, request: bytes, deadline_s: float) -> bytes | None:
-    """Send the request and read the reply until the child closes it; None past the deadline. Closes both ends."""
-    fds = [req_w, rep_r]
-    try:
-        return _pump(proc, fds, request, deadline_s)
-    finally:
-        for fd in fds:
-            if fd >= 0:
-                os.close(fd)
-
-
-def _pump(proc: subprocess.Popen, fds: list[int], request: bytes, deadline_s: float) -> bytes | None:
-    req_w, rep_r = fds
-    end = time.monotonic() + deadline_s
-    pending, chunks = memoryview(request), []
-    writing = True
-    while True:
-        left = end - time.monotonic()
-        if left <= 0:
-            return None
-        readable, writable, _ = select.select([rep_r], [req_w] if writing else [], [], min(left, 1.0))
-        if writable:
+    def _call(self, home: Path, target: str, args, kwargs, label: str, deadline_s: float, read) -> Outcome:
+        request = {"id": self.calls, "home": str(home), "target": target, "args": list(args), "kwargs": kwargs,
+                   "read": [str(Path(r).resolve()) for r in read]}
+        os.write(self._cmd, json.dumps(request).encode() + b"\n")
+        end = time.monotonic() + deadline_s
+        started = self._next(lambda e: e.get("id") == self.calls, time.monotonic() + START_S)
+        if started is None:
+            self.close()
+            raise ProblemCodeError(f"{label}: the confined process for problem code ended")
+        pid = started["pid"]
+        ended = self._next(lambda e: e.get("pid") == pid and "status" in e, end)
+        if ended is None:
             try:
-                pending = pending[os.write(req_w, pending[:1 << 16]):]
-            except BrokenPipeError:
-                pending = pending[:0]
-            if not pending:
-                os.close(req_w)
-                fds[0] = -1
-                writing = False
-        if readable:
-            chunk = os.read(rep_r, 1 << 20)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-        elif proc.poll() is not None and not writing:
-            # the child is gone; read what it left in the pipe (its own forks may still hold the write end)
-            ready, _, _ = select.select([rep_r], [], [], 0.1)
-            if not ready:
-                return b"".join(chunks)
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if self._next(lambda e: e.get("pid") == pid and "status" in e, time.monotonic() + 30) is None:
+                self.close()
+            raise ProblemCodeError(f"{label}: ran past its {deadline_s:.0f} s deadline (it was stopped)")
+        try:  # what the child's own forks may still be doing is stopped with it
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return _outcome(home, ended["status"], label)
+
+
+def _outcome(home: Path, code: int, label: str) -> Outcome:
+    try:
+        data = (home / "reply.json").read_bytes()
+    except OSError:
+        data = b""
+    if not data:
+        if code < 0:
+            raise ProblemCodeError(f"{label}: crashed ({signal.Signals(-code).name})")
+        raise ProblemCodeError(f"{label}: exited (code {code}) before it finished")
+    try:
+        reply = wire.loads(data)
+    except (ValueError, KeyError, TypeError):
+        raise ProblemCodeError(f"{label}: its process sent an unreadable reply") from None
+    if not isinstance(reply, dict) or "ok" not in reply:
+        raise ProblemCodeError(f"{label}: its process sent an unreadable reply")
+    if not reply["ok"]:
+        error = str(reply.get("error") or "failed").splitlines()[0]
+        if reply.get("kind") == "refused":
+            raise ProblemCodeError(error)
+        raise ProblemCodeError(f"{label}: raised {error}" if reply.get("kind") == "raised" else f"{label}: {error}")
+    printed = _first_printed(home / "stdout.log")
+    if printed is not None:
+        raise ProblemCodeError(f"{label}: printed {printed!r} (a problem must not write to stdout)")
+    return Outcome(reply.get("result"), reply.get("confinement") or {})
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -253,9 +253,10 @@ def survey(source: str, path: str, name: str, category_: str | None = None) -> d
 
 
 def import_problem(path: str | Path, out_dir: str | Path, name: str | None = None, category_: str | None = None,
-                   replace: bool = False, deadline_s: float | None = None) -> Imported:
+                   replace: bool = False, deadline_s: float | None = None, session=None) -> Imported:
     """Import one problem file into ``out_dir/<name>``; raises ProblemError (a TaskError) naming what failed.
-    The problem's code runs only in a confined child process (sandbox.pytorch.confined), never here."""
+    The problem's code runs only in a confined child process (sandbox.pytorch.confined), never here: in
+    ``session`` (a ``confined.Session``, shared by the problems of a folder) or a session of its own."""
     from . import confined
 
     path = Path(path)
@@ -266,8 +267,9 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
     target = Path(out_dir) / name
     if target.exists() and not replace:
         raise ProblemError(f"{target} already exists (--replace overwrites it)")
-    outcome = confined.call("sandbox.pytorch.importer:survey", problem.source, str(path), name, category_,
-                            label=str(path), deadline_s=deadline_s or confined.DEADLINE_S)
+    run = session.call if session is not None else confined.call
+    outcome = run("sandbox.pytorch.importer:survey", problem.source, str(path), name, category_, label=str(path),
+                  deadline_s=deadline_s or confined.DEADLINE_S)
     try:
         text, summary = outcome.result["toml"], Summary(**outcome.result["summary"])
     except (TypeError, KeyError):

@@ -85,7 +85,7 @@ def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]]) -> Nume
                 rms[key].append(float(e.double().pow(2).mean().sqrt()))
                 err = float((o.double() - e.double()).abs().max()) if o.numel() else 0.0
                 errors[key] = max(errors.get(key, 0.0), err / max(rms[key][-1], 1e-30))
-    scale = _scale(problem, a, checks[-1], torch_outs, rms, ref64) if checks else {}
+    scale = _scale(problem, a, checks[-1], torch_outs, rms) if checks else {}
     tolerance: dict[str, tuple[float, float]] = {}
     for key in torch_outs:
         dtype = a.base.dtypes[key]
@@ -106,8 +106,7 @@ def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]]) -> Nume
     return Numerics("float64" if ref64 else "native", tolerance, reasons)
 
 
-def _scale(problem: Problem, a: Analysis, medium: dict[str, int], outs: list[str], rms: dict,
-           float64: bool = True) -> dict[str, float]:
+def _scale(problem: Problem, a: Analysis, medium: dict[str, int], outs: list[str], rms: dict) -> dict[str, float]:
     """Each floating output's RMS at the benchmark size, extrapolated from ``medium`` (the last check size)."""
     bench = a.benchmark
     sizer = Sizer(problem, a)
@@ -120,7 +119,7 @@ def _scale(problem: Problem, a: Analysis, medium: dict[str, int], outs: list[str
         if doubled[sym] <= medium[sym] or not sizer.valid(doubled):
             continue
         overrides = {s: v for s, v in doubled.items() if v != bench[s]}
-        _, _, outs32, outs64 = _run(problem, doubled, overrides, float64)
+        _, _, outs32, outs64 = _run(problem, doubled, overrides, False)  # an RMS needs no float64
         for key, e in zip(outs, outs64 or outs32):
             if key in base and base[key] > 0 and e.is_floating_point():
                 r = float(e.double().pow(2).mean().sqrt())
