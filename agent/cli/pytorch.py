@@ -100,7 +100,7 @@ def _print_imported(f: Path, done, seconds: float) -> None:
 
     s = done.summary
     tol = "; ".join(f"{dt} atol {t[0]:g} rtol {t[1]:g}" for dt, t in s.tolerance.items())
-    lines = [f"imported {f.name} -> {done.folder} ({seconds:.0f} s)",
+    lines = [f"imported {f.name} -> {done.folder} ({seconds:.0f} s, {done.cpu_s:.1f} CPU-s)",
              f"  sizes: {', '.join(s.symbols) or 'none can vary'}; benchmark {describe_sizes(s.benchmark)}",
              f"  check: {'; '.join(describe_sizes(c) for c in s.check) or '-'}",
              f"  held-out: {'; '.join(describe_sizes(h) for h in s.heldout) or '-'}",

@@ -37,6 +37,7 @@ class ProblemCodeError(ProblemError):
 class Outcome:
     result: object
     confinement: dict = field(default_factory=dict)
+    cpu_s: float = 0.0   # CPU time of the child that ran the call (its own threads included)
 
 
 def call(target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: list[str | Path] = (),
@@ -145,7 +146,9 @@ class Session:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        return _outcome(home, ended["status"], label)
+        outcome = _outcome(home, ended["status"], label)
+        outcome.cpu_s = float(ended.get("cpu_s") or 0.0)
+        return outcome
 
 
 def _outcome(home: Path, code: int, label: str) -> Outcome:

@@ -228,6 +228,7 @@ class Imported:
     folder: Path
     summary: Summary
     confinement: dict
+    cpu_s: float = 0.0   # CPU time the confined process spent on it
 
 
 def survey(source: str, path: str, name: str, category_: str | None = None) -> dict:
@@ -291,7 +292,7 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
             os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return Imported(target, summary, outcome.confinement)
+    return Imported(target, summary, outcome.confinement, outcome.cpu_s)
 
 
 def _validate(tmp: Path, name: str) -> None:

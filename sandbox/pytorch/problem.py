@@ -114,6 +114,7 @@ class Problem:
         self.ties: dict[str, list[str]] = {}   # a symbol -> constants that always take its value
         self._cache: dict[tuple, dict] = {}
         self._init_on_cpu = False
+        self._meta_models: dict[str, object] = {}   # the last meta module, by its init inputs
 
     @property
     def digest(self) -> str:
@@ -182,6 +183,19 @@ class Problem:
 
     # ---- building the module and its inputs ------------------------------------------------------
 
+    def _self_contained(self) -> bool:
+        """Whether no class or function but get_inputs/get_init_inputs reads a module-level name that the file
+        assigns: then the module depends on the constants only through get_init_inputs(), and a meta module built
+        from equal init inputs serves again (deep models take seconds to build)."""
+        assigned = {t.id for stmt in self.tree.body if isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                    for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+                    for t in ast.walk(target) if isinstance(t, ast.Name)}
+        for stmt in self.tree.body:
+            if isinstance(stmt, (ast.ClassDef, ast.FunctionDef)) and stmt.name not in REQUIRED[1:]:
+                if any(isinstance(n, ast.Name) and n.id in assigned for n in ast.walk(stmt)):
+                    return False
+        return True
+
     def _construct(self, ns: dict, init: list, device: str):
         """``Model(*init)`` on ``device``. An ``__init__`` that reads data (``.item()`` of a tensor it made) cannot
         run on the meta device: there the module is built on the CPU and moved to meta (remembered per problem)."""
@@ -210,8 +224,13 @@ class Problem:
                 if isinstance(item, torch.Tensor):
                     raise ProblemError(f"{self.path}: get_init_inputs() item {i} is a tensor; only numbers and tuples "
                                        "of numbers can be imported (make it a parameter of the module)")
+            key = repr(init) if device == "meta" and seed is None and self._self_contained() else None
             try:
-                model = self._construct(ns, init, device)
+                model = self._meta_models.get(key) if key else None
+                if model is None:
+                    model = self._construct(ns, init, device)
+                    if key:
+                        self._meta_models = {key: model}
             except Exception as exc:
                 raise ProblemError(f"{self.path}: Model(*get_init_inputs()) failed: {type(exc).__name__}: "
                                    f"{_line(exc)}") from None

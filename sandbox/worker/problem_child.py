@@ -15,7 +15,7 @@ paying for torch's import again). Each child, before any problem code runs:
 It writes its reply (JSON, sandbox.pytorch.wire) to ``reply.json`` in its folder. A function that raises, or
 problem code that calls ``sys.exit``, is a reply with ``ok`` false and one line saying what happened; a problem
 that calls ``os._exit``, crashes or hangs leaves no reply, and the host says so. This process reports each child's
-process id when it starts and its exit status when it ends, as JSON lines on EVENT_FD.
+process id when it starts and its exit status and CPU time when it ends, as JSON lines on EVENT_FD.
 """
 
 from __future__ import annotations
@@ -129,11 +129,11 @@ def main(argv: list[str]) -> None:
     while True:
         ready, _, _ = select.select([cmd_fd], [], [], 0.1)
         while alive:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
             if not pid:
                 break
             alive.discard(pid)
-            send(pid=pid, status=os.waitstatus_to_exitcode(status))
+            send(pid=pid, status=os.waitstatus_to_exitcode(status), cpu_s=usage.ru_utime + usage.ru_stime)
         if not ready:
             continue
         chunk = os.read(cmd_fd, 1 << 20)
