@@ -31,6 +31,10 @@ class ProblemError(TaskError):
     """A problem file that cannot be imported: the message names the file and the construct."""
 
 
+class MissingPackage(ProblemError):
+    """The problem imports a package that is not installed: nothing about its sizes can be learnt."""
+
+
 @dataclass(frozen=True)
 class Constant:
     """A module-level integer literal: ``name = 4096``, element ``index`` of ``name = (64, 1, 1)``, one name of
@@ -162,7 +166,7 @@ class Problem:
         try:
             exec(compile(tree, str(self.path), "exec"), ns)  # the task's own problem file (trusted)
         except ModuleNotFoundError as exc:
-            raise ProblemError(f"{self.path}: it imports {exc.name!r}, which is not installed here (install that "
+            raise MissingPackage(f"{self.path}: it imports {exc.name!r}, which is not installed here (install that "
                                "package to import this problem)") from None
         except Exception as exc:
             raise ProblemError(f"{self.path}: executing it failed: {type(exc).__name__}: {_line(exc)}") from None

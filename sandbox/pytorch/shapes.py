@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from .. import expr
 from . import require_torch
-from .problem import Problem, ProblemError, dtype_name, run_forward
+from .problem import MissingPackage, Problem, ProblemError, dtype_name, run_forward
 
 STEPS = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -78,6 +78,8 @@ def probe(problem: Problem, values: dict[str, int]) -> Probe:
         model, args = problem.build(values, "meta")
         with FlopCounterMode(display=False) as counter, _recurrent_mode() as recurrent:
             outs = run_forward(model, args)
+    except MissingPackage:
+        raise
     except ProblemError as exc:
         raise ProbeFailed(str(exc).split(": ", 1)[-1]) from None
     except Exception as exc:  # the module's own code failing at these sizes
