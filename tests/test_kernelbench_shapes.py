@@ -141,3 +141,18 @@ def test_an_init_that_reads_data_still_runs_on_meta(tmp_path):
                           "        super().__init__()\n        self.rates = [x.item() for x in torch.linspace(0, 1, 3)]\n")
     a = analyse(_problem(tmp_path, text))
     assert "depth" in a.symbols and re.search(r"\bdepth\b", a.flops)
+
+
+def test_bytes_that_stay_long_expand_into_one_polynomial_of_the_symbols():
+    from sandbox.pytorch.importer import _bytes_polynomial
+
+    # a dense block: layer i's weight is (growth, in_channels + i * growth, 3, 3), each its own term at first
+    layers = [(4, ["32", f"in_channels + {32 * i}", "3", "3"]) for i in range(40)]
+    layers += [(4, ["batch_size", f"in_channels + {32 * i}", "height", "width"]) for i in range(40)]
+    long = _bytes_expression(layers)
+    text = _bytes_polynomial(long, ["batch_size", "in_channels", "height", "width"])
+    assert len(long) > 500 and text and len(text) < 200, text
+    env = {"batch_size": 3, "in_channels": 7, "height": 5, "width": 11}
+    c = env["in_channels"]
+    expected = sum(4 * 32 * (c + 32 * i) * 9 + 4 * 3 * (c + 32 * i) * 5 * 11 for i in range(40))
+    assert expr.evaluate(text, env) == expected

@@ -20,11 +20,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import expr
 from ..dtypes import itemsize
 from .problem import Problem, ProblemError
 from .numerics import Numerics, measure
 from .shapes import Analysis, analyse
 from .sizes import SizePlan, Sizer, plan_sizes
+
+EXPRESSION_LIMIT = 500  # characters of a task.toml expression (sandbox.expr)
 
 REFERENCE = '''"""Reference of an imported PyTorch task: the module of problem.py at the task's sizes, in float64 where
 task.toml says so (written by kernelwright import)."""
@@ -124,6 +127,26 @@ def _bytes_expression(tensors: list[tuple[int, list[str]]]) -> str:
     return " + ".join(parts) or "0"
 
 
+def _bytes_polynomial(text: str, symbols: list[str]) -> str | None:
+    """``text`` (a sum of products of affine dimensions) expanded and collected into one polynomial of the symbols
+    (a dense block's parameters, whose channel counts grow layer by layer); None where it has a floor division or
+    is still too long."""
+    if "//" in text:
+        return None
+    import sympy
+
+    names = {s: sympy.Symbol(s, integer=True, positive=True) for s in symbols}
+    poly = sympy.Poly(sympy.expand(sympy.sympify(text, locals=names)), *[names[s] for s in symbols])
+    parts = []
+    for powers, k in sorted(poly.terms(), key=lambda t: (-sum(t[0]), t[0])):
+        factors = [s for s, e in zip(symbols, powers) for _ in range(e)]
+        if k != int(k):
+            return None
+        parts.append(" * ".join(([str(int(k))] if k != 1 or not factors else []) + factors))
+    out = " + ".join(parts).replace("+ -", "- ")
+    return out if out and len(out) <= EXPRESSION_LIMIT else None
+
+
 class _Builder:
     """Names every tensor and writes the task.toml text."""
 
@@ -176,6 +199,8 @@ class _Builder:
         tensors = [k for k in a.base.shapes if not k.startswith("out")]
         outs = [k for k in a.base.shapes if k.startswith("out")]
         moved = _bytes_expression([(itemsize(a.base.dtypes[k]), a.dims[k]) for k in tensors + outs])
+        if len(moved) > EXPRESSION_LIMIT:
+            moved = _bytes_polynomial(moved, list(a.symbols)) or str(expr.evaluate(moved, a.benchmark))
         half = any(a.base.dtypes[k] == "float16" for k in outs)
         symbols = plan.benchmark if a.symbols else {self.pinned(): a.origin[self.pinned()]}
         check = plan.check if a.symbols else [symbols]
@@ -281,7 +306,7 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
         (tmp / "problem.py").write_text(problem.source)
         (tmp / "reference.py").write_text(REFERENCE)
         (tmp / "task.toml").write_text(text)
-        _validate(tmp, name)
+        _validate(tmp, name, path)
         os.chmod(tmp, 0o755)
         if target.exists():
             old = target.with_name(f".{name}.old")
@@ -295,7 +320,7 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
     return Imported(target, summary, outcome.confinement, outcome.cpu_s)
 
 
-def _validate(tmp: Path, name: str) -> None:
+def _validate(tmp: Path, name: str, source: Path) -> None:
     """The written task must load as any task does (its folder is renamed to ``name`` afterwards)."""
     import tomllib
 
@@ -307,4 +332,4 @@ def _validate(tmp: Path, name: str) -> None:
         TaskSpec.model_validate(tomllib.loads((tmp / "task.toml").read_text()))
     except ValidationError as exc:
         first = _format_validation(tmp / "task.toml", exc).splitlines()[0].split(": ", 1)[-1]
-        raise ProblemError(f"the imported task does not validate: {first}") from None
+        raise ProblemError(f"{source}: the imported task does not validate: {first}") from None
