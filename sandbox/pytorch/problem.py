@@ -196,7 +196,11 @@ class Problem:
                     for t in ast.walk(target) if isinstance(t, ast.Name)}
         for stmt in self.tree.body:
             if isinstance(stmt, (ast.ClassDef, ast.FunctionDef)) and stmt.name not in REQUIRED[1:]:
-                if any(isinstance(n, ast.Name) and n.id in assigned for n in ast.walk(stmt)):
+                nodes = list(ast.walk(stmt))
+                local = {a.arg for n in nodes if isinstance(n, ast.arguments)
+                         for a in n.posonlyargs + n.args + n.kwonlyargs + [n.vararg, n.kwarg] if a is not None}
+                local |= {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                if any(isinstance(n, ast.Name) and n.id in assigned - local for n in nodes):
                     return False
         return True
 
