@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+PR_SET_PDEATHSIG = 1
 WARM = ("numpy", "torch", "torch.func", "torch.utils.flop_counter", "torch.nn.functional", "torch._dynamo",
         "sandbox.pytorch.importer", "sandbox.task")
 
@@ -81,6 +82,7 @@ def serve(request: dict, offline: str) -> None:
     from ..task import TaskError
 
     home = Path(request["home"])
+    _die_with_parent()
     os.setsid()
     for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
         os.dup2(os.open(home / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
@@ -111,8 +113,14 @@ def serve(request: dict, offline: str) -> None:
     os._exit(0)  # no atexit handler a problem registered runs
 
 
+def _die_with_parent() -> None:
+    """SIGKILL when the parent ends: a child outlives neither this process nor this process the host."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+
+
 def main(argv: list[str]) -> None:
     cmd_fd, event_fd = int(argv[1]), int(argv[2])
+    _die_with_parent()
     offline = leave_network()
     for name in WARM:
         try:
