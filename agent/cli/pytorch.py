@@ -71,8 +71,10 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
             try:
                 done = import_problem(f, out, name=name, category_=category, replace=replace, deadline_s=deadline,
                                       session=session)
-            except (TaskError, OSError) as exc:  # OSError: the output folder cannot be written
+            except Exception as exc:  # noqa: BLE001 -- one line per problem, never a traceback that ends the folder
                 message = " ".join(str(exc).split())
+                if not isinstance(exc, (TaskError, OSError)):  # OSError: the output folder cannot be written
+                    message = f"{f}: the import failed: {type(exc).__name__}: {message}"
                 refused.append(message)
                 error_line(message)
                 continue
