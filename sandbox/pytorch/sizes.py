@@ -33,8 +33,8 @@ class Sizer:
         self.problem, self.a = problem, analysis
         self.bench = analysis.benchmark
         self._valid: dict[tuple, bool] = {}
-        self._flops: dict[tuple, int] = {}
-        self._runs: dict[tuple, bool] = {}     # counted at each probed size, for FLOPs no expression fits
+        self._flops: dict[tuple, int] = {}     # counted at each probed size, for FLOPs no expression fits
+        self._runs: dict[tuple, bool] = {}
 
     def valid(self, values: dict[str, int]) -> bool:
         key = tuple(sorted(values.items()))
@@ -97,7 +97,7 @@ class Sizer:
                 if self.valid({**cur, sym: value}):
                     cur[sym] = value
                     break
-        if self.runs(cur):
+        if not self.cheap(cur) or self.runs(cur):  # too large to run here: it is checked as it is, as before
             return cur
         for sym in sorted(self.a.symbols, key=lambda s: self.bench[s]):  # one symbol larger, until it runs on data
             g = self.a.symbols[sym]
