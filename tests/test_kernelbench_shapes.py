@@ -156,3 +156,35 @@ def test_bytes_that_stay_long_expand_into_one_polynomial_of_the_symbols():
     c = env["in_channels"]
     expected = sum(4 * 32 * (c + 32 * i) * 9 + 4 * 3 * (c + 32 * i) * 5 * 11 for i in range(40))
     assert expr.evaluate(text, env) == expected
+
+
+MLP = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, n_in, hidden, n_out):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, n_out))
+    def forward(self, x):
+        return self.net(x)
+
+batch_size = 4
+n_in = 32
+hidden = 64
+n_out = 10
+
+def get_inputs():
+    return [torch.rand(batch_size, n_in)]
+
+def get_init_inputs():
+    return [n_in, hidden, n_out]
+'''
+
+
+def test_a_deep_models_flops_are_a_sum_over_its_layers_and_hold_at_other_sizes(tmp_path):
+    p = _problem(tmp_path, MLP)
+    a = analyse(p)
+    assert a.flops.count("+") == 2, a.flops  # three layers: in*hidden, hidden*hidden, hidden*out terms
+    for values in ({}, {"hidden": 7, "n_out": 3}, {"batch_size": 9, "n_in": 5}):
+        assert expr.evaluate(a.flops, {**a.benchmark, **values}) == probe(p, values).flops

@@ -37,6 +37,10 @@ try:
 except Exception as e:
     seen.append("ssh:" + type(e).__name__)
 try:
+    seen.append("home=" + ",".join(os.listdir({home!r})))
+except Exception as e:
+    seen.append("home:" + type(e).__name__)
+try:
     with open({outside!r} + "/{stem}", "w") as f:
         f.write(" ".join(seen))
 except Exception as e:
@@ -103,7 +107,7 @@ def hostile(tmp_path):
     folder.mkdir()
     for stem, action in ACTIONS.items():
         (folder / f"{stem}.py").write_text(HOSTILE.format(secret=str(secret), outside=str(outside), stem=stem,
-                                                          port=listener.port, action=action))
+                                                          port=listener.port, action=action, home=str(Path.home())))
     yield folder, outside, listener
     listener.close()
 
@@ -124,6 +128,7 @@ def test_a_hostile_problem_is_refused_in_one_line_and_none_of_its_effects_happen
     # the problem ran, and every one of its attempts failed
     assert "key:KeyError" in by_stem["a_raises"] and "ssh:PermissionError" in by_stem["a_raises"]
     assert "write:PermissionError" in by_stem["a_raises"] and "net:" in by_stem["a_raises"]
+    assert "home:PermissionError" in by_stem["a_raises"]  # the user's real home folder cannot even be listed
     assert "sys.exit(0)" in by_stem["b_exits"]
     assert "exited (code 0) before it finished" in by_stem["c_exits_hard"]
     assert "ran past its 25 s deadline" in by_stem["d_hangs"]
@@ -148,7 +153,7 @@ def test_importing_does_not_execute_the_problem_in_the_calling_process(tmp_path)
     from sandbox.pytorch.importer import import_problem
 
     marker = tmp_path / "ran"
-    body = HOSTILE.format(secret="/nonexistent", outside=str(tmp_path), stem="ran", port=1, action="")
+    body = HOSTILE.format(secret="/nonexistent", outside=str(tmp_path), stem="ran", port=1, action="", home="/")
     problem = tmp_path / "p.py"
     problem.write_text(body)
     before = set(sys.modules)

@@ -30,6 +30,7 @@ class Probe:
     shapes: dict[str, tuple[int, ...]]       # "in0", "param:conv.weight", "out0" -> shape
     dtypes: dict[str, str]
     flops: int
+    ops: list[int] = field(default_factory=list)   # FLOPs of each counted operation, in the order they ran
 
 
 class ProbeFailed(Exception):
@@ -39,7 +40,7 @@ class ProbeFailed(Exception):
 RECURRENT = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 
 
-def _recurrent_mode():
+def _recurrent_mode(ops: list[int]):
     """A TorchFunctionMode that answers PyTorch's fused recurrent layers (LSTM, GRU, RNN) on the meta device with
     their output shapes and the FLOPs of their matrix products (2 * rows * cols of every weight matrix, per time step
     and batch row). On meta, PyTorch runs them step by step in Python: minutes for a long sequence."""
@@ -47,7 +48,9 @@ def _recurrent_mode():
     from torch.overrides import TorchFunctionMode
 
     class Recurrent(TorchFunctionMode):
-        flops = 0
+        def __init__(self, ops: list[int]):
+            super().__init__()
+            self.ops = ops
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             name = getattr(func, "__name__", "")
@@ -61,22 +64,36 @@ def _recurrent_mode():
                     steps, batch = x.shape[0], 1
                 width = (2 if bidirectional else 1) * h0.shape[-1]
                 out = torch.empty((*x.shape[:-1], width), dtype=x.dtype, device="meta")
-                self.flops += sum(2 * w.shape[0] * w.shape[1] for w in params if w.dim() == 2) * steps * batch
+                for w in params:
+                    if w.dim() == 2:
+                        self.ops.append(2 * w.shape[0] * w.shape[1] * steps * batch)
                 states = [torch.empty_like(h) for h in (hx if isinstance(hx, (list, tuple)) else [hx])]
                 return (out, *states)
             return func(*args, **(kwargs or {}))
 
-    return Recurrent()
+    return Recurrent(ops)
+
+
+def _counter(ops: list[int]):
+    """torch's FLOP counter, also noting each counted operation's FLOPs in ``ops``."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class Counter(FlopCounterMode):
+        def _count_flops(self, func_packet, out, args, kwargs):
+            if func_packet in self.flop_registry:
+                ops.append(int(self.flop_registry[func_packet](*args, **kwargs, out_val=out)))
+            return super()._count_flops(func_packet, out, args, kwargs)
+
+    return Counter(display=False)
 
 
 def probe(problem: Problem, values: dict[str, int]) -> Probe:
     """Shapes, dtypes and FLOPs of one evaluation on the meta device; ProbeFailed when it does not run."""
     require_torch()
-    from torch.utils.flop_counter import FlopCounterMode
-
     try:
         model, args = problem.build(values, "meta")
-        with FlopCounterMode(display=False) as counter, _recurrent_mode() as recurrent:
+        counted, recurrent = [], []
+        with _counter(counted) as counter, _recurrent_mode(recurrent):
             outs = run_forward(model, args)
     except MissingPackage:
         raise
@@ -97,7 +114,9 @@ def probe(problem: Problem, values: dict[str, int]) -> Probe:
             dtypes[k] = dtype_name(t)
         except ProblemError as exc:
             raise ProblemError(f"{problem.path}: {_label(k)}: {exc}") from None
-    return Probe(dict(values), shapes, dtypes, int(counter.get_total_flops()) + recurrent.flops)
+    total = int(counter.get_total_flops())
+    ops = counted + recurrent if sum(counted) == total else []  # per operation where this torch lets us count so
+    return Probe(dict(values), shapes, dtypes, total + sum(recurrent), ops)
 
 
 def _label(key: str) -> str:
@@ -318,7 +337,8 @@ def _fit_flops(a: Analysis, singles: dict[str, list[Probe]]) -> str:
         return "0"
     singles = {s: p for s, p in singles.items() if s in a.symbols}  # symbols dropped after their probes are no size
     env0 = {s: a.origin[s] for s in a.symbols}
-    for text in (_flops_by_output(a, singles, env0), _flops_by_powers(a, singles, env0)):
+    for text in (_flops_by_output(a, singles, env0), _flops_by_powers(a, singles, env0),
+                 _flops_by_operation(a, singles, env0)):
         if text and all(expr.evaluate(text, {**env0, **{s: v for s, v in p.values.items() if s in env0}}) == p.flops
                         for p in a.probes):
             return text
@@ -345,19 +365,53 @@ def _flops_by_output(a: Analysis, singles: dict[str, list[Probe]], env0: dict[st
     return " * ".join(([str(round(k))] if round(k) != 1 else []) + [numel] + sorted(extra))
 
 
-def _flops_by_powers(a: Analysis, singles: dict[str, list[Probe]], env0: dict[str, int]) -> str | None:
-    powers = {}
-    for sym, probes in singles.items():
-        p = probes[0]
-        if p.flops <= 0:
+def _monomial(f0: int, at: dict[str, tuple[int, int]], env0: dict[str, int]) -> tuple[int, tuple] | None:
+    """(k, ((symbol, power), ...)) with f == k * prod(symbol ** power), from f0 at ``env0`` and ``at``: symbol ->
+    (its other value, f there); None where no such product fits."""
+    if f0 <= 0:
+        return None
+    powers = []
+    for sym, (v, f) in sorted(at.items()):
+        if f <= 0:
             return None
-        e = math.log(p.flops / a.base.flops) / math.log(p.values[sym] / env0[sym])
+        e = math.log(f / f0) / math.log(v / env0[sym])
         if abs(e - round(e)) > 1e-6 or not 0 <= round(e) <= 3:
             return None
         if round(e):
-            powers[sym] = round(e)
-    k = a.base.flops / math.prod(env0[s] ** e for s, e in powers.items())
+            powers.append((sym, round(e)))
+    k = f0 / math.prod(env0[s] ** e for s, e in powers)
     if abs(k - round(k)) > 1e-6 * max(1.0, k) or round(k) < 1:
         return None
-    terms = [" * ".join([s] * e) for s, e in sorted(powers.items())]  # the expression language has no power
-    return " * ".join(([str(round(k))] if round(k) != 1 or not terms else []) + terms)
+    return round(k), tuple(powers)
+
+
+def _render_terms(terms: dict[tuple, int]) -> str:
+    parts = []
+    for powers, k in sorted(terms.items(), key=lambda t: (-sum(e for _, e in t[0]), t[0])):
+        factors = [s for s, e in powers for _ in range(e)]  # the expression language has no power
+        parts.append(" * ".join(([str(k)] if k != 1 or not factors else []) + factors))
+    return " + ".join(parts)
+
+
+def _flops_by_powers(a: Analysis, singles: dict[str, list[Probe]], env0: dict[str, int]) -> str | None:
+    fit = _monomial(a.base.flops, {s: (p[0].values[s], p[0].flops) for s, p in singles.items()}, env0)
+    return _render_terms({fit[1]: fit[0]}) if fit else None
+
+
+def _flops_by_operation(a: Analysis, singles: dict[str, list[Probe]], env0: dict[str, int]) -> str | None:
+    """A sum over the counted operations (a deep model's layers), each a number times a product of symbols, like
+    terms collected; where the operations are the same at every probe."""
+    ops = a.base.ops
+    if not ops or any(len(p[0].ops) != len(ops) for p in singles.values()):
+        return None
+    terms: dict[tuple, int] = {}
+    for i, f0 in enumerate(ops):
+        at = {s: (p[0].values[s], p[0].ops[i]) for s, p in singles.items()}
+        if f0 == 0 and all(f == 0 for _, f in at.values()):
+            continue
+        fit = _monomial(f0, at, env0)
+        if fit is None:
+            return None
+        terms[fit[1]] = terms.get(fit[1], 0) + fit[0]
+    text = _render_terms(terms)
+    return text if text and len(text) <= 500 else None
