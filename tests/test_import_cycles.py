@@ -201,7 +201,8 @@ MAY_NOT_IMPORT = {
     "sandbox.profile": ("sandbox.host", "sandbox.worker"),
 }
 EXCEPT = {("sandbox.profile", "sandbox.host.pool"), ("sandbox.profile", "sandbox.host.tools"),
-          ("sandbox.profile", "sandbox.host.tempdirs"), ("sandbox.profile.target", "sandbox.worker.harness")}
+          ("sandbox.profile", "sandbox.host.tempdirs"), ("sandbox.profile.target", "sandbox.worker.harness"),
+          ("sandbox.pytorch.confined", "sandbox.host.pool"), ("sandbox.pytorch.confined", "sandbox.host.tempdirs")}
 
 
 def _under(module: str, package: str) -> bool:

@@ -238,6 +238,7 @@ def test_cli_imports_a_folder_reports_each_problem_and_exits_2_when_one_fails(tm
     assert out.returncode == 2, out.stderr
     assert "imported 1_swish_clamp.py" in out.stdout and "check: rows=1,cols=1" in out.stdout
     assert "9_bad.py: no get_inputs, get_init_inputs defined" in out.stderr
+    assert "1 of 2 problems imported, 1 refused" in out.stdout and "  refused: " in out.stdout
     assert sorted(p.name for p in (tmp_path / "tasks").iterdir()) == ["1_swish_clamp"]
     missing = _cli("import", tmp_path / "nothing.py", tmp_path=tmp_path)
     assert missing.returncode == 2 and "no such file or folder" in missing.stderr

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import re
+import time
 
 import typer
 
@@ -31,8 +32,8 @@ def _problem_files(paths: list[Path]) -> list[Path]:
     return files
 
 
-@app.command("import", epilog=epilog(OK="every problem imported", BAD_INPUT="a problem could not be imported (each "
-                                                                 "error names its file and the construct) or bad input"))
+@app.command("import", epilog=epilog(OK="every problem imported", BAD_INPUT="a problem was refused (each refusal is "
+                                                                 "one line naming its file and why) or bad input"))
 def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-format problem files (Model, get_inputs, "
                                                                 "get_init_inputs), or folders of them.")],
                out: Annotated[Path, typer.Option("-o", "--out", help="Folder to write the task folders into.",
@@ -43,14 +44,19 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
                                                                "from forward).")] = None,
                replace: Annotated[bool, typer.Option("--replace", help="Overwrite task folders that already exist.",
                                                      rich_help_panel=OUTPUT)] = False,
+               deadline: Annotated[float, typer.Option("--deadline", min=1, help="Seconds one problem may take to import "
+                                                       "(its process is stopped then).")] = 300.0,
                own_inputs: Annotated[bool, typer.Option("--own-inputs", help="Draw inputs from the problem's "
                                                         "get_inputs() only, no variants (its inputs have a domain: "
                                                         "positive, probabilities, indices).")] = False):
-    """Turn PyTorch problems into task folders: sizes, tolerance and roofline found by running them, PyTorch eager and
-    torch.compile as the baselines, the module in float64 as the reference."""
-    from sandbox.pytorch import TorchMissing
+    """Turn PyTorch problems into task folders: sizes, tolerance and roofline found by running them (in a confined
+    process: no network, no home folder, no secrets), PyTorch eager and torch.compile as the baselines, the module in
+    float64 as the reference; each task's check strength tested before it is kept. Goes on past a problem it
+    refuses; ends with how many were imported and refused."""
+    from sandbox.pytorch import TorchMissing, require_torch
+    from sandbox.pytorch.confined import Session
     from sandbox.pytorch.importer import import_problem
-    from sandbox.task import CATEGORIES, TaskError, describe_sizes
+    from sandbox.task import CATEGORIES, TaskError
 
     try:
         files = _problem_files(paths)
@@ -59,35 +65,63 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
         output_folder(out)
         if category and not re.fullmatch(r"[a-z][a-z0-9-]*", category):
             raise BadInput(f"--category: expected a lowercase word (the suite's: {', '.join(CATEGORIES)}), got {category!r}")
-    except BadInput as exc:
+        require_torch()
+    except (BadInput, TorchMissing) as exc:
         error_line(str(exc))
         raise typer.Exit(ExitCode.BAD_INPUT) from None
-    failed, strength = 0, {}
-    for f in files:
-        try:
-            done = import_problem(f, out, name=name, category_=category, replace=replace, vet=_vet(f, strength),
-                                  own_inputs=own_inputs)
-        except (TaskError, TorchMissing, UnicodeDecodeError, OSError) as exc:
-            failed += 1
-            error_line(f"{f}: not UTF-8 text ({exc.reason} at byte {exc.start}): a problem file is Python source in "
-                       "UTF-8" if isinstance(exc, UnicodeDecodeError) else
-                       f"{f}: cannot write its task under {out}: {exc.strerror or exc}" if isinstance(exc, OSError)
-                       else str(exc))
-            if isinstance(exc, TorchMissing):
-                break
-            continue
-        a, plan = done.analysis, done.sizes
-        tol = "; ".join(f"{k} atol {t[0]:g} rtol {t[1]:g}" for k, t in done.numerics.tolerance.items())
-        lines = [f"imported {f.name} -> {done.folder}",
-                 f"  sizes: {', '.join(a.symbols) or 'none can vary'}; benchmark {describe_sizes(plan.benchmark)}",
-                 f"  check: {'; '.join(describe_sizes(s) for s in plan.check) or '-'}",
-                 f"  held-out: {'; '.join(describe_sizes(s) for s in plan.heldout) or '-'}",
-                 f"  reference: {done.numerics.reference_dtype}; tolerance: {tol}; FLOPs {a.flops}"]
-        lines += [f"  fixed: {c} = {a.origin[c]} ({why})" for c, why in a.fixed.items()]
-        lines += [f"  check strength: {strength.get(f, '-')}"]
-        console.print("\n".join(lines), soft_wrap=True)
-    if failed:
+    refused: list[str] = []
+    strength: dict[Path, str] = {}
+    confinement = None
+    with Session() as session:
+        for f in files:
+            started = time.monotonic()
+            try:
+                done = import_problem(f, out, name=name, category_=category, replace=replace, deadline_s=deadline,
+                                      session=session, vet=_vet(f, strength), own_inputs=own_inputs)
+            except Exception as exc:  # noqa: BLE001 -- one line per problem, never a traceback that ends the folder
+                message = " ".join(str(exc).split())
+                if isinstance(exc, UnicodeDecodeError):
+                    message = (f"{f}: not UTF-8 text ({exc.reason} at byte {exc.start}): a problem file is Python "
+                               "source in UTF-8")
+                elif isinstance(exc, OSError) and not isinstance(exc, TaskError):  # the output folder cannot be written
+                    message = f"{f}: cannot write its task under {out}: {exc.strerror or exc}"
+                elif not isinstance(exc, TaskError):
+                    message = f"{f}: the import failed: {type(exc).__name__}: {message}"
+                refused.append(message)
+                error_line(message)
+                continue
+            confinement = done.confinement
+            _print_imported(f, done, time.monotonic() - started, strength.get(f, "-"))
+    imported = len(files) - len(refused)
+    line = f"{imported} of {len(files)} problems imported, {len(refused)} refused"
+    if confinement:
+        line += f"; problem code ran confined ({_confinement(confinement)})"
+    console.print(line + (":" if refused else ""), soft_wrap=True, markup=False)
+    for message in refused:
+        console.print(f"  refused: {message}", soft_wrap=True, markup=False)
+    if refused:
         raise typer.Exit(ExitCode.BAD_INPUT)
+
+
+def _confinement(state: dict) -> str:
+    fs = (f"Landlock ABI {state['landlock_abi']}" if state.get("landlock")
+          else f"no Landlock: {state.get('reason', '?')}")
+    return f"{fs}; network: {state.get('network', '?')}; scrubbed environment, private home"
+
+
+def _print_imported(f: Path, done, seconds: float, strength: str) -> None:
+    from sandbox.task import describe_sizes
+
+    s = done.summary
+    tol = "; ".join(f"{dt} atol {t[0]:g} rtol {t[1]:g}" for dt, t in s.tolerance.items())
+    lines = [f"imported {f.name} -> {done.folder} ({seconds:.0f} s, {done.cpu_s:.1f} CPU-s)",
+             f"  sizes: {', '.join(s.symbols) or 'none can vary'}; benchmark {describe_sizes(s.benchmark)}",
+             f"  check: {'; '.join(describe_sizes(c) for c in s.check) or '-'}",
+             f"  held-out: {'; '.join(describe_sizes(h) for h in s.heldout) or '-'}",
+             f"  reference: {s.reference_dtype}; tolerance: {tol}; FLOPs {s.flops}"]
+    lines += [f"  fixed: {line}" for line in s.fixed]
+    lines += [f"  check strength: {strength}"]
+    console.print("\n".join(lines), soft_wrap=True, markup=False)
 
 
 def _vet(problem: Path, strength: dict):

@@ -92,28 +92,22 @@ class TaskCheck(BaseModel):
 def check_task(path: str | Path, candidates: list[str | Path] = (), arch: str | None = None,
                trials: int | None = None) -> TaskCheck:
     """Check the task at ``path`` (a TaskError if it does not even load) and ``candidates`` against it;
-    ``trials`` per check size (default: enough to draw every listed distribution of every input)."""
+    ``trials`` per check size (default: enough to draw every listed distribution of every input). A PyTorch task's
+    problem.py runs only in a confined process (sandbox.pytorch.confined); where it misbehaves there (exits, hangs,
+    prints, crashes), a ProblemCodeError (a TaskError) says so in one line."""
     task = load_task(path)
     trials = trials or distribution_count(task)
     arch = arch or DEFAULT_ARCH
     size_rows, findings = _sizes(task)
-    module = task.reference_module()
-    expected, found = _reference(task, module, trials)
-    findings += found
-    rows = []
-    if expected and not any(f.status == "failed" for f in found):
-        cases = [impostors.Case(label, _inputs(task, sizes, trial)[1], outs) for label, (sizes, trial, outs) in expected.items()]
-        extra = {}
-        if task.spec.torch is not None:
-            findings.append(_module_passes(task, cases, expected))
-            extra = _skip_op(task, expected, cases)
-        measured = impostors.measure(task, cases, extra)
-        rows = [ImpostorRow(**vars(r)) for r in measured.results]
-        right = any(r.verdict == "right_answer" for r in measured.results)
-        findings.append(Finding(check="check strength", status="failed" if measured.passing else "note" if right else "ok",
-                                detail=measured.summary()))
-    if callable(getattr(module, "vendor", None)):
-        findings += _vendor(task, module, expected)
+    if task.spec.torch is not None:  # its reference runs problem.py: only in the confined process
+        found, rows = _confined_judgement(task, trials)
+        findings += found
+    else:
+        module = task.reference_module()
+        found, rows, expected = _judgement(task, module, trials)
+        findings += found
+        if callable(getattr(module, "vendor", None)):
+            findings += _vendor(task, module, expected)
     for cand in [*([task.baseline_path] if task.has_baseline else []), *map(Path, candidates)]:
         findings.append(_candidate(task, cand, arch))
     return TaskCheck(task=task.name, folder=str(task.folder), version=task.spec.version, fingerprint=task.fingerprint,
@@ -254,6 +248,45 @@ def _reference(task: Task, module, trials: int) -> tuple[dict[str, dict], list[F
             findings.append(Finding(check=check, status=status, detail=detail))
             expected[label] = (sizes, trial, outs)
     return expected, findings
+
+
+def _judgement(task: Task, module, trials: int) -> tuple[list[Finding], list[ImpostorRow], dict]:
+    """The reference at every check, then the check strength: every impostor through the task's comparison.
+    Returns the findings, the impostors' rows and the first trial's outputs per size (for ``vendor()``)."""
+    expected, findings = _reference(task, module, trials)
+    rows = []
+    if expected and not any(f.status == "failed" for f in findings):
+        cases = [impostors.Case(label, _inputs(task, sizes, trial)[1], outs) for label, (sizes, trial, outs) in expected.items()]
+        extra = {}
+        if task.spec.torch is not None:
+            findings.append(_module_passes(task, cases, expected))
+            extra = _skip_op(task, expected, cases)
+        measured = impostors.measure(task, cases, extra)
+        rows = [ImpostorRow(**vars(r)) for r in measured.results]
+        right = any(r.verdict == "right_answer" for r in measured.results)
+        findings.append(Finding(check="check strength", status="failed" if measured.passing else "note" if right else "ok",
+                                detail=measured.summary()))
+    return findings, rows, expected
+
+
+def _confined_judgement(task: Task, trials: int) -> tuple[list[Finding], list[ImpostorRow]]:
+    from ..pytorch.confined import ProblemCodeError, call
+
+    problem = task.folder / task.spec.torch.problem
+    out = call("sandbox.host.check_task:judgement", str(task.folder), trials, label=str(problem), read=[task.folder])
+    try:
+        return ([Finding.model_validate(f) for f in out.result["findings"]],
+                [ImpostorRow.model_validate(r) for r in out.result["strength"]])
+    except (TypeError, KeyError, ValueError):
+        raise ProblemCodeError(f"{problem}: its process sent an unreadable reply") from None
+
+
+def judgement(folder: str, trials: int) -> dict:
+    """The reference checks and the check strength of the task in ``folder``, as JSON-ready data; runs in the
+    confined process (sandbox.pytorch.confined), since a PyTorch task's reference and impostors run problem.py."""
+    task = load_task(folder)
+    findings, rows, _ = _judgement(task, task.reference_module(), trials)
+    return {"findings": [f.model_dump() for f in findings], "strength": [r.model_dump() for r in rows]}
 
 
 def _vendor(task: Task, module, expected: dict[str, tuple]) -> list[Finding]:

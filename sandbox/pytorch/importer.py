@@ -20,11 +20,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import expr
 from ..dtypes import itemsize
 from .problem import Problem, ProblemError
 from .numerics import RTOL, VARIANTS, Numerics, measure
 from .shapes import Analysis, analyse
 from .sizes import SizePlan, Sizer, plan_sizes
+
+EXPRESSION_LIMIT = 500  # characters of a task.toml expression (sandbox.expr)
 
 REFERENCE = '''"""Reference of an imported PyTorch task: the module of problem.py at the task's sizes, in float64 where
 task.toml says so (written by kernelwright import)."""
@@ -37,14 +40,6 @@ from sandbox.pytorch.runtime import torch_reference
 def reference(xp, **arrays_sizes_and_scalars):
     return torch_reference(Path(__file__).parent, xp, arrays_sizes_and_scalars)
 '''
-
-
-@dataclass
-class Imported:
-    folder: Path
-    analysis: Analysis
-    sizes: SizePlan
-    numerics: Numerics
 
 
 def task_name(path: Path) -> str:
@@ -114,6 +109,44 @@ def _v(value) -> str:
     return repr(value)
 
 
+def _bytes_expression(tensors: list[tuple[int, list[str]]]) -> str:
+    """The bytes every tensor moves once, summed with like terms collected: fixed shapes (a deep model's layers)
+    add up to one number, and tensors whose shapes are the same product of symbols share one coefficient."""
+    terms: dict[tuple[str, ...], int] = {}
+    for size, dims in tensors:
+        factors, k = [], size
+        for d in dims:
+            if d.isdigit():
+                k *= int(d)
+            else:
+                factors.append(d if re.fullmatch(r"\w+", d) else f"({d})")
+        key = tuple(sorted(factors))
+        terms[key] = terms.get(key, 0) + k
+    parts = [" * ".join(([str(k)] if k != 1 or not key else []) + list(key))
+             for key, k in sorted(terms.items(), key=lambda t: (-len(t[0]), t[0]))]
+    return " + ".join(parts) or "0"
+
+
+def _bytes_polynomial(text: str, symbols: list[str]) -> str | None:
+    """``text`` (a sum of products of affine dimensions) expanded and collected into one polynomial of the symbols
+    (a dense block's parameters, whose channel counts grow layer by layer); None where it has a floor division or
+    is still too long."""
+    if "//" in text:
+        return None
+    import sympy
+
+    names = {s: sympy.Symbol(s, integer=True, positive=True) for s in symbols}
+    poly = sympy.Poly(sympy.expand(sympy.sympify(text, locals=names)), *[names[s] for s in symbols])
+    parts = []
+    for powers, k in sorted(poly.terms(), key=lambda t: (-sum(t[0]), t[0])):
+        factors = [s for s, e in zip(symbols, powers) for _ in range(e)]
+        if k != int(k):
+            return None
+        parts.append(" * ".join(([str(int(k))] if k != 1 or not factors else []) + factors))
+    out = " + ".join(parts).replace("+ -", "- ")
+    return out if out and len(out) <= EXPRESSION_LIMIT else None
+
+
 class _Builder:
     """Names every tensor and writes the task.toml text."""
 
@@ -177,9 +210,9 @@ class _Builder:
         a, plan = self.a, self.plan
         tensors = [k for k in a.base.shapes if not k.startswith("out")]
         outs = [k for k in a.base.shapes if k.startswith("out")]
-        bytes_terms = [f"{itemsize(a.base.dtypes[k])} * " + " * ".join(f"({d})" if not re.fullmatch(r"\w+", d) else d
-                                                                       for d in (a.dims[k] or ["1"]))
-                       for k in tensors + outs]
+        moved = _bytes_expression([(itemsize(a.base.dtypes[k]), a.dims[k]) for k in tensors + outs])
+        if len(moved) > EXPRESSION_LIMIT:
+            moved = _bytes_polynomial(moved, list(a.symbols)) or str(expr.evaluate(moved, a.benchmark))
         half = any(a.base.dtypes[k] == "float16" for k in outs)
         symbols = plan.benchmark if a.symbols else {self.pinned(): a.origin[self.pinned()]}
         check = plan.check if a.symbols else [symbols]
@@ -196,7 +229,7 @@ class _Builder:
             kind = "float32" if isinstance(value, float) else "int64"
             text += f'[[scalars]]\nname = {_q(name)}\ndtype = "{kind}"\nvalue = {value!r}\n\n'
         text += "[tolerance]  # each output's own, beside it\n" + "".join(f"# {r}\n" for r in self.n.reasons)
-        text += (f"\n[roofline]\nflops = {_q(a.flops)}\nbytes = {_q(' + '.join(bytes_terms))}\n"
+        text += (f"\n[roofline]\nflops = {_q(a.flops)}\nbytes = {_q(moved)}\n"
                  f"compute = {_q('fp16_tensor' if half and a.flops != '0' else 'fp32')}\n")
         torch = {"problem": "problem.py", "arguments": self.arguments, "parameters": self.parameters,
                  "outputs": [self.tensors[k] for k in outs], "reference_dtype": self.n.reference_dtype,
@@ -212,20 +245,33 @@ class _Builder:
         raise ProblemError(f"{self.problem.path}: no integer constant at module level to name its size by")
 
 
-def import_problem(path: str | Path, out_dir: str | Path, name: str | None = None, category_: str | None = None,
-                   replace: bool = False, vet=None, own_inputs: bool = False) -> Imported:
-    """Import one problem file into ``out_dir/<name>``; raises ProblemError (a TaskError) naming what failed.
-    ``vet(folder)``, given, checks the written task before it takes its place (check strength: the caller's
-    ``sandbox.host.check_task``) and raises a TaskError to refuse it. ``own_inputs``: the problem states its
-    inputs' domain, so they come from its get_inputs() only (no input variants)."""
-    path = Path(path)
-    problem = Problem(path)
-    name = name or task_name(path)
-    if not re.fullmatch(r"[a-z0-9][a-z0-9_]*", name):
-        raise ProblemError(f"task name {name!r}: expected lower-case letters, digits and underscores")
-    target = Path(out_dir) / name
-    if target.exists() and not replace:
-        raise ProblemError(f"{target} already exists (--replace overwrites it)")
+@dataclass
+class Summary:
+    """What an import found, as the CLI prints it (it crosses from the confined process as JSON)."""
+
+    symbols: list[str]
+    benchmark: dict[str, int]
+    check: list[dict[str, int]]
+    heldout: list[dict[str, int]]
+    reference_dtype: str
+    tolerance: dict[str, list[float]]   # output -> [atol, rtol]
+    flops: str
+    fixed: list[str]
+
+
+@dataclass
+class Imported:
+    folder: Path
+    summary: Summary
+    confinement: dict
+    cpu_s: float = 0.0   # CPU time the confined process spent on it
+
+
+def survey(source: str, path: str, name: str, category_: str | None = None, own_inputs: bool = False) -> dict:
+    """Run in the confined process (sandbox.pytorch.confined): the problem analysed, sized and measured;
+    returns ``{"toml": task.toml's text, "summary": Summary's fields}`` or raises ProblemError. ``own_inputs``: the
+    problem states its inputs' domain, so they come from its get_inputs() only (no input variants)."""
+    problem = Problem(path, source=source)
     a = analyse(problem)
     plan = plan_sizes(problem, a)
     builder = _Builder(problem, a, plan, name, category_)
@@ -238,7 +284,37 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
                                f"check on the CPU at import ({sizer.largest_tensor(plan.benchmark):,} elements in its "
                                "largest tensor)")
     builder.n = measure(problem, a, plan.check if a.symbols else [plan.benchmark], () if own_inputs else VARIANTS)
-    text = builder.toml()
+    summary = Summary(list(a.symbols), plan.benchmark, plan.check, plan.heldout, builder.n.reference_dtype,
+                      {k: list(t) for k, t in builder.n.tolerance.items()}, a.flops,
+                      [f"{c} = {a.origin[c]} ({why})" for c, why in a.fixed.items()])
+    return {"toml": builder.toml(), "summary": summary.__dict__}
+
+
+def import_problem(path: str | Path, out_dir: str | Path, name: str | None = None, category_: str | None = None,
+                   replace: bool = False, deadline_s: float | None = None, session=None, vet=None,
+                   own_inputs: bool = False) -> Imported:
+    """Import one problem file into ``out_dir/<name>``; raises ProblemError (a TaskError) naming what failed.
+    The problem's code runs only in a confined child process (sandbox.pytorch.confined), never here: in
+    ``session`` (a ``confined.Session``, shared by the problems of a folder) or a session of its own.
+    ``vet(folder)``, given, checks the written task before it takes its place (check strength: the caller's
+    ``sandbox.host.check_task``) and raises a TaskError to refuse it."""
+    from . import confined
+
+    path = Path(path)
+    problem = Problem(path)  # parsed, not executed: a file that is no problem is refused before a process starts
+    name = name or task_name(path)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_]*", name):
+        raise ProblemError(f"task name {name!r}: expected lower-case letters, digits and underscores")
+    target = Path(out_dir) / name
+    if target.exists() and not replace:
+        raise ProblemError(f"{target} already exists (--replace overwrites it)")
+    run = session.call if session is not None else confined.call
+    outcome = run("sandbox.pytorch.importer:survey", problem.source, str(path), name, category_, own_inputs,
+                  label=str(path), deadline_s=deadline_s or confined.DEADLINE_S)
+    try:
+        text, summary = outcome.result["toml"], Summary(**outcome.result["summary"])
+    except (TypeError, KeyError):
+        raise ProblemError(f"{path}: its process sent an unreadable reply") from None
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     holder = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
     tmp = holder / name    # the task's own name, so that it loads as a task before it is moved in place
@@ -247,7 +323,7 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
         (tmp / "problem.py").write_text(problem.source)
         (tmp / "reference.py").write_text(REFERENCE)
         (tmp / "task.toml").write_text(text)
-        _validate(tmp, name)
+        _validate(tmp, name, path)
         if vet is not None:
             vet(tmp)
         os.chmod(tmp, 0o755)
@@ -260,10 +336,10 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
             os.replace(tmp, target)
     finally:
         shutil.rmtree(holder, ignore_errors=True)
-    return Imported(target, a, plan, builder.n)
+    return Imported(target, summary, outcome.confinement, outcome.cpu_s)
 
 
-def _validate(tmp: Path, name: str) -> None:
+def _validate(tmp: Path, name: str, source: Path) -> None:
     """The written task must load as any task does (its folder is renamed to ``name`` afterwards)."""
     import tomllib
 
@@ -273,6 +349,8 @@ def _validate(tmp: Path, name: str) -> None:
 
     try:
         TaskSpec.model_validate(tomllib.loads((tmp / "task.toml").read_text()))
+    except tomllib.TOMLDecodeError as exc:
+        raise ProblemError(f"{source}: the imported task.toml does not parse: {exc}") from None
     except ValidationError as exc:
-        raise ProblemError("the imported task does not validate (a bug in the importer):\n"
-                           + _format_validation(tmp / "task.toml", exc)) from None
+        first = _format_validation(tmp / "task.toml", exc).splitlines()[0].split(": ", 1)[-1]
+        raise ProblemError(f"{source}: the imported task does not validate: {first}") from None

@@ -31,9 +31,14 @@ class ProblemError(TaskError):
     """A problem file that cannot be imported: the message names the file and the construct."""
 
 
+class MissingPackage(ProblemError):
+    """The problem imports a package that is not installed: nothing about its sizes can be learnt."""
+
+
 @dataclass(frozen=True)
 class Constant:
-    """A module-level integer literal: ``name = 4096``, or element ``index`` of ``name = (64, 1, 1)``."""
+    """A module-level integer literal: ``name = 4096``, element ``index`` of ``name = (64, 1, 1)``, one name of
+    ``depth, height, width = 16, 32, 32`` or of ``height = width = 128`` (each its own constant)."""
 
     symbol: str          # its name as a size symbol: the target, or target_index for a tuple element
     target: str
@@ -69,7 +74,14 @@ def _constants(tree: ast.Module) -> dict[str, Constant]:
             targets, value = [stmt.target], stmt.value
         else:
             continue
-        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        unpacked = [t for t in targets if isinstance(t, (ast.Tuple, ast.List))]
+        if (len(unpacked) == 1 and len(targets) == 1 and isinstance(value, (ast.Tuple, ast.List))
+                and len(value.elts) == len(unpacked[0].elts)):  # depth, height, width = 16, 32, 32
+            for t, item in zip(unpacked[0].elts, value.elts):
+                if isinstance(t, ast.Name) and (v := _int_literal(item)) is not None:
+                    found[t.id] = Constant(t.id, t.id, None, v, pos)
+            continue
+        names = [t.id for t in targets if isinstance(t, ast.Name)]  # several for a = b = 8
         if len(names) != len(targets):
             continue
         if (v := _int_literal(value)) is not None:
@@ -105,6 +117,8 @@ class Problem:
         self.constants = _constants(self.tree)
         self.ties: dict[str, list[str]] = {}   # a symbol -> constants that always take its value
         self._cache: dict[tuple, dict] = {}
+        self._init_on_cpu = False
+        self._meta_models: dict[str, object] = {}   # the last meta module, by its init inputs
 
     @property
     def digest(self) -> str:
@@ -151,8 +165,11 @@ class Problem:
         ns = module.__dict__
         try:
             exec(compile(tree, str(self.path), "exec"), ns)  # the task's own problem file (trusted)
+        except ModuleNotFoundError as exc:
+            raise MissingPackage(f"{self.path}: it imports {exc.name!r}, which is not installed here (install that "
+                               "package to import this problem)") from None
         except Exception as exc:
-            raise ProblemError(f"{self.path}: executing it failed: {type(exc).__name__}: {exc}") from None
+            raise ProblemError(f"{self.path}: executing it failed: {type(exc).__name__}: {_line(exc)}") from None
         sys.modules[module.__name__] = module
         torch = require_torch()
         if not (isinstance(ns.get("Model"), type) and issubclass(ns["Model"], torch.nn.Module)):
@@ -170,6 +187,39 @@ class Problem:
 
     # ---- building the module and its inputs ------------------------------------------------------
 
+    def _self_contained(self) -> bool:
+        """Whether no class or function but get_inputs/get_init_inputs reads a module-level name that the file
+        assigns: then the module depends on the constants only through get_init_inputs(), and a meta module built
+        from equal init inputs serves again (deep models take seconds to build)."""
+        assigned = {t.id for stmt in self.tree.body if isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                    for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+                    for t in ast.walk(target) if isinstance(t, ast.Name)}
+        for stmt in self.tree.body:
+            if isinstance(stmt, (ast.ClassDef, ast.FunctionDef)) and stmt.name not in REQUIRED[1:]:
+                nodes = list(ast.walk(stmt))
+                local = {a.arg for n in nodes if isinstance(n, ast.arguments)
+                         for a in n.posonlyargs + n.args + n.kwonlyargs + [n.vararg, n.kwarg] if a is not None}
+                local |= {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                if any(isinstance(n, ast.Name) and n.id in assigned - local for n in nodes):
+                    return False
+        return True
+
+    def _construct(self, ns: dict, init: list, device: str):
+        """``Model(*init)`` on ``device``. An ``__init__`` that reads data (``.item()`` of a tensor it made) cannot
+        run on the meta device: there the module is built on the CPU and moved to meta (remembered per problem)."""
+        torch = require_torch()
+        if device == "meta" and not self._init_on_cpu:
+            try:
+                return ns["Model"](*init)
+            except Exception as exc:
+                if not _needs_data(exc):
+                    raise
+                self._init_on_cpu = True
+        if device == "meta":
+            with torch.device("cpu"):
+                return ns["Model"](*init).to("meta")
+        return ns["Model"](*init)
+
     def build(self, values: dict[str, int] | None, device: str = "cpu", seed: int | None = None):
         """``(model, arguments)`` created on ``device``; with ``seed``, reproducible on that device."""
         torch = require_torch()
@@ -182,10 +232,16 @@ class Problem:
                 if isinstance(item, torch.Tensor):
                     raise ProblemError(f"{self.path}: get_init_inputs() item {i} is a tensor; only numbers and tuples "
                                        "of numbers can be imported (make it a parameter of the module)")
+            key = repr(init) if device == "meta" and seed is None and self._self_contained() else None
             try:
-                model = ns["Model"](*init)
+                model = self._meta_models.get(key) if key else None
+                if model is None:
+                    model = self._construct(ns, init, device)
+                    if key:
+                        self._meta_models = {key: model}
             except Exception as exc:
-                raise ProblemError(f"{self.path}: Model(*get_init_inputs()) failed: {type(exc).__name__}: {exc}") from None
+                raise ProblemError(f"{self.path}: Model(*get_init_inputs()) failed: {type(exc).__name__}: "
+                                   f"{_line(exc)}") from None
             if seed is not None:
                 torch.manual_seed(seed + 1)
             args = list(_call(self.path, ns, "get_inputs"))
@@ -194,6 +250,15 @@ class Problem:
                 raise ProblemError(f"{self.path}: get_inputs() item {i} is a {type(a).__name__}; only tensors, ints "
                                    "and floats can be imported")
         return model, args
+
+
+def _needs_data(exc: Exception) -> bool:
+    text = str(exc)
+    return isinstance(exc, (NotImplementedError, RuntimeError)) and ("meta" in text or "item" in text)
+
+
+def _line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def _call(path: Path, ns: dict, name: str):

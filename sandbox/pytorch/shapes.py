@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from .. import expr
 from . import require_torch
-from .problem import Problem, ProblemError, dtype_name, run_forward
+from .problem import MissingPackage, Problem, ProblemError, dtype_name, run_forward
 
 STEPS = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -30,21 +30,73 @@ class Probe:
     shapes: dict[str, tuple[int, ...]]       # "in0", "param:conv.weight", "out0" -> shape
     dtypes: dict[str, str]
     flops: int
+    ops: list[int] = field(default_factory=list)   # FLOPs of each counted operation, in the order they ran
 
 
 class ProbeFailed(Exception):
     """The problem does not run at these values (the message says why)."""
 
 
+RECURRENT = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+
+
+def _recurrent_mode(ops: list[int]):
+    """A TorchFunctionMode that answers PyTorch's fused recurrent layers (LSTM, GRU, RNN) on the meta device with
+    their output shapes and the FLOPs of their matrix products (2 * rows * cols of every weight matrix, per time step
+    and batch row). On meta, PyTorch runs them step by step in Python: minutes for a long sequence."""
+    torch = require_torch()
+    from torch.overrides import TorchFunctionMode
+
+    class Recurrent(TorchFunctionMode):
+        def __init__(self, ops: list[int]):
+            super().__init__()
+            self.ops = ops
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = getattr(func, "__name__", "")
+            if (name in RECURRENT and not kwargs and len(args) == 9 and isinstance(args[0], torch.Tensor)
+                    and args[0].device.type == "meta" and isinstance(args[2], (list, tuple))):
+                x, hx, params, _, _, _, _, bidirectional, batch_first = args
+                h0 = hx[0] if isinstance(hx, (list, tuple)) else hx
+                if x.dim() == 3:
+                    steps, batch = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
+                else:
+                    steps, batch = x.shape[0], 1
+                width = (2 if bidirectional else 1) * h0.shape[-1]
+                out = torch.empty((*x.shape[:-1], width), dtype=x.dtype, device="meta")
+                for w in params:
+                    if w.dim() == 2:
+                        self.ops.append(2 * w.shape[0] * w.shape[1] * steps * batch)
+                states = [torch.empty_like(h) for h in (hx if isinstance(hx, (list, tuple)) else [hx])]
+                return (out, *states)
+            return func(*args, **(kwargs or {}))
+
+    return Recurrent(ops)
+
+
+def _counter(ops: list[int]):
+    """torch's FLOP counter, also noting each counted operation's FLOPs in ``ops``."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class Counter(FlopCounterMode):
+        def _count_flops(self, func_packet, out, args, kwargs):
+            if func_packet in self.flop_registry:
+                ops.append(int(self.flop_registry[func_packet](*args, **kwargs, out_val=out)))
+            return super()._count_flops(func_packet, out, args, kwargs)
+
+    return Counter(display=False)
+
+
 def probe(problem: Problem, values: dict[str, int]) -> Probe:
     """Shapes, dtypes and FLOPs of one evaluation on the meta device; ProbeFailed when it does not run."""
     require_torch()
-    from torch.utils.flop_counter import FlopCounterMode
-
     try:
         model, args = problem.build(values, "meta")
-        with FlopCounterMode(display=False) as counter:
+        counted, recurrent = [], []
+        with _counter(counted) as counter, _recurrent_mode(recurrent):
             outs = run_forward(model, args)
+    except MissingPackage:
+        raise
     except ProblemError as exc:
         raise ProbeFailed(str(exc).split(": ", 1)[-1]) from None
     except Exception as exc:  # the module's own code failing at these sizes
@@ -62,7 +114,9 @@ def probe(problem: Problem, values: dict[str, int]) -> Probe:
             dtypes[k] = dtype_name(t)
         except ProblemError as exc:
             raise ProblemError(f"{problem.path}: {_label(k)}: {exc}") from None
-    return Probe(dict(values), shapes, dtypes, int(counter.get_total_flops()))
+    total = int(counter.get_total_flops())
+    ops = counted + recurrent if sum(counted) == total else []  # per operation where this torch lets us count so
+    return Probe(dict(values), shapes, dtypes, total + sum(recurrent), ops)
 
 
 def _label(key: str) -> str:
@@ -277,11 +331,24 @@ def _fit_sum(points: dict[str, list[tuple[int, int]]], d0: int) -> str | None:
 
 
 def _fit_flops(a: Analysis, singles: dict[str, list[Probe]]) -> str:
-    """FLOPs = k * (elements of output 0) * (symbols only the reduction depends on), or '0'."""
-    if a.base.flops <= 0 or "out0" not in a.dims:
+    """FLOPs = k * (elements of output 0) * (symbols only the reduction depends on), else k * a product of powers
+    of the symbols (a transposed or strided convolution, a recurrent layer), checked at every probe; or '0'."""
+    if a.base.flops <= 0:
         return "0"
-    numel = " * ".join(f"({d})" if not d.isidentifier() and not d.isdigit() else d for d in a.dims["out0"]) or "1"
+    singles = {s: p for s, p in singles.items() if s in a.symbols}  # symbols dropped after their probes are no size
     env0 = {s: a.origin[s] for s in a.symbols}
+    for text in (_flops_by_output(a, singles, env0), _flops_by_powers(a, singles, env0),
+                 _flops_by_operation(a, singles, env0)):
+        if text and all(expr.evaluate(text, {**env0, **{s: v for s, v in p.values.items() if s in env0}}) == p.flops
+                        for p in a.probes):
+            return text
+    return "0"
+
+
+def _flops_by_output(a: Analysis, singles: dict[str, list[Probe]], env0: dict[str, int]) -> str | None:
+    if "out0" not in a.dims:
+        return None
+    numel = " * ".join(f"({d})" if not d.isidentifier() and not d.isdigit() else d for d in a.dims["out0"]) or "1"
     q0 = a.base.flops / expr.evaluate(numel, env0)
     extra = []
     for sym, probes in singles.items():
@@ -291,13 +358,60 @@ def _fit_flops(a: Analysis, singles: dict[str, list[Probe]]) -> str:
         if math.isclose(q, q0 * ratio, rel_tol=1e-9):
             extra.append(sym)
         elif not math.isclose(q, q0, rel_tol=1e-9):
-            return "0"
+            return None
     k = q0 / math.prod(env0[s] for s in extra)
     if abs(k - round(k)) > 1e-9 or round(k) < 1:
-        return "0"
-    text = " * ".join(([str(round(k))] if round(k) != 1 else []) + [numel] + sorted(extra))
-    for p in a.probes:
-        env = {**env0, **{s: v for s, v in p.values.items() if s in env0}}
-        if expr.evaluate(text, env) != p.flops:
-            return "0"
-    return text
+        return None
+    return " * ".join(([str(round(k))] if round(k) != 1 else []) + [numel] + sorted(extra))
+
+
+def _monomial(f0: int, at: dict[str, tuple[int, int]], env0: dict[str, int]) -> tuple[int, tuple] | None:
+    """(k, ((symbol, power), ...)) with f == k * prod(symbol ** power), from f0 at ``env0`` and ``at``: symbol ->
+    (its other value, f there); None where no such product fits."""
+    if f0 <= 0:
+        return None
+    powers = []
+    for sym, (v, f) in sorted(at.items()):
+        if f <= 0:
+            return None
+        e = math.log(f / f0) / math.log(v / env0[sym])
+        if abs(e - round(e)) > 1e-6 or not 0 <= round(e) <= 3:
+            return None
+        if round(e):
+            powers.append((sym, round(e)))
+    k = f0 / math.prod(env0[s] ** e for s, e in powers)
+    if abs(k - round(k)) > 1e-6 * max(1.0, k) or round(k) < 1:
+        return None
+    return round(k), tuple(powers)
+
+
+def _render_terms(terms: dict[tuple, int]) -> str:
+    parts = []
+    for powers, k in sorted(terms.items(), key=lambda t: (-sum(e for _, e in t[0]), t[0])):
+        factors = [s for s, e in powers for _ in range(e)]  # the expression language has no power
+        parts.append(" * ".join(([str(k)] if k != 1 or not factors else []) + factors))
+    return " + ".join(parts)
+
+
+def _flops_by_powers(a: Analysis, singles: dict[str, list[Probe]], env0: dict[str, int]) -> str | None:
+    fit = _monomial(a.base.flops, {s: (p[0].values[s], p[0].flops) for s, p in singles.items()}, env0)
+    return _render_terms({fit[1]: fit[0]}) if fit else None
+
+
+def _flops_by_operation(a: Analysis, singles: dict[str, list[Probe]], env0: dict[str, int]) -> str | None:
+    """A sum over the counted operations (a deep model's layers), each a number times a product of symbols, like
+    terms collected; where the operations are the same at every probe."""
+    ops = a.base.ops
+    if not ops or any(len(p[0].ops) != len(ops) for p in singles.values()):
+        return None
+    terms: dict[tuple, int] = {}
+    for i, f0 in enumerate(ops):
+        at = {s: (p[0].values[s], p[0].ops[i]) for s, p in singles.items()}
+        if f0 == 0 and all(f == 0 for _, f in at.values()):
+            continue
+        fit = _monomial(f0, at, env0)
+        if fit is None:
+            return None
+        terms[fit[1]] = terms.get(fit[1], 0) + fit[0]
+    text = _render_terms(terms)
+    return text if text and len(text) <= 500 else None

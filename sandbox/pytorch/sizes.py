@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from .. import expr
-from .problem import Problem
+from .problem import Problem, run_forward
 from .shapes import Analysis, ProbeFailed, probe
 
 CHECK_ELEMENTS = 1 << 21        # largest tensor of a check size, elements
@@ -33,6 +33,8 @@ class Sizer:
         self.problem, self.a = problem, analysis
         self.bench = analysis.benchmark
         self._valid: dict[tuple, bool] = {}
+        self._flops: dict[tuple, int] = {}     # counted at each probed size, for FLOPs no expression fits
+        self._runs: dict[tuple, bool] = {}
 
     def valid(self, values: dict[str, int]) -> bool:
         key = tuple(sorted(values.items()))
@@ -43,7 +45,19 @@ class Sizer:
                 self._valid[key] = False
             else:
                 self._valid[key] = not self.a.agrees(p, values)
+                self._flops[key] = p.flops
         return self._valid[key]
+
+    def runs(self, values: dict[str, int]) -> bool:
+        """Valid (sandbox.pytorch.shapes' fit holds on meta) and the module runs on the CPU there: some sizes pass on
+        meta and fail on data (a transposed convolution whose output would be empty)."""
+        if not self.valid(values):
+            return False
+        key = tuple(sorted(values.items()))
+        if key not in self._runs:
+            self._runs[key] = self.cheap(values) and runs_on_cpu(self.problem, {s: v for s, v in values.items()
+                                                                                  if v != self.bench[s]})
+        return self._runs[key]
 
     def snap(self, sym: str, target: float, odd: bool = False) -> int:
         """The value of ``sym``'s progression nearest ``target``; with ``odd``, an odd value, or with an even
@@ -59,7 +73,10 @@ class Sizer:
         return max((math.prod(s) for s in self.a.shapes_at(values).values()), default=1)
 
     def flops(self, values: dict[str, int]) -> int:
-        return expr.evaluate(self.a.flops, values)
+        if self.a.flops != "0" or self.a.base.flops <= 0:
+            return expr.evaluate(self.a.flops, values)
+        self.valid(values)
+        return self._flops.get(tuple(sorted(values.items())), CHECK_FLOPS + 1)
 
     def cheap(self, values: dict[str, int]) -> bool:
         return self.largest_tensor(values) <= CHECK_ELEMENTS and self.flops(values) <= CHECK_FLOPS
@@ -67,7 +84,8 @@ class Sizer:
     # ---- the sizes -----------------------------------------------------------------------------------
 
     def tiny(self) -> dict[str, int]:
-        """Each symbol in turn at its smallest value that still runs (every symbol 1 where possible)."""
+        """Each symbol in turn at its smallest value that still runs on meta (every symbol 1 where possible); where
+        that size fails on data, one symbol raised until it runs."""
         cur = dict(self.bench)
         for sym in sorted(self.a.symbols, key=lambda s: self.bench[s]):
             g = self.a.symbols[sym]
@@ -79,11 +97,21 @@ class Sizer:
                 if self.valid({**cur, sym: value}):
                     cur[sym] = value
                     break
+        if not self.cheap(cur) or self.runs(cur):  # too large to run here: it is checked as it is, as before
+            return cur
+        for sym in sorted(self.a.symbols, key=lambda s: self.bench[s]):  # one symbol larger, until it runs on data
+            g = self.a.symbols[sym]
+            for k in [*range(1, 8), *(2**j for j in range(3, 40))]:
+                value = cur[sym] + k * g
+                if value > self.bench[sym]:
+                    break
+                if self.runs({**cur, sym: value}):
+                    return {**cur, sym: value}
         return cur
 
     def odd(self, target: int, floor: dict[str, int]) -> dict[str, int] | None:
         values = {s: min(self.bench[s], max(floor[s], self.snap(s, target, odd=True))) for s in self.a.symbols}
-        return values if self.valid(values) else None
+        return values if self.runs(values) else None
 
     def plan(self) -> SizePlan:
         plan = SizePlan(dict(self.bench))
@@ -120,6 +148,15 @@ class Sizer:
             reshaped[order[0]] = max(tiny[order[0]], self.snap(order[0], self.bench[order[0]] * 3 / 4, odd=True))
         limit = 2 * self.largest_tensor(self.bench)
         return [v if self.valid(v) and self.largest_tensor(v) <= limit else None for v in (near, reshaped)]
+
+
+def runs_on_cpu(problem: Problem, overrides: dict[str, int]) -> bool:
+    try:
+        model, args = problem.build(overrides, "cpu", seed=0)
+        run_forward(model, args)
+    except Exception:  # the module's own code failing at these sizes
+        return False
+    return True
 
 
 def _distinct(sizes: list[dict[str, int]], exclude: list[dict[str, int]]) -> list[dict[str, int]]:

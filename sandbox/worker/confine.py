@@ -32,16 +32,22 @@ def allowed_folders(home: Path) -> tuple[list[str], list[str]]:
     """(read-only, read-write) paths of a confined compile worker whose private folder is ``home``."""
     from ..compiler import cache_dir, include_dirs
 
-    paths = sysconfig.get_paths()
-    read = [*include_dirs(), paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"],
-            *site.getsitepackages(), str(Path(__file__).resolve().parents[1]), *loaded_library_folders(),
-            "/dev/urandom"]
-    if site.ENABLE_USER_SITE and site.getusersitepackages() in sys.path:
-        read.append(site.getusersitepackages())
+    read = [*include_dirs(), *python_folders()]
     cubins = cache_dir() / "cubins"
     cubins.mkdir(parents=True, exist_ok=True)
     write = [str(home), str(cubins), "/dev/null"]
     return sorted(set(read) - set(write)), write
+
+
+def python_folders() -> list[str]:
+    """What a confined Python process reads: the standard library, site-packages, the ``sandbox`` package, the
+    folders of the shared libraries it has loaded, and ``/dev/urandom``."""
+    paths = sysconfig.get_paths()
+    read = [paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"], *site.getsitepackages(),
+            str(Path(__file__).resolve().parents[1]), *loaded_library_folders(), "/dev/urandom"]
+    if site.ENABLE_USER_SITE and site.getusersitepackages() in sys.path:
+        read.append(site.getusersitepackages())
+    return read
 
 
 def loaded_library_folders() -> list[str]:

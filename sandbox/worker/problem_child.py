@@ -1,0 +1,165 @@
+"""The processes that run a PyTorch problem's code, confined: ``python -m sandbox.worker.problem_child CMD_FD EVENT_FD``.
+
+The host (sandbox.pytorch.confined) starts this process with a scrubbed environment (no key or token variables)
+and a private home. It leaves the network first (a new user and network namespace: no interface but a loopback
+that is down, where the kernel allows one; this must happen while the process has one thread), imports torch
+and NumPy once, and then forks one child per request (so that each problem starts from a fresh process without
+paying for torch's import again). Each child, before any problem code runs:
+- becomes its own process group (the host kills it there at its deadline) and drops the pipes to the host;
+- sends its stdout and stderr to files in its own folder, and works there (``HOME``, ``TMPDIR``);
+- confines itself with Landlock (sandbox.worker.landlock): it may read Python's installation, the ``sandbox``
+  package, the shared libraries loaded and the folders the request names (a task folder), and write only beneath
+  its own folder. ``/home``, ``/root``, ``/etc``, ``/proc`` and the output folder cannot be opened; TCP bind
+  and connect are denied.
+
+It writes its reply (JSON, sandbox.pytorch.wire) to ``reply.json`` in its folder. A function that raises, or
+problem code that calls ``sys.exit``, is a reply with ``ok`` false and one line saying what happened; a problem
+that calls ``os._exit``, crashes or hangs leaves no reply, and the host says so. This process reports each child's
+process id when it starts and its exit status and CPU time when it ends, as JSON lines on EVENT_FD.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import os
+import select
+import sys
+from pathlib import Path
+
+CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+PR_SET_PDEATHSIG = 1
+WARM = ("numpy", "torch", "torch.func", "torch.utils.flop_counter", "torch.nn.functional", "torch._dynamo",
+        "sandbox.pytorch.importer", "sandbox.task")
+
+
+def leave_network() -> str:
+    """A new network namespace (inside a new user namespace, mapping this user to itself); '' or why not."""
+    uid, gid = os.getuid(), os.getgid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
+        return f"unshare: {os.strerror(ctypes.get_errno())}"
+    try:  # unmapped, this user could create no file (EOVERFLOW)
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    except OSError as exc:
+        return f"user namespace map: {exc.strerror}"
+    return ""
+
+
+def confine(home: Path, extra: list[str]) -> dict:
+    """Landlock: read Python, the loaded libraries and ``extra``, write beneath ``home``; what was done, or why not."""
+    from . import landlock
+    from .confine import python_folders
+
+    read, write = python_folders() + list(extra), [str(home), "/dev/null"]
+    try:
+        abi = landlock.restrict(sorted(set(read) - set(write)), write)
+    except landlock.LandlockUnavailable as exc:
+        return {"landlock": False, "reason": f"Landlock unavailable: {exc}"}
+    except OSError as exc:
+        return {"landlock": False, "reason": f"Landlock failed: {exc}"}
+    return {"landlock": True, "landlock_abi": abi}
+
+
+def _target(name: str):
+    module, _, function = name.partition(":")
+    if not module.startswith("sandbox.") or not function:
+        raise ValueError(f"not a sandbox function: {name!r}")
+    return getattr(importlib.import_module(module), function)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def serve(request: dict, offline: str) -> None:
+    """In the forked child: confine, run the request, write the reply; never returns."""
+    from ..pytorch import wire
+    from ..task import TaskError
+
+    home = Path(request["home"])
+    _die_with_parent()
+    os.setsid()
+    for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
+        os.dup2(os.open(home / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+    os.chdir(home)
+    os.environ.update(HOME=str(home), TMPDIR=str(home / "tmp"))
+    try:
+        fn = _target(request["target"])
+    except Exception as exc:
+        reply = {"ok": False, "kind": "setup", "error": _first_line(exc)}
+    else:
+        state = confine(home, request.get("read", []))
+        state["network"] = "none (own namespace)" if not offline else f"TCP denied by Landlock only ({offline})"
+        try:
+            reply = {"ok": True, "result": fn(*request.get("args", []), **request.get("kwargs", {}))}
+        except SystemExit as exc:
+            reply = {"ok": False, "kind": "exit", "error": f"it called sys.exit({exc.code!r})"}
+        except BaseException as exc:  # the problem's own code, or a refusal (a ProblemError) naming what failed
+            kind = "refused" if isinstance(exc, TaskError) else "raised"
+            reply = {"ok": False, "kind": kind, "error": str(exc) if kind == "refused" else _first_line(exc)}
+        reply["confinement"] = state
+    try:
+        data = wire.dumps(reply)
+    except (TypeError, ValueError) as exc:
+        data = wire.dumps({"ok": False, "kind": "setup", "error": f"the reply cannot be sent: {exc}"})
+    sys.stdout.flush()
+    (home / "reply.part").write_bytes(data)
+    os.replace(home / "reply.part", home / "reply.json")
+    os._exit(0)  # no atexit handler a problem registered runs
+
+
+def _die_with_parent() -> None:
+    """SIGKILL when the parent ends: a child outlives neither this process nor this process the host."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+
+
+def main(argv: list[str]) -> None:
+    cmd_fd, event_fd = int(argv[1]), int(argv[2])
+    _die_with_parent()
+    offline = leave_network()
+    for name in WARM:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # torch missing: each request says so
+            pass
+    events = os.fdopen(event_fd, "w", buffering=1)
+
+    def send(**event) -> None:
+        events.write(json.dumps(event) + "\n")
+
+    send(ready=True, offline=offline)
+    buffer, alive = b"", set()
+    while True:
+        ready, _, _ = select.select([cmd_fd], [], [], 0.1)
+        while alive:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+            if not pid:
+                break
+            alive.discard(pid)
+            send(pid=pid, status=os.waitstatus_to_exitcode(status), cpu_s=usage.ru_utime + usage.ru_stime)
+        if not ready:
+            continue
+        chunk = os.read(cmd_fd, 1 << 20)
+        if not chunk:
+            break
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            request = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                os.close(cmd_fd)
+                events.close()
+                serve(request, offline)
+            alive.add(pid)
+            send(id=request["id"], pid=pid)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
