@@ -118,7 +118,7 @@ def test_an_output_flat_at_small_sizes_gets_a_tolerance_below_a_hundredth_of_its
     """level2/27's shape: a group norm over one feature is flat; the tolerance must not divide by that."""
     done = imported["9_linear_groupnorm_mean"]
     task = load_task(done.folder)
-    atol, rtol = done.numerics.tolerance["out0"]
+    atol, rtol = done.summary.tolerance["out0"]
     assert task.output_tolerance("out").atol == atol and rtol == 1e-4
     ref = task.reference_module()
     from sandbox.inputs import generate_all, input_specs

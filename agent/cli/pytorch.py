@@ -92,6 +92,8 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
                 continue
             confinement = done.confinement
             _print_imported(f, done, time.monotonic() - started, strength.get(f, "-"))
+    if len(files) == 1 and refused:  # its one error line says it all
+        raise typer.Exit(ExitCode.BAD_INPUT)
     imported = len(files) - len(refused)
     line = f"{imported} of {len(files)} problems imported, {len(refused)} refused"
     if confinement:
