@@ -1,4 +1,6 @@
-"""Test groups: CPU tests run everywhere; tests marked ``gpu`` need a CUDA device and skip cleanly without one."""
+"""Test groups: CPU tests run everywhere; tests marked ``gpu`` need a CUDA device and skip cleanly without one;
+tests marked ``slow`` (searches over many seeds, minutes of CPU) run only with ``--slow`` (CI runs them as a step
+of their own: ``python -m pytest -q --slow -m slow``)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,16 @@ def gpu_available() -> bool:
         return False
 
 
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", help="also run the tests marked slow")
+
+
 def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--slow"):
+        skip_slow = pytest.mark.skip(reason="slow search test: run with --slow (CI runs them in a step of their own)")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip_slow)
     if any("gpu" in item.keywords for item in items) and not gpu_available():
         skip = pytest.mark.skip(reason="no CUDA device")
         for item in items:

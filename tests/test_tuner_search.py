@@ -36,6 +36,7 @@ def test_exhaustive_finds_the_true_optimum():
     assert search.evaluations == space.size
 
 
+@pytest.mark.slow  # the Gaussian-process model over many seeds: up to 74 CPU-s for one case
 @pytest.mark.parametrize("strategy, seeds", [("default", 12), ("bayes", 6)])
 @pytest.mark.parametrize("space,f", [(gemm_space(), gemm_time), (basins_space(), basins_time)], ids=["gemm", "basins"])
 def test_a_guided_strategy_beats_random_at_equal_budget_on_average_over_seeds(space, f, strategy, seeds):
@@ -136,6 +137,7 @@ def test_unknown_strategy_is_one_clear_error():
 
 
 
+@pytest.mark.slow  # three Gaussian-process searches of 30 to 60 points
 def test_bayes_is_seeded_and_scores_a_sample_of_a_large_space(monkeypatch):
     import agent.tune.strategies as strategies
 
