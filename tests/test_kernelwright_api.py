@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _python(code: str, cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env["PYTHONPATH"] = str(ROOT)  # after the working directory, as a notebook beside the user's packages has it
+    env["KERNELWRIGHT_CACHE_DIR"] = str(cwd / ".kw-cache")
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -82,9 +83,10 @@ def test_a_same_named_package_imported_first_is_one_clear_import_error(tmp_path)
     assert last.startswith("ImportError: a package named 'sandbox' from ") and "import kernelwright first" in last
 
 
-def test_compare_puts_runs_side_by_side_from_their_traces(tmp_path):
+def test_compare_puts_runs_side_by_side_from_their_traces(tmp_path, monkeypatch):
     import kernelwright
 
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
     run = kernelwright.optimize("vector_add", sandbox="fake", traces=tmp_path, run_id="a", tune=True,
                                 config={"tune": {"max_evaluations": 4}})
     again = kernelwright.load_run("a", traces=tmp_path)
