@@ -46,6 +46,7 @@ def test_a_guided_strategy_beats_random_at_equal_budget_on_average_over_seeds(sp
     assert guided < random_
 
 
+@pytest.mark.slow  # five searches of 346 points with the model
 def test_default_gets_within_five_percent_of_the_optimum_at_a_fifth_of_the_space():
     space = gemm_space()
     truth = min(gemm_time(space, p) for p in space.points())
@@ -137,7 +138,6 @@ def test_unknown_strategy_is_one_clear_error():
 
 
 
-@pytest.mark.slow  # three Gaussian-process searches of 30 to 60 points
 def test_bayes_is_seeded_and_scores_a_sample_of_a_large_space(monkeypatch):
     import agent.tune.strategies as strategies
 
