@@ -125,9 +125,12 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
     key = cache_key(candidate.source, options, arch, names)
     entry = cache_dir() / "cubins" / key[:2] / key
     if use_cache and entry.with_suffix(".json").is_file():
-        info = CompileInfo.model_validate_json(entry.with_suffix(".json").read_text())
-        cubin = entry.with_suffix(".cubin").read_bytes() if info.ok else None
-        if not info.ok or (cubin and hashlib.sha256(cubin).hexdigest() == info.cubin_sha256):
+        try:
+            info = CompileInfo.model_validate_json(entry.with_suffix(".json").read_text())
+        except ValueError:  # written by another version of kernelwright sharing the cache: compile, overwrite it
+            info = None
+        cubin = entry.with_suffix(".cubin").read_bytes() if info is not None and info.ok else None
+        if info is not None and (not info.ok or (cubin and hashlib.sha256(cubin).hexdigest() == info.cubin_sha256)):
             update = {"cached": True, "code_hash": info.code_hash or (code_hash(cubin) if cubin else None),
                       "params": info.params or (_params(info.lowered_names, cubin) if cubin else {})}
             return info.model_copy(update=update), cubin

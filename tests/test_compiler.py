@@ -69,6 +69,18 @@ def test_cache_hits_carry_the_same_cubin():
     assert cubin1 == cubin2 and first.cubin_sha256 == second.cubin_sha256
 
 
+def test_a_cache_entry_written_by_another_version_is_compiled_again_and_replaced():
+    from sandbox.compiler import cache_dir
+
+    first, cubin = compile_source(baseline("softmax"))
+    [record] = (cache_dir() / "cubins").rglob("*.json")
+    record.write_text(record.read_text()[:-1] + ', "field_of_another_version": []}')
+    again, cubin2 = compile_source(baseline("softmax"))
+    assert again.ok and not again.cached and cubin2 == cubin
+    third, _ = compile_source(baseline("softmax"))
+    assert third.cached
+
+
 def test_knob_and_flag_changes_change_the_cache_key_and_maybe_the_cubin():
     base = baseline("sgemm")
     a, _ = compile_source(base)
