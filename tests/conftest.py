@@ -1,5 +1,5 @@
 """Test groups: CPU tests run everywhere; tests marked ``gpu`` need a CUDA device and skip cleanly without one;
-tests marked ``slow`` (searches over many seeds, minutes of CPU) run only with ``--slow`` (CI runs them as a step
+tests marked ``slow`` (searches over many seeds, a resume after every event of a run) run only with ``--slow`` (CI runs them as a step
 of their own: ``python -m pytest -q --slow -m slow``)."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def pytest_addoption(parser):
 
 def pytest_collection_modifyitems(config, items):
     if not config.getoption("--slow"):
-        skip_slow = pytest.mark.skip(reason="slow search test: run with --slow (CI runs them in a step of their own)")
+        skip_slow = pytest.mark.skip(reason="slow test: run with --slow (CI runs them in a step of their own)")
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(skip_slow)
