@@ -1,6 +1,6 @@
 """Test groups: CPU tests run everywhere; tests marked ``gpu`` need a CUDA device and skip cleanly without one;
-tests marked ``slow`` (searches over many seeds, a resume after every event of a run) run only with ``--slow`` (CI runs them as a step
-of their own: ``python -m pytest -q --slow -m slow``)."""
+tests marked ``slow`` (searches over many seeds, a resume after every event of a run) run only with ``--slow``
+(CI runs them as a step of their own: ``python -m pytest -q --slow -m slow``)."""
 
 from __future__ import annotations
 
