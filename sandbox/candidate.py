@@ -248,6 +248,7 @@ def parse_candidate(text: str, label: str = "candidate") -> Candidate:
 
 
 def load_candidate(path: str | Path) -> Candidate:
+    """Read and parse a candidate ``.cu`` file (source and launch plan); bad input is a CandidateError."""
     path = Path(path)
     if not path.is_file():
         raise CandidateError(f"{path}: no such file")

@@ -18,6 +18,8 @@ SCHEMA_VERSION = 1
 
 
 class Status(str, Enum):
+    """What became of a candidate: ``ok`` is correct everywhere it was checked, and timed."""
+
     ok = "ok"                        # correct everywhere it was checked, and timed
     compiled = "compiled"            # compile-only mode: compiled, never run
     compile_error = "compile_error"  # NVRTC refused the source; the log says why
@@ -113,6 +115,8 @@ class Check(_Record):
 
 
 class Interval(_Record):
+    """A value with its 95% interval [low, high]."""
+
     value: float
     low: float
     high: float
@@ -129,6 +133,8 @@ class ImplTiming(_Record):
 
 
 class Timing(_Record):
+    """The timing stage at the benchmark size: each implementation's times and the speedups over them."""
+
     sizes: dict[str, int]
     rounds: int
     round_cap: int | None = None                          # rounds could not go past this (fixed before the first)
@@ -163,6 +169,8 @@ class Cost(_Record):
 
 
 class Result(_Record):
+    """A sandbox's verdict on one candidate: status, checks, timing with 95% intervals, environment, cost."""
+
     schema_version: int = SCHEMA_VERSION
     status: Status
     task: str

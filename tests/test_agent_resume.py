@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -47,6 +48,22 @@ class SlowScript(Script):
 
     def werkzeug(self, request):
         time.sleep(0.3)
+        return super().werkzeug(request)
+
+
+class GatedScript(Script):
+    """A model that holds every answer after the first two until ``gate`` opens: a signal sent before it opens
+    lands while the run waits for an answer, however fast or loaded the machine."""
+
+    def __init__(self, steps):
+        super().__init__(steps)
+        self.gate = threading.Event()
+
+    def werkzeug(self, request):
+        with self._lock:
+            held = len(self.requests) >= 2
+        if held:
+            self.gate.wait(timeout=120)
         return super().werkzeug(request)
 
 
@@ -126,10 +143,13 @@ def test_a_finished_run_continues_when_resumed_with_a_larger_budget(httpserver, 
 
 @pytest.mark.timeout(240)
 def test_ctrl_c_ends_the_run_with_a_summary_and_exit_code_130_and_it_resumes(httpserver, tmp_path, env):
-    script, url = _serve(httpserver, [answer(fake=f"speedup={1.1 + v / 10}", variant=v) for v in range(8)], SlowScript)
+    script, url = _serve(httpserver, [answer(fake=f"speedup={1.1 + v / 10}", variant=v) for v in range(8)], GatedScript)
     traces = tmp_path / "traces"
-    proc, _ = _optimize_until(url, traces, "stopped", iterations=5, evaluations=2, env=env)
-    proc.send_signal(signal.SIGINT)
+    try:
+        proc, _ = _optimize_until(url, traces, "stopped", iterations=5, evaluations=2, env=env)
+        proc.send_signal(signal.SIGINT)  # the third answer is held until now: the run cannot have ended
+    finally:
+        script.gate.set()
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
     events = event_records(traces / "stopped")

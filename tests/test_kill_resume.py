@@ -95,6 +95,7 @@ def test_a_run_killed_five_times_at_random_moments_resumes_to_the_lineage_of_an_
     assert got == expected, f"seed {seed}"
 
 
+@pytest.mark.slow  # one resume per event of a whole run: about two minutes of a 2-core machine
 @pytest.mark.timeout(600)
 def test_a_run_stopped_after_any_one_of_its_events_resumes_to_the_lineage_of_an_unbroken_run(answers_run, tmp_path,
                                                                                            monkeypatch):

@@ -146,7 +146,7 @@ def _fails(proposer, request) -> tuple[ModelEndpointError, float]:
 def test_a_request_is_cut_at_its_deadline_however_slowly_the_answer_comes(endpoint_with, request_, first_byte_after):
     proposer, script = endpoint_with([{"content": GOOD, "drip": first_byte_after}, GOOD], timeout_s=2.0, max_retries=2)
     error, seconds = _fails(proposer, request_)
-    assert 1.9 < seconds < 3.5
+    assert 1.9 < seconds < 15  # cut at 2 s; uncut, the answer would take 30 s or more (a loaded machine adds seconds)
     assert "no complete answer within the request deadline of 2 s" in str(error)
     assert len(script.requests) == 1  # not retried past the deadline
     [attempt] = error.attempts

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,15 +18,26 @@ from scripted_server import Script, serve_in_background  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
-class SlowScript(Script):
+class HeldScript(Script):
+    """A model that holds every answer after the first two until ``gate`` opens: the run stays alive, holding its
+    folder, for as long as the test needs, however fast or loaded the machine."""
+
+    def __init__(self, steps):
+        super().__init__(steps)
+        self.gate = threading.Event()
+
     def reply(self, body, headers):
-        time.sleep(0.4)
+        with self._lock:
+            held = len(self.requests) >= 2
+        if held:
+            self.gate.wait(timeout=150)
         return super().reply(body, headers)
 
 
 @pytest.mark.timeout(180)
 def test_a_second_process_on_a_live_run_is_told_who_holds_it_and_exits_2(kw, tmp_path):
-    server, url = serve_in_background(SlowScript([answer(fake=f"speedup={1.1 + v / 10}", variant=v) for v in range(12)]))
+    script = HeldScript([answer(fake=f"speedup={1.1 + v / 10}", variant=v) for v in range(12)])
+    server, url = serve_in_background(script)
     traces = tmp_path / "t"
     cmd = [sys.executable, "-m", "agent", "optimize", "vector_add", "--model", "scripted", "--base-url", url,
            "--iterations", "10", "--sandbox", "fake", "--no-tune", "--traces", str(traces), "--run-id", "busy", "--quiet"]
@@ -43,11 +55,13 @@ def test_a_second_process_on_a_live_run_is_told_who_holds_it_and_exits_2(kw, tmp
             assert f"in use by process {first.pid} on " in out.stderr and "optimize vector_add" in out.stderr
             assert "Traceback" not in out.stderr
         assert events.read_bytes().startswith(before)
+        script.gate.set()
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
         again = kw("optimize", "--resume", "busy", "--traces", traces, "--iterations", "3", "--quiet")
         assert again.returncode == 0, again.stderr  # the kernel dropped the killed process's lock
     finally:
+        script.gate.set()
         if first.poll() is None:
             first.kill()
         server.shutdown()

@@ -36,6 +36,7 @@ def test_exhaustive_finds_the_true_optimum():
     assert search.evaluations == space.size
 
 
+@pytest.mark.slow  # the Gaussian-process model over many seeds: up to 74 CPU-s for one case
 @pytest.mark.parametrize("strategy, seeds", [("default", 12), ("bayes", 6)])
 @pytest.mark.parametrize("space,f", [(gemm_space(), gemm_time), (basins_space(), basins_time)], ids=["gemm", "basins"])
 def test_a_guided_strategy_beats_random_at_equal_budget_on_average_over_seeds(space, f, strategy, seeds):
@@ -45,6 +46,7 @@ def test_a_guided_strategy_beats_random_at_equal_budget_on_average_over_seeds(sp
     assert guided < random_
 
 
+@pytest.mark.slow  # five searches of 346 points with the model
 def test_default_gets_within_five_percent_of_the_optimum_at_a_fifth_of_the_space():
     space = gemm_space()
     truth = min(gemm_time(space, p) for p in space.points())

@@ -11,6 +11,8 @@ from enum import Enum
 
 
 class StopReason(str, Enum):
+    """Why a phase of a run stopped (``Stop.reason``)."""
+
     ITERATIONS = "iterations"            # the model phase's request limit
     TOKENS = "tokens"
     MONEY = "money"
