@@ -28,12 +28,30 @@ _KINDS = {"str": "TEXT", "int": "N", "float": "NUMBER", "Path": "PATH", "bool": 
 def placeholder(param: TyperArgument | TyperOption) -> str:
     """What to type for a parameter: an argument's own name, a flag nothing, else the kind of value (``N``,
     ``PATH``...; ``PATH...`` for several)."""
-    bare = param.bare_type()
-    many = bare.startswith("list[")
     if isinstance(param, TyperArgument):
         return (param.name or "value").upper()   # the usage line adds "..." where it takes several
-    kind = _KINDS.get(bare[5:-1] if many else bare, "VALUE")
+    kind, many = _kind(param)
     return f"{kind}..." if many and kind else kind
+
+
+def _kind(param: TyperOption) -> tuple[str, bool]:
+    """(placeholder, takes several) from the parameter's type: newer Typer names its Python type (``bare_type``),
+    Typer built on click holds a click type."""
+    bare = getattr(param, "bare_type", None)
+    if bare is not None:
+        name = bare()
+        many = name.startswith("list[")
+        return _KINDS.get(name[5:-1] if many else name, "VALUE"), many
+    import click
+
+    if getattr(param, "is_flag", False) or getattr(param, "count", False):
+        return "", False
+    kind = param.type
+    text = ("N" if isinstance(kind, click.types.IntParamType) else
+            "NUMBER" if isinstance(kind, click.types.FloatParamType) else
+            "PATH" if isinstance(kind, (click.Path, click.File)) else
+            "TEXT" if isinstance(kind, click.types.StringParamType) else "VALUE")
+    return text, bool(getattr(param, "multiple", False))
 
 
 def environment_footer(name: str | None) -> str:
