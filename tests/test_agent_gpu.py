@@ -35,7 +35,7 @@ def test_scripted_rewrites_make_softmax_faster_and_the_trace_is_complete(httpser
     run = agent.optimize("softmax", model="scripted", base_url=httpserver.url_for("/v1"), iterations=3,
                          sandbox="gpu", tune=False, traces=tmp_path / "traces")
     print(json.dumps({k: run.summary.get(k) for k in ("best", "baseline", "totals", "stops", "heldout_text",
-                                                      "sanitize_text")}, indent=2, default=str))
+                                                      "heldout_flagged", "notes", "sanitize_text")}, indent=2, default=str))
 
     statuses = {e.id: e.result.status.value for e in run.entries}
     assert statuses == {"c0000": "ok", "c0001": "ok", "c0002": "compile_error", "c0003": "ok"}

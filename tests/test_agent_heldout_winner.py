@@ -85,3 +85,18 @@ def test_the_heldout_sizes_never_reach_a_prompt_only_that_there_are_some():
         assert describe_sizes(sizes) not in text
         assert all(str(v) not in text for v in sizes.values())
     assert f"at {len(task.spec.sizes.heldout)} further sizes that are not shown here" in text
+
+
+def test_a_slower_held_out_size_disqualifies_only_a_leader_that_claimed_to_be_faster():
+    from agent.claims.heldout import disqualifies
+    from agent.trace.records import HeldoutRow
+    from sandbox.result import Interval
+
+    slower = HeldoutRow(sizes={"n": 7}, status="ok", flagged=True, reason="slower than the baseline (interval below 1.0)")
+    wrong = HeldoutRow(sizes={"n": 7}, status="wrong", flagged=True, reason="the winner is wrong at this size")
+    clean = HeldoutRow(sizes={"n": 9}, status="ok")
+    assert disqualifies([clean, slower], Interval(value=1.4, low=1.3, high=1.5))
+    assert not disqualifies([clean, slower], Interval(value=0.2, low=0.19, high=0.21))
+    assert not disqualifies([clean, slower], None)
+    assert disqualifies([wrong], Interval(value=0.2, low=0.19, high=0.21))
+    assert not disqualifies([clean], Interval(value=1.4, low=1.3, high=1.5))

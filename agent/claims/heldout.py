@@ -7,7 +7,8 @@ A/B against the task's baseline, so ``Result.timing.speedup['baseline']`` is the
 evaluated at each size too and the winner is compared with it: intervals that do not overlap decide.
 
 A row is flagged when the winner is not correct there (any status but ok), or when it is slower:
-its interval lies entirely below 1.0 (or entirely below the start's interval).
+its interval lies entirely below 1.0 (or entirely below the start's interval). A wrong row disqualifies a leader;
+a slower one only a leader that claimed to be faster (``disqualifies``).
 
 ``heldout_winner`` makes the claim: the winner is the best entry that passes every held-out size. A leader
 that fails one is set aside (``MemoryLineage.set_aside``) and named beside the winner, and the next best is
@@ -51,7 +52,7 @@ def heldout_winner(sandbox, task: Task, lineage, after_set_aside: Callable[[], N
         if best is None or best is base:
             return claim
         rows = heldout_table(sandbox, task, base.candidate if base else None, best.candidate)
-        if not any_flagged(rows):
+        if not disqualifies(rows, best.result.speedup("baseline")):
             claim.rows = rows
             return claim
         claim.flagged.append(FlaggedWinner(id=best.id, speedup=best.result.speedup("baseline"),
@@ -115,6 +116,14 @@ def _row(sizes: dict[str, int], result: Result, start: Result | None) -> Heldout
     elif s0 is not None and s.high < s0.low:
         row.flagged, row.reason = True, "slower than the start configuration (intervals do not overlap)"
     return row
+
+
+def disqualifies(rows: list[HeldoutRow], claimed) -> bool:
+    """Whether the held-out rows take the lead from an entry whose speedup at the task's own size is ``claimed``:
+    a size where it is not correct always; a size where it is slower only when its own interval cleared 1.0 (a
+    leader that was never faster claims no speed that a slower held-out size could contradict)."""
+    faster = claimed is not None and claimed.low > 1.0
+    return any(r.flagged and (r.status != "ok" or faster) for r in rows)
 
 
 def any_flagged(rows: list[HeldoutRow]) -> bool:
