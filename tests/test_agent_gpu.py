@@ -40,11 +40,22 @@ def test_scripted_rewrites_make_softmax_faster_and_the_trace_is_complete(httpser
     statuses = {e.id: e.result.status.value for e in run.entries}
     assert statuses == {"c0000": "ok", "c0001": "ok", "c0002": "compile_error", "c0003": "ok"}
     assert not run.simulated and run.summary["sandbox"] == "gpu"
-    best = run.best
-    assert best is not None and best.origin == "llm"
-    speed = best.result.speedup("baseline")
+    # the rewrites are faster at the benchmark size; the claim's winner must also hold at every held-out size,
+    # where these answers were measured slower on the H200 (0.26x-0.44x): then each leader is set aside, named
+    leader = max((e for e in run.entries if e.origin == "llm" and e.result.ok),
+                 key=lambda e: e.result.speedup("baseline").value)
+    speed = leader.result.speedup("baseline")
     assert speed.low > 1.0, speed
-    assert best.result.timing.impls["candidate"].pct_of_roofline > 0
+    assert leader.result.timing.impls["candidate"].pct_of_roofline > 0
+    best = run.best
+    flagged = run.summary.get("heldout_flagged") or []
+    if best is None:
+        assert leader.id in {f["id"] for f in flagged}
+        assert all("regresses at" in f["note"] or "REGRESSES at" in f["note"] for f in flagged), flagged
+        assert any(n.startswith("set aside: ") and leader.id in n for n in run.summary["notes"])
+        assert run.summary["sanitize"] is None or run.summary["sanitize"].get("winner") is None
+    else:
+        assert best.origin == "llm" and best.id not in {f["id"] for f in flagged}
 
     baseline = run.baseline
     assert baseline.diagnosis and baseline.diagnosis in script.user_messages[0]
@@ -56,10 +67,11 @@ def test_scripted_rewrites_make_softmax_faster_and_the_trace_is_complete(httpser
     assert sum(e["kind"] == "model_call" for e in events) == 3 and events[-1]["kind"] == "end"
     totals = run.summary["totals"]
     assert totals["tokens"] > 0 and totals["gpu_s"] > 0
-    assert run.summary["ledger"]["saving"]["speedup"] == pytest.approx(speed.value)
-    assert all(row["status"] == "ok" for row in run.summary["heldout"]), run.summary["heldout_text"]
-    sanitized = run.summary["sanitize"]
-    assert sanitized["status"] == "clean" and sanitized["winner"] == best.id, run.summary.get("sanitize_text")
-    assert [t.tool for t in best.result.sanitize.tools] == ["memcheck", "racecheck"]
+    if best is not None:
+        assert run.summary["ledger"]["saving"]["speedup"] == pytest.approx(best.result.speedup("baseline").value)
+        assert all(row["status"] == "ok" for row in run.summary["heldout"]), run.summary["heldout_text"]
+        sanitized = run.summary["sanitize"]
+        assert sanitized["status"] == "clean" and sanitized["winner"] == best.id, run.summary.get("sanitize_text")
+        assert [t.tool for t in best.result.sanitize.tools] == ["memcheck", "racecheck"]
     for entry in run.entries:
         assert (run.path / "candidates" / entry.id / "result.json").is_file()
