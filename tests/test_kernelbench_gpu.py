@@ -80,5 +80,5 @@ def test_an_imported_problem_is_optimized_timed_against_eager_and_compile_and_ex
         model.float()
         ns["Model"].forward = mod.forward
         got = model(*args)
-    tol = load_task(folder).tolerance("float32")
+    tol = load_task(folder).output_tolerance("out")
     assert torch.allclose(got.reshape(expected.shape), expected, atol=tol.atol, rtol=tol.rtol)
