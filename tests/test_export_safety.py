@@ -196,3 +196,21 @@ def test_the_exported_check_passes_derived_sizes_to_the_reference(tmp_path):
     path.write_text(render(task, parse_candidate((task.folder / "baseline.cu").read_text(), label="c"), "r", "", "k"))
     errors = _import(path).check()
     assert errors == {"out": 0.0}
+
+
+def test_the_exported_check_gives_the_reference_its_derived_sizes_and_catches_a_wrong_function(tmp_path, monkeypatch):
+    """check() on the CPU: NumPy stands in for CuPy and a torch function for the compiled kernel, so what runs is the
+    module's own generation, reference call (which asserts n = 2 * h reached it) and comparison."""
+    import numpy
+
+    task = _task(tmp_path, "halves", "a", "b", derived=True)
+    path = tmp_path / "k.py"
+    path.write_text(render(task, parse_candidate((task.folder / "baseline.cu").read_text(), label="c"), "r", "", "k"))
+    mod = _import(path)
+    monkeypatch.setitem(sys.modules, "cupy", numpy)
+    monkeypatch.setattr(mod, mod.FUNCTION, lambda a, b, **sizes: a + b)
+    assert mod.check() == {"out": 0.0}
+    assert mod.check(sizes={"h": 7}) == {"out": 0.0}
+    monkeypatch.setattr(mod, mod.FUNCTION, lambda a, b, **sizes: a - b)
+    with pytest.raises(AssertionError, match=r"out at \{'h': 7\}: \d+ mismatches"):
+        mod.check(sizes={"h": 7})
