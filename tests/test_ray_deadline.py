@@ -57,3 +57,37 @@ def test_the_cli_gives_one_line_for_a_dead_ray_address(kw, tmp_path):
     assert errors == ["error: cluster: cannot join the Ray cluster at '127.0.0.1:1': connection refused (is the head"
                       " running, and is the port open?)"]
     assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
+
+
+class _HangingRay(_NoRay):
+    """Stands for the ray module joining a port that answers but is no head: Ray's retries go on."""
+
+    def __init__(self):
+        import threading
+
+        self.release = threading.Event()
+
+    def init(self, **kwargs):
+        self.release.wait(30)
+
+
+@pytest.mark.timeout(20)
+def test_a_port_that_answers_but_is_no_ray_head_is_one_error_within_the_join_deadline():
+    from sandbox.cluster.connect import join
+
+    ray = _HangingRay()
+    with pytest.raises(ClusterError, match=r"accepts connections but no Ray head answered within 0.5 s"):
+        join(ray, "127.0.0.1:6379", {}, deadline_s=0.5)
+    ray.release.set()
+
+
+@pytest.mark.timeout(20)
+def test_a_join_that_fails_quickly_keeps_rays_reason():
+    from sandbox.cluster.connect import join
+
+    class _Refusing(_NoRay):
+        def init(self, **kwargs):
+            raise ConnectionError("could not find any running Ray instance\nmore")
+
+    with pytest.raises(ClusterError, match=r"at '127.0.0.1:6379': could not find any running Ray instance$"):
+        join(_Refusing(), "127.0.0.1:6379", {}, deadline_s=5)

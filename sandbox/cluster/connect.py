@@ -6,15 +6,18 @@ joins the cluster this machine belongs to (``ray start --head`` or ``ray start -
 that is already connected (a notebook that called ``ray.init``, a test's local cluster) keeps its connection.
 
 Before Ray is asked to join an address, a plain TCP connection to it must succeed within ``CONNECT_DEADLINE_S``:
-Ray itself retries an address where nothing answers for minutes.
+Ray itself retries an address where nothing answers for minutes; and the join itself must end within
+``JOIN_DEADLINE_S`` (an open port that is no Ray head).
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 from collections import defaultdict
 
 CONNECT_DEADLINE_S = 5.0
+JOIN_DEADLINE_S = 60.0   # a real head answers a join in seconds
 
 
 class ClusterError(RuntimeError):
@@ -44,11 +47,34 @@ def connect(ray, address: str, fake_gpus: int | None = None) -> bool:
             raise ClusterError(f"cannot start a local Ray instance: {str(exc).splitlines()[0]}") from None
         return True
     reachable(address)
-    try:
-        ray.init(address=address, **quiet)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise ClusterError(f"cannot join the Ray cluster at {address!r}: {str(exc).splitlines()[0]}") from None
+    join(ray, address, quiet)
     return True
+
+
+def join(ray, address: str, options: dict, deadline_s: float = JOIN_DEADLINE_S) -> None:
+    """``ray.init(address=...)`` within ``deadline_s``: an address that accepts connections but is no Ray head (or a
+    head that never answers) leaves Ray retrying for minutes, so the join runs in a thread of its own and a join
+    that outlasts the deadline is a ClusterError (the thread is left to Ray; the process is about to exit)."""
+    outcome: dict = {}
+
+    def attempt() -> None:
+        try:
+            ray.init(address=address, **options)
+            outcome["ok"] = True
+        except BaseException as exc:  # noqa: BLE001 -- carried to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=attempt, name="ray-join", daemon=True)
+    thread.start()
+    thread.join(deadline_s)
+    if thread.is_alive():
+        raise ClusterError(f"cannot join the Ray cluster at {address!r}: it accepts connections but no Ray head "
+                           f"answered within {deadline_s:g} s (is it the head's GCS port?)")
+    exc = outcome.get("error")
+    if isinstance(exc, (ConnectionError, RuntimeError, ValueError)):
+        raise ClusterError(f"cannot join the Ray cluster at {address!r}: {str(exc).splitlines()[0]}") from None
+    if exc is not None:
+        raise exc
 
 
 def reachable(address: str, deadline_s: float = CONNECT_DEADLINE_S) -> None:
