@@ -19,28 +19,13 @@ from sandbox.candidate import load_candidate
 from sandbox.host.builder import new_result
 from sandbox.result import Status
 from test_agent_prompts import DEVICE
+from test_agent_sanitize import _isolated, serve  # noqa: F401 -- the same scripted-server fixtures
 from sandbox.task import describe_sizes, load_task
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402
-from scripted_server import Script  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
-@pytest.fixture
-def serve(httpserver):
-    def start(steps):
-        httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(Script(steps).werkzeug)
-        return httpserver.url_for("/v1")
-    return start
 
 
 def _run(url, tmp_path, answers: int):
