@@ -141,3 +141,17 @@ def test_a_fence_names_a_guarded_buffer_written_anywhere_while_it_stood(device, 
     expected = "the kept copy" if where == "odd byte count" else "input 'a' of rotating set 1"
     assert fence.broken("a launch wrote outside its own buffers") == [
         f"{expected} was overwritten: a launch wrote outside its own buffers"]
+
+
+@pytest.mark.timeout(120)
+def test_one_launch_hashes_many_arrays_exactly_as_one_launch_each(device):
+    cp, h = device
+    rng = cp.random.default_rng(5)
+    arrays = [rng.integers(0, 255, n, dtype=cp.uint8) for n in (4, 8, 1 << 22, 1000, 12, (1 << 20) + 4)]
+    arrays += [cp.zeros(0, dtype=cp.float32), rng.integers(0, 255, 7, dtype=cp.uint8),   # empty; not whole words
+               rng.standard_normal((64, 33), dtype=cp.float32)]
+    many = h.hash_arrays(arrays, 1234).tolist()
+    one = [int(h.hash_array(a, 1234).get()[0]) for a in arrays]
+    assert many == one
+    assert len(set(many[:6])) == 6 and many[6] == 0
+    assert h.hash_arrays(arrays, 1235).tolist() != many   # keyed by the seed

@@ -85,6 +85,9 @@ class _HostHashes:
     def hash_array(self, array, seed):
         return np.array([hash((seed, np.ascontiguousarray(array).tobytes())) % 2**63], dtype=np.uint64)
 
+    def hash_arrays(self, arrays, seed):
+        return np.concatenate([self.hash_array(a, seed) for a in arrays])
+
 
 def test_a_fence_names_each_buffer_written_while_it_stood_and_only_those():
     buffers = {f"input 'a' of rotating set {i}": np.arange(100, dtype=np.float32) for i in range(3)}

@@ -329,7 +329,7 @@ def trial_count(task: Task, label: str, per_check_size: int) -> int:
     return n if label in ("benchmark", "size") else max(per_check_size, n)
 
 
-HARNESS_NAMES = DEVICE_NAMES + ["hash_words", "l2_flush_read", "hold_stream"]
+HARNESS_NAMES = DEVICE_NAMES + ["hash_words", "hash_many", "l2_flush_read", "hold_stream"]
 
 
 def compile_harness(arch: str) -> tuple[bytes, dict[str, str]]:

@@ -151,18 +151,22 @@ class Fence:
     def __init__(self, h, seed: int):
         self.h, self.seed = h, seed
         self.arrays: dict[str, object] = {}
-        self.hashes: list = []
+        self.hashes = None   # a device array: one hash per fenced buffer
 
     def raise_(self, arrays: dict[str, object], hashes: list | None = None) -> None:
-        """``arrays``: label (what a problem names) -> a device array; ``hashes``: theirs where already taken."""
+        """``arrays``: label (what a problem names) -> a device array; ``hashes``: theirs (device scalars) where
+        already taken. All of them hashed by one launch (``Harness.hash_arrays``)."""
         self.arrays = dict(arrays)
-        self.hashes = hashes if hashes is not None else [self.h.hash_array(a, self.seed) for a in self.arrays.values()]
+        if hashes is not None:
+            cp = self.h.cp
+            self.hashes = cp.concatenate([d.ravel() for d in hashes]) if hashes else cp.zeros(0, dtype=cp.uint64)
+        else:
+            self.hashes = self.h.hash_arrays(list(self.arrays.values()), self.seed)
 
     def broken(self, why: str = "a launch wrote outside its own buffers") -> list[str]:
         """The labels of fenced buffers whose bytes changed, as problems (one transfer to the host)."""
         if not self.arrays:
             return []
-        now = [self.h.hash_array(a, self.seed) for a in self.arrays.values()]
-        values = self.h.cp.concatenate([*now, *self.hashes]).tolist()   # one transfer
-        n = len(now)
-        return [f"{label} was overwritten: {why}" for i, label in enumerate(self.arrays) if values[i] != values[n + i]]
+        now = self.h.hash_arrays(list(self.arrays.values()), self.seed)
+        changed = (now != self.hashes).tolist()   # one transfer
+        return [f"{label} was overwritten: {why}" for label, bad in zip(self.arrays, changed) if bad]

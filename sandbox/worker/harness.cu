@@ -21,6 +21,20 @@ extern "C" __global__ void hash_words(const unsigned int* __restrict__ p, long l
     if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);
 }
 
+// hash_words of k arrays in one launch: blockIdx.y picks the array (its words at ptrs[a], words[a] of them), and
+// out[a] receives exactly the value hash_words gives it (the sum is the same whatever the grid).
+extern "C" __global__ void hash_many(const unsigned long long* __restrict__ ptrs, const long long* __restrict__ words,
+                                     unsigned long long seed, unsigned long long* out) {
+    const unsigned int* p = (const unsigned int*)ptrs[blockIdx.y];
+    long long n = words[blockIdx.y];
+    unsigned long long acc = 0;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
+        acc += mix64(mix64((unsigned long long)i ^ seed) + p[i]);
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0 && acc) atomicAdd(out + blockIdx.y, acc);
+}
+
 template <typename T> __device__ __forceinline__ double as_double(T v) { return (double)v; }
 template <> __device__ __forceinline__ double as_double<__half>(__half v) { return (double)__half2float(v); }
 template <> __device__ __forceinline__ double as_double<__nv_bfloat16>(__nv_bfloat16 v) { return (double)__bfloat162float(v); }

@@ -319,15 +319,15 @@ class TimingStage:
         """The inputs of these rotating sets still hash as generated (each candidate launch on a set checked
         them after it ran; this sees a write from a launch on another set)."""
         cp, seed = self.cp, self.req["hash_seed"]
-        labels, now, then = [], [], []
+        labels, arrays, then = [], [], []
         for i in indices:
             for n, before in self.input_hashes.get(i, {}).items():
                 labels.append(f"input {n!r} of rotating set {i}")
-                now.append(self.sets[i][n].data_hash(seed))
-                then.append(before)
+                arrays.append(self.sets[i][n].view)
+                then.append(before.ravel())
         if not labels:
             return
-        values = cp.concatenate([*now, *then]).get().tolist()
+        values = cp.concatenate([self.h.hash_arrays(arrays, seed), *then]).get().tolist()
         problems = [f"{label} was overwritten {when}: a launch wrote outside its own buffers"
                     for k, label in enumerate(labels) if values[k] != values[len(labels) + k]]
         if problems:
