@@ -87,3 +87,32 @@ def test_allocation_failures_are_recognised_from_cupy_the_runtime_and_pytorch():
     assert is_out_of_memory(CUDARuntimeError("cudaErrorMemoryAllocation: out of memory"))
     assert is_out_of_memory(RuntimeError("CUDA out of memory. Tried to allocate 7.50 GiB"))
     assert not is_out_of_memory(CUDARuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered"))
+
+
+class _Pool:
+    def __init__(self, unused):
+        self.unused, self.freed = unused, False
+
+    def free_bytes(self):
+        return self.unused
+
+    def free_all_blocks(self):
+        self.freed, self.unused = True, 0
+
+
+def _cupy(pool, device_free):
+    import types
+
+    runtime = types.SimpleNamespace(memGetInfo=lambda: (device_free, 10 * device_free))
+    return types.SimpleNamespace(get_default_memory_pool=lambda: pool, cuda=types.SimpleNamespace(runtime=runtime))
+
+
+def test_the_cache_is_handed_back_only_when_it_is_large_beside_what_the_device_has_free():
+    from sandbox.worker.memory_plan import HELD_SHARE, release_cached
+
+    small = _Pool(unused=int(HELD_SHARE * 100e9) - 1)
+    release_cached(_cupy(small, device_free=int(100e9)))
+    assert not small.freed            # the next stage reuses it: no new allocations from the device
+    large = _Pool(unused=int(HELD_SHARE * 100e9) + 1)
+    release_cached(_cupy(large, device_free=int(100e9)))
+    assert large.freed                # the other worker on the device may need it

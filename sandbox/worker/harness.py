@@ -76,7 +76,8 @@ class Harness:
         release_cached(self.cp)
 
     def free_bytes(self) -> int:
-        """Device memory this process could allocate, once its allocators have handed back what they held unused."""
+        """Device memory this process could allocate: free on the device and its allocators' unused cache (handed
+        back first where it is large beside what the device has free: ``memory_plan.release_cached``)."""
         from .memory_plan import free_device_bytes
 
         self.release_cached()

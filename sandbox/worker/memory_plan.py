@@ -24,6 +24,7 @@ GUARD_BYTES = 2 * 65536 + 512       # the most a guarded buffer adds to its data
 MARGIN_FRACTION = 0.05              # of the free memory: allocator rounding and fragmentation, library workspaces
 MARGIN_MIN = 512 << 20              # CUDA context growth, cuBLAS/cuDNN workspaces
 MAX_SETS = 64
+HELD_SHARE = 0.25                   # cache held unused above this share of the device's free memory is handed back
 
 
 @dataclass(frozen=True)
@@ -126,9 +127,17 @@ def _torch_cuda():
 
 
 def release_cached(cp) -> None:
-    """Hand what CuPy's pool and PyTorch's caching allocator hold unused back to the device."""
-    cp.get_default_memory_pool().free_all_blocks()
+    """Hand what CuPy's pool and PyTorch's caching allocator hold unused back to the device where it matters:
+    the GPU and reference workers share the device, and what one holds cached the other cannot allocate. While
+    the device has more than ``1 / HELD_SHARE`` times as much free, the cache stays and the next stage reuses
+    it instead of asking the device again for each of its buffers. (Within the process nothing is lost either
+    way: both allocators hand their cache back and retry when an allocation fails.)"""
+    pool = cp.get_default_memory_pool()
     cuda = _torch_cuda()
+    held = int(pool.free_bytes()) + (int(cuda.memory_reserved()) - int(cuda.memory_allocated()) if cuda else 0)
+    if held == 0 or held <= HELD_SHARE * int(cp.cuda.runtime.memGetInfo()[0]):
+        return
+    pool.free_all_blocks()
     if cuda is not None:
         cuda.empty_cache()
 
