@@ -121,6 +121,9 @@ class _Harness:
     def hash_array(self, array, seed):
         return np.array([hash(np.ascontiguousarray(array).tobytes()) & 0xFFFFFFFF], dtype=np.uint64).view(_Host)
 
+    def hash_arrays(self, arrays, seed):
+        return np.concatenate([self.hash_array(a, seed) for a in arrays]).view(_Host)
+
     def free_bytes(self):
         return self.free
 
