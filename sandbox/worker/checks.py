@@ -39,10 +39,9 @@ def violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> 
             where += [(kind, name, "below"), (kind, name, "above")]
             verdicts += [lo, hi]
     names = list(before)
+    digests = [groups["input"][name].data_hash(seed) for name in names]
     parts = [cp.stack(verdicts).astype(cp.uint64).ravel()] if verdicts else []
-    if names:
-        parts += [h.hash_arrays([groups["input"][name].view for name in names], seed)]
-        parts += [before[name].ravel() for name in names]
+    parts += [d.ravel() for d in digests] + [before[name].ravel() for name in names]
     values = cp.concatenate(parts).get().tolist() if parts else []
     problems = [f"out-of-bounds write: the guard band {side} {kind} {name!r} was overwritten"
                 for (kind, name, side), ok in zip(where, values) if not ok]

@@ -35,6 +35,9 @@ class LaunchFailed(Exception):
     """A CUDA error that left the context usable (bad configuration, too many resources...)."""
 
 
+FEW_ARRAYS = 4   # up to this many, ``hash_arrays`` launches one hash each (no table to copy to the device)
+
+
 class Harness:
     def __init__(self, arch: str, harness_cubin: bytes, lowered: dict[str, str] | None = None):
         import cupy as cp
@@ -130,20 +133,22 @@ class Harness:
         return out
 
     def hash_arrays(self, arrays: list, seed: int):
-        """Device array of ``hash_array`` of each array, the same values, from one launch for all arrays whose
-        bytes fill whole words (a fence over a hundred idle buffers costs one launch, not a hundred)."""
+        """Device array of ``hash_array`` of each array, the same values. A few arrays are hashed one launch each;
+        many (a fence over a hundred idle buffers) by one launch for all whose bytes fill whole words."""
         cp = self.cp
+        if len(arrays) <= FEW_ARRAYS:
+            return cp.concatenate([self.hash_array(a, seed) for a in arrays]) if arrays else cp.zeros(0, cp.uint64)
         flat = [a.reshape(-1).view(cp.uint8) for a in arrays]
         whole = [i for i, f in enumerate(flat) if f.size % 4 == 0 and f.size]   # an empty array hashes to 0
         out = cp.zeros(len(arrays), dtype=cp.uint64)
         if whole:
-            table = np.array([[flat[i].data.ptr for i in whole], [flat[i].size // 4 for i in whole]], dtype=np.int64)
-            table = cp.asarray(table)
-            longest = max(flat[i].size // 4 for i in whole)
-            grid = (max(1, min(math.ceil(longest / 256), 1056)), len(whole))
-            sub = cp.zeros(len(whole), dtype=cp.uint64)
+            table = cp.asarray(np.array([[flat[i].data.ptr for i in whole], [flat[i].size // 4 for i in whole]],
+                                        dtype=np.int64))
+            grid = (max(1, min(math.ceil(max(flat[i].size // 4 for i in whole) / 256), 1056)), len(whole))
+            sub = out if len(whole) == len(arrays) else cp.zeros(len(whole), dtype=cp.uint64)
             self._hash_many(grid, (256,), (table[0].view(cp.uint64), table[1], np.uint64(seed), sub), stream=self.stream)
-            out[cp.asarray(whole)] = sub
+            if sub is not out:
+                out[cp.asarray(whole)] = sub
         for i, f in enumerate(flat):
             if f.size % 4:
                 out[i: i + 1] = self.hash_array(arrays[i], seed)

@@ -148,6 +148,7 @@ class TimingStage:
         self.kept: dict[int, dict] = {}  # slot -> a candidate output the draw holds, for the reference comparison
         self.fence = Fence(h, req["hash_seed"])
         self.input_hashes: dict[int, dict] = {}  # rotating set -> its inputs' hashes, as last generated
+        self.input_notes: list = []  # inputs hashed before a set was generated anew, compared at the end (_note_inputs)
         self.start, self.end = self.cp.cuda.Event(), self.cp.cuda.Event()
         self.flush_bytes = 0
         self.watch = Stopwatch(h.sync)  # where the stage's seconds go (inputs, launches, output checks, ...)
@@ -307,7 +308,7 @@ class TimingStage:
 
     def _generate(self, seed: int, variant: int, index: int) -> Inputs:
         buffers = self.sets[index]
-        self._check_inputs([index], "while another set was in use")   # before the evidence is overwritten
+        self._note_inputs(index)   # before the evidence is overwritten
         generate_into(self.h, buffers, self.variants[variant], seed)
         before = {n: b.data_hash(self.req["hash_seed"]) for n, b in buffers.items()}
         self.input_hashes[index] = before
@@ -315,21 +316,35 @@ class TimingStage:
 
     # ---- writes outside a launch's own buffers -------------------------------------------------
 
+    def _note_inputs(self, index: int) -> None:
+        """Hash the inputs of a set about to be generated anew, for ``_check_inputs`` to compare at the end of
+        the rounds: queued on the device, nothing waited for here (a round does not pay a transfer for it)."""
+        before = self.input_hashes.get(index)
+        if before:
+            now = self.h.hash_arrays([self.sets[index][n].view for n in before], self.req["hash_seed"])
+            self.input_notes.append((index, list(before), now, [d.ravel() for d in before.values()]))
+
     def _check_inputs(self, indices, when: str) -> None:
-        """The inputs of these rotating sets still hash as generated (each candidate launch on a set checked
-        them after it ran; this sees a write from a launch on another set)."""
-        cp, seed = self.cp, self.req["hash_seed"]
-        labels, arrays, then = [], [], []
+        """The inputs of these rotating sets still hash as generated, and those of sets generated anew did just
+        before (``_note_inputs``): each candidate launch on a set checked them after it ran; this sees a write
+        from a launch on another set. One transfer for all of them."""
+        seed = self.req["hash_seed"]
+        notes = [(i, names, now, then, "while another set was in use") for i, names, now, then in self.input_notes]
+        self.input_notes = []
         for i in indices:
-            for n, before in self.input_hashes.get(i, {}).items():
-                labels.append(f"input {n!r} of rotating set {i}")
-                arrays.append(self.sets[i][n].view)
-                then.append(before.ravel())
-        if not labels:
+            before = self.input_hashes.get(i, {})
+            if before:
+                now = self.h.hash_arrays([self.sets[i][n].view for n in before], seed)
+                notes.append((i, list(before), now, [d.ravel() for d in before.values()], when))
+        if not notes:
             return
-        values = cp.concatenate([self.h.hash_arrays(arrays, seed), *then]).get().tolist()
-        problems = [f"{label} was overwritten {when}: a launch wrote outside its own buffers"
-                    for k, label in enumerate(labels) if values[k] != values[len(labels) + k]]
+        values = self.cp.concatenate([part for _, _, now, then, _ in notes for part in (now, *then)]).tolist()
+        problems, k = [], 0
+        for i, names, _, _, said in notes:
+            now, then = values[k: k + len(names)], values[k + len(names): k + 2 * len(names)]
+            k += 2 * len(names)
+            problems += [f"input {n!r} of rotating set {i} was overwritten {said}: a launch wrote outside its own "
+                         f"buffers" for n, a, b in zip(names, now, then) if a != b]
         if problems:
             raise Violation("candidate", problems)
 
