@@ -15,13 +15,26 @@ import math
 import numpy as np
 
 
-def compare(xp, got, expected, atol: float, rtol: float) -> dict:
+def spread_atol(xp, expected, atol: float, spread: float) -> float:
+    """The absolute tolerance where ``expected`` is compared: ``atol``, or ``spread`` times the standard deviation
+    of expected's finite values where that is larger (``Tolerance.spread``)."""
+    if not spread or expected.size < 2:
+        return atol
+    e = expected.reshape(-1)
+    e = e[xp.isfinite(e)].astype(xp.float64)
+    return max(atol, spread * float(e.std())) if e.size >= 2 else atol
+
+
+def compare(xp, got, expected, atol: float, rtol: float, spread: float = 0.0) -> dict:
     """Compare ``got`` (the output dtype) with ``expected`` (any precision).
 
     Passing means: same shape; NaN exactly where the reference has NaN; infinities of the same sign
-    exactly where the reference has them; elsewhere ``|got - expected| <= atol + rtol * |expected|``.
+    exactly where the reference has them; elsewhere ``|got - expected| <= atol + rtol * |expected|``, atol
+    grown to ``spread`` times expected's standard deviation where that is larger (``spread_atol``).
     Returns the error statistics and the first mismatch (C order).
     """
+    if tuple(got.shape) == tuple(expected.shape):
+        atol = spread_atol(xp, expected, atol, spread)
     if tuple(got.shape) != tuple(expected.shape):
         return dict(passed=False, mismatches=int(math.prod(got.shape)), max_abs_error=None, max_rel_error=None,
                     first_mismatch=None, note=f"shape {tuple(got.shape)} != reference shape {tuple(expected.shape)}")

@@ -18,7 +18,7 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from .compare import compare
+from .compare import compare, spread_atol
 from .dtypes import DTYPES, from_float64, to_compute
 
 NOISE = 10.0   # the noise impostor sits this many tolerances from the reference
@@ -80,9 +80,9 @@ def _store(values: np.ndarray, dtype: str) -> np.ndarray:
     return np.clip(np.rint(np.nan_to_num(values)), info.min, info.max).astype(DTYPES[dtype].numpy)
 
 
-def _passes(got: np.ndarray, expected: np.ndarray, dtype: str, atol: float, rtol: float) -> bool:
+def _passes(got: np.ndarray, expected: np.ndarray, dtype: str, tol) -> bool:
     with np.errstate(all="ignore"):
-        return bool(compare(np, to_compute(np, got, dtype), expected, atol, rtol)["passed"])
+        return bool(compare(np, to_compute(np, got, dtype), expected, tol.atol, tol.rtol, tol.spread)["passed"])
 
 
 def measure(task, cases: list[Case], extra: dict[str, tuple[Callable[[Case], dict | None], str]] | None = None) -> Strength:
@@ -100,7 +100,7 @@ def measure(task, cases: list[Case], extra: dict[str, tuple[Callable[[Case], dic
                 strength.results.append(ImpostorResult(name, out.name, "not_applicable", why_na))
                 return
             failing = [c.label for c, m in zip(cases, made)
-                       if not _passes(_store(m, out.dtype), c.expected[out.name], out.dtype, tol.atol, tol.rtol)]
+                       if not _passes(_store(m, out.dtype), c.expected[out.name], out.dtype, tol)]
             if failing:
                 strength.results.append(ImpostorResult(name, out.name, "rejected",
                                                        f"fails {len(failing)} of {len(cases)} checks, first {failing[0]}"))
@@ -133,7 +133,7 @@ def measure(task, cases: list[Case], extra: dict[str, tuple[Callable[[Case], dic
         def noisy(c):
             e = np.asarray(c.expected[out.name], dtype=np.float64)
             sign = np.where(rng.random(e.shape) < 0.5, -1.0, 1.0)
-            step = NOISE * (tol.atol + tol.rtol * np.abs(e))
+            step = NOISE * (spread_atol(np, e, tol.atol, tol.spread) + tol.rtol * np.abs(e))
             if not DTYPES[out.dtype].is_float:
                 step = np.maximum(step, 1.0)   # an exact integer output: off by one or more
             else:   # an exact float output (data movement): off by a few units in the last place

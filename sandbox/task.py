@@ -135,8 +135,8 @@ class Task:
         return out.tolerance or self.spec.tolerance[out.dtype]
 
     def tolerances(self) -> dict[str, list[float]]:
-        """{output name: [atol, rtol]}, as the workers receive them."""
-        return {o.name: [t.atol, t.rtol] for o in self.spec.outputs for t in [self.output_tolerance(o)]}
+        """{output name: [atol, rtol, spread]}, as the workers receive them (``compare.spread_atol``)."""
+        return {o.name: [t.atol, t.rtol, t.spread] for o in self.spec.outputs for t in [self.output_tolerance(o)]}
 
     def reference_module(self) -> ModuleType:
         """Import reference.py (trusted code: the task's own reference and vendor functions)."""

@@ -40,6 +40,10 @@ class _Strict(BaseModel):
 class Tolerance(_Strict):
     atol: float = Field(ge=0)
     rtol: float = Field(ge=0)
+    spread: float = Field(0.0, ge=0, le=0.05, description=(
+        "Where the expected output is compared, atol grows to this fraction of its standard deviation there, if "
+        "larger: an honest float32 error grows with the output's magnitude (a longer sum, larger inputs), a "
+        "wrong answer's with the output itself. 0: atol as written."))
 
 
 class Distribution(_Strict):

@@ -1,6 +1,7 @@
 """Output comparison: tolerance, NaN/Inf parity, first mismatch (NumPy path; the GPU uses the same code with CuPy)."""
 
 import numpy as np
+import pytest
 
 from sandbox.compare import compare
 
@@ -49,3 +50,31 @@ def test_integers_compare_exactly():
     assert compare(np, got, ref, 0, 0)["passed"]
     got[3] += 1
     assert compare(np, got, ref, 0, 0)["mismatches"] == 1
+
+
+def _long_sums(k: int, seed: int = 3):
+    """A float32 matrix product summed in order over ``k`` terms (as a plain CUDA kernel does) and its float64
+    value, on inputs of the magnitudes of the 'kinks' variant (up to 6)."""
+    rng = np.random.default_rng(seed)
+    a = rng.choice([-6.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0], size=(48, k)) + 0.25 * rng.standard_normal((48, k))
+    b = rng.choice([-6.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0], size=(k, 48)) + 0.25 * rng.standard_normal((k, 48))
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    got = np.cumsum(a32[:, :, None] * b32[None, :, :], axis=1, dtype=np.float32)[:, -1, :]
+    return got, a32.astype(np.float64) @ b32.astype(np.float64)
+
+
+def test_atol_grows_with_the_spread_of_the_output_where_it_is_compared():
+    from sandbox.compare import spread_atol
+
+    got, expected = _long_sums(4096)
+    atol, rtol = 0.00038, 1e-4          # what a short check size of unit-sized inputs measures
+    assert not compare(np, got, expected, atol, rtol)["passed"]        # honest float32, judged wrong without it
+    assert compare(np, got, expected, atol, rtol, spread=2e-4)["passed"]
+    grown = spread_atol(np, expected, atol, 2e-4)
+    assert grown == pytest.approx(2e-4 * expected.std())
+    assert spread_atol(np, np.full(10, 5.0), atol, 2e-4) == atol       # no spread: atol as written
+    # a wrong answer is still wrong: a constant, zeros, and noise at a hundredth of the spread
+    assert not compare(np, np.zeros_like(got), expected, atol, rtol, spread=2e-4)["passed"]
+    assert not compare(np, np.full_like(got, expected.mean()), expected, atol, rtol, spread=2e-4)["passed"]
+    noisy = expected + 0.01 * expected.std() * np.sign(np.random.default_rng(1).standard_normal(expected.shape))
+    assert not compare(np, noisy.astype(np.float32), expected, atol, rtol, spread=2e-4)["passed"]

@@ -115,7 +115,8 @@ def _print_imported(f: Path, done, seconds: float, strength: str) -> None:
     from sandbox.task import describe_sizes
 
     s = done.summary
-    tol = "; ".join(f"{dt} atol {t[0]:g} rtol {t[1]:g}" for dt, t in s.tolerance.items())
+    tol = "; ".join(f"{dt} atol {t[0]:g} rtol {t[1]:g}" + (f" spread {t[2]:g}" if len(t) > 2 and t[2] else "")
+                    for dt, t in s.tolerance.items())
     lines = [f"imported {f.name} -> {done.folder} ({seconds:.0f} s, {done.cpu_s:.1f} CPU-s)",
              f"  sizes: {', '.join(s.symbols) or 'none can vary'}; benchmark {describe_sizes(s.benchmark)}",
              f"  check: {'; '.join(describe_sizes(c) for c in s.check) or '-'}",

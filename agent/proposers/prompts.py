@@ -104,7 +104,7 @@ def task_view(task: Task) -> dict:
             "sizes": {"benchmark": describe_sizes(spec.sizes.benchmark),
                       "check": [describe_sizes(s) for s in spec.sizes.check],
                       "heldout": len(spec.sizes.heldout)},   # how many, never which: they test generalization
-            "tolerance": [{"output": o.name, "atol": t.atol, "rtol": t.rtol}
+            "tolerance": [{"output": o.name, "atol": t.atol, "rtol": t.rtol, "spread": t.spread}
                           for o in spec.outputs for t in [task.output_tolerance(o)]],
             "roofline": {"flops": str(spec.roofline.flops), "bytes": str(spec.roofline.bytes),
                          "compute": spec.roofline.compute},

@@ -166,7 +166,7 @@ def envelope(stored: RunTrace, shown: Entry | None, task=None) -> list[dict]:
         rows.append({"key": "dtypes", "label": "dtypes", "value": ", ".join(
             f"{t.name}: {t.dtype}" for t in [*spec.inputs, *spec.outputs])})
         rows.append({"key": "tolerance", "label": "tolerance", "value": "; ".join(
-            f"{o.name}: atol {t.atol:g}, rtol {t.rtol:g}" for o in spec.outputs for t in [task.output_tolerance(o)])})
+            f"{o.name}: atol {t.atol:g}, rtol {t.rtol:g}" + (f", spread {t.spread:g}" if t.spread else "") for o in spec.outputs for t in [task.output_tolerance(o)])})
         if spec.sizes.heldout:
             rows.append({"key": "heldout_sizes", "label": "held-out sizes", "value": "; ".join(
                 describe_sizes(s) for s in spec.sizes.heldout)})

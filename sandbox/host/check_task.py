@@ -168,7 +168,8 @@ def _module_passes(task: Task, cases: list, expected: dict) -> Finding:
         for name, array in got.items():
             tol = task.output_tolerance(name)
             with np.errstate(all="ignore"):
-                found = compare(np, to_compute(np, array, task.tensor(name).dtype), case.expected[name], tol.atol, tol.rtol)
+                found = compare(np, to_compute(np, array, task.tensor(name).dtype), case.expected[name], tol.atol, tol.rtol,
+                                tol.spread)
             if not found["passed"]:
                 return Finding(check="float32 module", status="failed", detail=(
                     f"{case.label} {_where(task, sizes)}: the module's own float32 result misses the tolerance on "
@@ -311,7 +312,7 @@ def _vendor(task: Task, module, expected: dict[str, tuple]) -> list[Finding]:
         for name, array in got.items():
             tol = task.output_tolerance(name)
             with np.errstate(all="ignore"):
-                found = compare(np, array, ref[name], tol.atol, tol.rtol)
+                found = compare(np, array, ref[name], tol.atol, tol.rtol, tol.spread)
             if not found["passed"]:
                 first = found["first_mismatch"] or {}
                 return findings + [Finding(check=check, status="failed", detail=(

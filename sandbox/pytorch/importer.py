@@ -23,7 +23,7 @@ from pathlib import Path
 from .. import expr
 from ..dtypes import itemsize
 from .problem import Problem, ProblemError
-from .numerics import RTOL, VARIANTS, Numerics, measure
+from .numerics import FLOOR, RTOL, VARIANTS, Numerics, measure
 from .shapes import Analysis, analyse
 from .sizes import SizePlan, Sizer, plan_sizes
 
@@ -178,10 +178,17 @@ class _Builder:
             lines.append(f"distributions = {_v(['module', *self.n.variants] if varied else ['module'])}")
         else:
             atol, rtol = self.n.tolerance[key]
-            lines.append(f"tolerance = {{ atol = {atol!r}, rtol = {rtol!r} }}")
+            spread = self.spread(key)
+            lines.append(f"tolerance = {{ atol = {atol!r}, rtol = {rtol!r}" + (f", spread = {spread!r}" if spread else "")
+                         + " }")
             if key in self.n.constant:
                 lines.append("constant = true")
         return "\n".join(lines) + "\n"
+
+    def spread(self, key: str) -> float:
+        """An output's ``Tolerance.spread``: its atol floor's share of the output's spread, at every size and input
+        it is compared at (a constant output has none)."""
+        return 0.0 if key in self.n.constant else FLOOR.get(self.a.base.dtypes[key], 0.0)
 
     def description(self) -> str:
         doc = _docstring(self.problem)
@@ -254,7 +261,7 @@ class Summary:
     check: list[dict[str, int]]
     heldout: list[dict[str, int]]
     reference_dtype: str
-    tolerance: dict[str, list[float]]   # output -> [atol, rtol]
+    tolerance: dict[str, list[float]]   # output -> [atol, rtol, spread]
     flops: str
     fixed: list[str]
 
@@ -285,7 +292,7 @@ def survey(source: str, path: str, name: str, category_: str | None = None, own_
                                "largest tensor)")
     builder.n = measure(problem, a, plan.check if a.symbols else [plan.benchmark], () if own_inputs else VARIANTS)
     summary = Summary(list(a.symbols), plan.benchmark, plan.check, plan.heldout, builder.n.reference_dtype,
-                      {k: list(t) for k, t in builder.n.tolerance.items()}, a.flops,
+                      {k: [*t, builder.spread(k)] for k, t in builder.n.tolerance.items()}, a.flops,
                       [f"{c} = {a.origin[c]} ({why})" for c, why in a.fixed.items()])
     return {"toml": builder.toml(), "summary": summary.__dict__}
 

@@ -92,12 +92,12 @@ def run_compare(req: dict, cache: ReferenceCache | None = None) -> dict:
     for spec in req["outputs"]:
         name = spec["name"]
         ref = expected[name]
-        atol, rtol = req["tolerance"][name]
+        atol, rtol, spread = req["tolerance"][name]
         for run in req["runs"]:
             with watch("outputs"):
                 got = _fetch(xp, run["files"][name])
             with watch("compare"):
-                stats = compare(xp, to_compute(xp, got, spec["dtype"]), ref, atol, rtol)
+                stats = compare(xp, to_compute(xp, got, spec["dtype"]), ref, atol, rtol, spread)
             checks.append(dict(output=name, run=run["label"], **stats))
     seconds = time.perf_counter() - t0
     return {"ok": True, "checks": checks, "seconds": seconds, "split_s": dict(watch.seconds)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import time
 
+from ..compare import spread_atol
 from ..stats import relative_time, screening_stop
 from .checks import Violation, violations
 from .harness import Harness, LaunchFailed, generate_into, poison_outputs
@@ -44,10 +45,13 @@ class Screening:
         self.base_scratch = self.base.alloc_scratch()
         self.start, self.end = cp.cuda.Event(), cp.cuda.Event()
         self.expected = []  # per set: output name -> (masked copy of the baseline's output, its keys)
+        self.atols: dict[tuple, float] = {}  # (set, output) -> atol (grown to the baseline output's spread)
         for k in range(2):
             self.run(self.base, self.base_scratch, k)
             stored = {}
             for n, b in self.outs.items():
+                atol, _, spread = req["tolerance"][n]
+                self.atols[(k, n)] = spread_atol(cp, b.view, atol, spread)
                 keys = h.agreement.new_keys()
                 copy = b.view.copy()
                 h.agreement.mask(copy, keys)
@@ -90,8 +94,8 @@ class Screening:
         for spec in self.req["outputs"]:
             name = spec["name"]
             masked, keys = self.expected[k][name]
-            atol, rtol = self.req["tolerance"][spec["name"]]
-            verdict = checks.agree(self.outs[name].view, masked, keys, atol, rtol, self.rng.getrandbits(64)).verdict()
+            _, rtol, _ = self.req["tolerance"][name]
+            verdict = checks.agree(self.outs[name].view, masked, keys, self.atols[(k, name)], rtol, self.rng.getrandbits(64)).verdict()
             if verdict:
                 return f"{when}: output {name!r} disagrees with the baseline's: {verdict}"
         return ""
