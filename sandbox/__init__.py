@@ -12,8 +12,9 @@ The seam, in one protocol::
         def close(self) -> None
 
 Layout: the shared vocabulary at the top (task with task_spec and task_reference, candidate, plan, expr,
-dtypes, result, stats, compare, inputs, envinfo, cubin, compiler); ``host/`` orchestrates (the sandboxes, worker processes, screener),
-``worker/`` runs on the device, ``profile/`` profiles with Nsight Compute. Importing this package
+dtypes, result, stats, compare, inputs, envinfo, cubin, compiler, files, tools, tempdirs, torch_spec);
+``host/`` orchestrates (the sandboxes, worker processes, screener, profiler), ``worker/`` runs on the device,
+``profile/`` reads what Nsight Compute measured. Importing this package
 imports neither CuPy nor CUDA bindings, nor any of its modules until one of its names is used.
 """
 

@@ -57,7 +57,7 @@ def test_a_workers_error_text_and_traceback_name_no_host_folder():
 
 
 def test_profile_outcomes_name_no_host_folder():
-    from sandbox.profile.profiler import unavailable
+    from sandbox.host.profiler import unavailable
 
     out = unavailable(f"ncu at {ROOT}/tools/ncu is not an executable file")
     assert out["reason"] == out["notice"] == "ncu at <kernelwright>/tools/ncu is not an executable file"

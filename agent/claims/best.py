@@ -104,7 +104,7 @@ def _slug(text: str) -> str:
 class BestStore:
     def __init__(self, root: Path | None = None):
         if root is None:
-            from sandbox.compiler import cache_dir
+            from sandbox.files import cache_dir
 
             root = cache_dir() / "best"
         self.root = Path(root)
@@ -139,7 +139,7 @@ class BestStore:
                 current = None  # a measured kernel takes the place of an edited record
             if current is not None and current.speedup.value >= record.speedup.value:
                 return False
-            from sandbox.compiler import atomic_write
+            from sandbox.files import atomic_write
 
             atomic_write(path, record.model_dump_json(indent=2))
         return True

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple
 
-from ..candidate import Candidate, _strip_plan, static_problems, validate_for_task
+from ..candidate import Candidate, strip_plan, static_problems, validate_for_task
 from ..fast_math import compiled_problems
 from ..result import CompileInfo, Cost, Result, Status
 from ..task import Task
@@ -51,7 +51,7 @@ def unread_knobs(candidate: Candidate) -> set[str]:
     """Knobs whose value cannot change the compiled code: neither the source (its plan block aside) nor a
     launch's kernel name (a template-id) names them. Conservative: a name in a comment counts as read, and so does every knob of a source that pastes
     tokens (``##`` can build a name) and every knob with a reserved name (a header may read it)."""
-    body = _strip_plan(candidate.source) + "\n".join(launch.kernel for launch in candidate.launches)
+    body = strip_plan(candidate.source) + "\n".join(launch.kernel for launch in candidate.launches)
     if "##" in body:
         return set()
     return {k for k in candidate.knobs

@@ -30,7 +30,7 @@ from .ceilings import FLOOR_NOTE, cached_ceilings, roofline_ms
 from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
 from .config import SandboxConfig
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
-from . import tempdirs
+from .. import tempdirs
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
 from .referee import Referee, mismatch_text
 from .sanitizer import Sanitizer
@@ -336,7 +336,7 @@ def compile_harness(arch: str) -> tuple[bytes, dict[str, str]]:
     """harness.cu compiled for ``arch``: the cubin, and the lowered names of its kernels (``HARNESS_NAMES``)."""
     source = HARNESS_SOURCE.read_text()
     options = [f"-arch={arch}", "-std=c++17", *[f"-I{d}" for d in compiler.include_dirs()]]
-    info, cubin = compiler._nvrtc(source, options, arch, HARNESS_NAMES)
+    info, cubin = compiler.nvrtc_compile(source, options, arch, HARNESS_NAMES)
     if not info.ok:
         raise RuntimeError(f"the harness kernels do not compile:\n{info.log}")
     return cubin, info.lowered_names

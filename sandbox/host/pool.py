@@ -19,26 +19,12 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from ..compiler import cache_dir
+from ..files import cache_dir
 from ..hostpaths import redact
-from . import tempdirs
+from .. import tempdirs
+from ..tools import scrubbed_env
 
-# Variables a worker may inherit; everything else (API keys, seeds, tokens) is dropped.
-PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
-            "LANG", "LC_ALL", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "KERNELWRIGHT_CACHE_DIR",
-            "CUPY_GPU_MEMORY_LIMIT", "VIRTUAL_ENV")
 OUTPUT_LIMIT = 16_384
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding ``sandbox``: first on a child's PYTHONPATH
-
-
-def scrubbed_env(home: Path, cupy_cache: Path) -> dict[str, str]:
-    """A child process's environment: the variables in ``PASS_ENV``, a private home and temp folder (``home``
-    and ``home/tmp``), CuPy's kernel cache at ``cupy_cache``, and this ``sandbox`` first on PYTHONPATH."""
-    env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
-    env.update(HOME=str(home), TMPDIR=str(home / "tmp"), CUPY_CACHE_DIR=str(cupy_cache), PYTHONUNBUFFERED="1",
-               PYTHONDONTWRITEBYTECODE="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
-    return env
 
 
 class WorkerTimeout(Exception):
