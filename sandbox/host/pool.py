@@ -1,8 +1,8 @@
 """Disposable worker processes with a wall-clock limit per request.
 
 Each worker is ``python -m sandbox.worker.main ROLE`` in its own process group (session), with a scrubbed
-environment and private temp, home and cache folders. Requests and replies travel over two
-private pipes (not stdout, which device ``printf`` may flood). On a timeout the whole process group
+environment and private temp, home and cache folders. Requests and replies (the records of ``sandbox.wire``)
+travel over two private pipes (not stdout, which device ``printf`` may flood). On a timeout the whole process group
 is killed; a worker that died or reported a poisoned CUDA context is replaced on the next request.
 """
 
@@ -18,13 +18,24 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TypeVar
 
 from ..files import cache_dir
 from ..hostpaths import redact
 from .. import tempdirs
 from ..tools import scrubbed_env
+from ..wire import Reply, Request, WorkerError, checked
+
+R = TypeVar("R", bound=Reply)
 
 OUTPUT_LIMIT = 16_384
+
+
+def expect(reply: Reply, kind: type[R]) -> R:
+    """``reply`` when it is the ``kind`` its request gets, else one RuntimeError naming what came instead."""
+    if not isinstance(reply, kind):
+        raise RuntimeError(f"a worker answered with a {type(reply).__name__} where a {kind.__name__} was due")
+    return reply
 
 
 class WorkerTimeout(Exception):
@@ -81,8 +92,9 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def call(self, request: dict, timeout: float) -> dict:
+    def call(self, request: Request, timeout: float) -> Reply:
         """Send one request and wait for its reply, at most ``timeout`` seconds."""
+        checked(request, Request)
         if not self.alive:
             if self._retired:
                 raise WorkerDied(f"{self.role} worker was closed for good", "")
@@ -103,11 +115,11 @@ class WorkerProcess:
             except (EOFError, OSError):
                 break
             if ready:
-                if reply.get("poisoned"):
+                if isinstance(reply, WorkerError) and reply.poisoned:
                     tail = self.tail()
                     self.close()
-                    raise WorkerDied(reply.get("error", "poisoned CUDA context"), tail, poisoned=True)
-                return reply
+                    raise WorkerDied(reply.error or "poisoned CUDA context", tail, poisoned=True)
+                return checked(reply, Reply)
             if not self.alive:
                 break
             if time.monotonic() >= deadline:
@@ -118,11 +130,11 @@ class WorkerProcess:
         self.close()
         raise WorkerDied(f"{self.role} worker died (exit code {code})", tail)
 
-    def call_ok(self, request: dict, timeout: float) -> dict:
+    def call_ok(self, request: Request, timeout: float) -> Reply:
         """``call``, and a RuntimeError naming the role when the worker reports that the request failed."""
         reply = self.call(request, timeout)
-        if not reply["ok"]:
-            raise RuntimeError(f"{self.role} worker: {reply['error']}\n{reply.get('traceback', '')}")
+        if isinstance(reply, WorkerError):
+            raise RuntimeError(f"{self.role} worker: {reply.error}\n{reply.traceback}")
         return reply
 
     def tail(self) -> str:
