@@ -59,7 +59,8 @@ def _fits(value, hint) -> bool:
 
 
 def _name(hint) -> str:
-    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+    plain = typing.get_origin(hint) is None and isinstance(hint, type)
+    return hint.__name__ if plain else str(hint).replace("typing.", "").replace("sandbox.wire.", "")
 
 
 @dataclass(frozen=True)
