@@ -266,7 +266,7 @@ class Time(Request):
     """The A/B timing stage at one size (``sandbox.worker.timing``); ``primary`` is the implementation every
     candidate launch is compared with; ``launches_to`` the candidate's launch count drawn by the host."""
 
-    harness: HarnessCode | None
+    harness: HarnessCode
     impls: dict[str, Impl]
     sizes: dict[str, int]
     scalars: dict[str, Any]

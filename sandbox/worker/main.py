@@ -39,9 +39,10 @@ class CompileRole:
         from .confine import confine_compiler
 
         try:
-            self.confinement = ConfinementReport(**confine_compiler(Path(os.environ.get("HOME") or os.getcwd())))
+            state = confine_compiler(Path(os.environ.get("HOME") or os.getcwd()))
         except Exception as exc:  # NVRTC itself is missing: compiles will say so, one by one
-            self.confinement = ConfinementReport(False, f"the warm-up compile failed: {type(exc).__name__}: {exc}")
+            state = {"confined": False, "reason": f"the warm-up compile failed: {type(exc).__name__}: {exc}"}
+        self.confinement = ConfinementReport(**state)
 
     def handle(self, msg: Request) -> Reply:
         from ..candidate import parse_candidate
