@@ -147,7 +147,8 @@ def test_the_reference_worker_reports_a_bad_reference_as_a_task_error(tmp_path):
     ref.write_text(ref.read_text().replace("return None", 'return {"loss": xp.zeros(1)}'))
     assert "output 'loss' has shape (1,), the task says ()" in run_compare(shared, trial).error
     ref.write_text(ref.read_text().replace('return {"loss": xp.zeros(1)}', 'return {"loss": xp.float64(N)}'))
-    reply = run_compare(shared, dataclasses.replace(trial, runs=[Run("run1", {"loss": _saved(tmp_path, np.float32(3.0))})]))
+    saved = _saved(tmp_path, np.float32(3.0))
+    reply = run_compare(shared, dataclasses.replace(trial, runs=[Run("run1", {"loss": saved})]))
     assert reply.ok and reply.checks[0].passed and reply.checks[0].output == "loss"
 
 

@@ -122,7 +122,8 @@ def test_the_compile_worker_cannot_read_host_files_and_names_no_host_folder(tmp_
     worker = WorkerProcess("compile")
     try:
         def compile_(source: str) -> dict:
-            reply = worker.call(Compile(source=PLAN + source, flags=[], knobs={}, arch="sm_90", cache=False), timeout=120)
+            request = Compile(source=PLAN + source, flags=[], knobs={}, arch="sm_90", cache=False)
+            reply = worker.call(request, timeout=120)
             assert reply.ok, reply
             return reply.info
 

@@ -174,7 +174,8 @@ def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False, **
     monkeypatch.setattr(timing, "_overlaps", lambda array, buffers: any(np.shares_memory(array, b.raw)
                                                                         for b in buffers.values()))
     sizes = task.spec.sizes.check[-1]
-    impls = {"candidate": Impl(cubin=b""), **{n: Impl(torch=n, task_folder=str(task.folder)) for n in ("eager", "compile")}}
+    impls = {"candidate": Impl(cubin=b""),
+             **{n: Impl(torch=n, task_folder=str(task.folder)) for n in ("eager", "compile")}}
     req = Time(harness=HarnessCode("sm_90", b""), impls=impls, primary="eager", sizes=sizes, scalars={},
                input_variants=[input_specs(task, sizes, 0)], outputs=output_specs(task, sizes),
                tolerance=task.tolerances(), seed=3, order_seed=4, hash_seed=5,

@@ -2,7 +2,7 @@
 
 A record is valid only inside its envelope: the task's content (``Task.fingerprint``), the GPU
 model, the driver, the CUDA runtime, the NVRTC version that compiled it, and the size it was timed
-at. Records live under ``sandbox.compiler.cache_dir()/best/<task>/<fingerprint>/`` as one JSON
+at. Records live under ``sandbox.files.cache_dir()/best/<task>/<fingerprint>/`` as one JSON
 file per envelope, written atomically under a lock, so concurrent runs never leave half a file and
 never lose the faster of two offers. Each record carries ``digest``, the SHA-256 of the rest of it: a record
 whose kernel or numbers were edited by hand is refused (``TamperedRecord``, naming the file), a check against

@@ -141,7 +141,8 @@ class GPUSandbox(CompileOnlySandbox):
             return new_result(task, cand, status, checks=checks, error=error, detail=detail, **base)
 
         bench_label = labelled[-1][0]
-        status, rec, env, more_checks, error, detail = self._timing(task, bench, cubin, plans[bench_label], baseline, cost)
+        status, rec, env, more_checks, error, detail = self._timing(task, bench, cubin, plans[bench_label], baseline,
+                                                                    cost)
         cost.wall_s = time.perf_counter() - t0
         base["env"] = {**self.device, **env}
         return new_result(task, cand, status, checks=checks + more_checks, timing=rec, error=error, detail=detail, **base)

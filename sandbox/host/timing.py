@@ -31,7 +31,8 @@ def timing_request(task: Task, bench: dict, cubin: bytes, plan: dict, baseline, 
         impls[name] = Impl(torch=name, task_folder=str(task.folder.resolve()), tf32=cfg.torch_tf32)
     limits = RoundLimits(budget_ms=cfg.timing_budget_s * 1e3, min_rounds=cfg.min_rounds, max_rounds=cfg.max_rounds,
                          target_ci=cfg.target_ci, wall_cap_s=cfg.wall_cap_s)
-    return Time(harness=harness, impls=impls, sizes=task.env(bench), scalars={s.name: s.value for s in task.spec.scalars},
+    return Time(harness=harness, impls=impls, sizes=task.env(bench),
+                scalars={s.name: s.value for s in task.spec.scalars},
                 input_variants=[input_specs(task, bench, k) for k in range(distribution_count(task))],
                 outputs=output_specs(task, bench), tolerance=task.tolerances(), seed=rng.getrandbits(62),
                 order_seed=rng.getrandbits(62), hash_seed=rng.getrandbits(63), limits=limits,
@@ -42,8 +43,9 @@ def timing_request(task: Task, bench: dict, cubin: bytes, plan: dict, baseline, 
 def kept_trials(task: Task, bench: dict, req: Time, reply: Timed) -> list[CompareTrial]:
     """The candidate launches drawn at random from the whole stage, as trials for the full comparison with the
     reference (each on the inputs its round generated)."""
-    return [CompareTrial(label=f"timing launch {e.launch} ({e.phase})", sizes=bench, inputs=req.input_variants[e.variant],
-                         outputs=output_specs(task, bench), seed=e.seed, runs=[Run("full", e.files)])
+    return [CompareTrial(label=f"timing launch {e.launch} ({e.phase})", sizes=bench,
+                         inputs=req.input_variants[e.variant], outputs=output_specs(task, bench), seed=e.seed,
+                         runs=[Run("full", e.files)])
             for e in reply.full]
 
 
@@ -88,7 +90,8 @@ def sanity(timing: Timing, roofline_reject_factor: float) -> tuple[Status, str]:
     cand, floor_ms = timing.impls["candidate"], timing.roofline_ms
     if floor_ms and cand.median_ms < floor_ms / roofline_reject_factor:
         return Status.rejected, (f"{FLOOR_NOTE}: {cand.median_ms:.4g} ms is below the roofline floor {floor_ms:.4g} "
-                                 f"ms / {roofline_reject_factor} (bytes and FLOPs of the task at the measured ceilings)")
+                                 f"ms / {roofline_reject_factor} (bytes and FLOPs of the task at the measured "
+                                 "ceilings)")
     if cand.median_ms > cand.wall_median_ms * 1.05 + 0.02:
         return Status.rejected, (f"event time {cand.median_ms:.4g} ms exceeds host wall-clock "
                                  f"{cand.wall_median_ms:.4g} ms: the timer is not trustworthy")

@@ -1,7 +1,7 @@
 """Correctness trials in the GPU worker: fresh guarded buffers, seeded inputs, poisoned outputs, two runs
 each; guard bands and input hashes checked after every launch (``violations``, also used by timing and
-screening). Each trial's outcome is a ``TrialRun`` (sandbox.wire); the orchestrator has the outputs handed over (``harness.hand_over``)
-compared with the reference."""
+screening). Each trial's outcome is a ``TrialRun`` (sandbox.wire); the orchestrator has the outputs handed over
+(``harness.hand_over``) compared with the reference."""
 
 from __future__ import annotations
 

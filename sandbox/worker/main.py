@@ -8,7 +8,8 @@ Roles:
   It never loads candidate code, so expected outputs never share a CUDA context with a candidate.
 
 Requests and replies are the records of ``sandbox.wire``; each role dispatches on the request's type, and
-anything that is not a request is answered with a ``WorkerError``. Error texts and compile logs leave a worker with host folders replaced by neutral names (sandbox.hostpaths).
+anything that is not a request is answered with a ``WorkerError``. Error texts and compile logs leave a worker
+with host folders replaced by neutral names (sandbox.hostpaths).
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ class ReferenceRole:
             case Compare() | Compares():
                 reply = run_compare(msg.task, msg.trial, self.cache) if isinstance(msg, Compare) else \
                     run_compares(msg, self.cache)
-                if "cupy" in sys.modules:  # the GPU worker's next stage plans from the free memory: nothing cached unused here
+                if "cupy" in sys.modules:  # the GPU worker's next stage plans from the free memory: nothing cached
                     from .memory_plan import release_cached
 
                     release_cached(sys.modules["cupy"])

@@ -18,8 +18,8 @@ import numpy as np
 from ..compare import compare
 from ..task_reference import ReferenceOutputError, checked_outputs, load_reference
 from ..dtypes import to_compute
-from ..wire import (CompareTask, CompareTrial, Compared, Compares, HarnessCode, OutputCheck, OutputsCompared, TrialChecks,
-                    WorkerError)
+from ..wire import (CompareTask, CompareTrial, Compared, Compares, HarnessCode, OutputCheck, OutputsCompared,
+                    TrialChecks, WorkerError)
 from .harness import Harness, reference_inputs
 from .stopwatch import Stopwatch
 
@@ -74,7 +74,8 @@ def run_compare(task: CompareTask, trial: CompareTrial,
                 h = cache.hasher(task.harness)
                 for name, digest in trial.input_hashes.items():
                     if int(h.hash_array(ins[name], task.hash_seed).get()[0]) != digest:
-                        return WorkerError(f"regenerated input {name!r} differs from the worker's (infrastructure fault)")
+                        return WorkerError(f"regenerated input {name!r} differs from the worker's "
+                                           "(infrastructure fault)")
         try:
             with watch("reference"):
                 values = {s["name"]: to_compute(xp, ins[s["name"]], s["dtype"]) for s in trial.inputs}
