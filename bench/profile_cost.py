@@ -2,7 +2,7 @@
 different sections and metrics, and the imports of a report's pages.
 
 For one task's baseline at its benchmark size (as a run profiles a new best), each variant is one ncu run of
-``python -m sandbox.profile.target`` (the program ``Profiler`` profiles) with the same kernel filter and launch
+``python -m sandbox.worker.profile_target`` (the program ``Profiler`` profiles) with the same kernel filter and launch
 skip; the table gives its wall seconds, the replay passes ncu reports, and what the diagnosis would get from it:
 the summary's fields (``sandbox.profile.counters``) and ncu's OPT/WRN rules, against the sections in use now.
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
 from sandbox import GPUSandbox, load_candidate, load_task  # noqa: E402
-from sandbox.host.tools import run_tool  # noqa: E402
+from sandbox.tools import run_tool  # noqa: E402
 from sandbox.plan import resolve  # noqa: E402
 from sandbox.profile import ncu  # noqa: E402
 from sandbox.profile.counters import summarize  # noqa: E402

@@ -45,7 +45,8 @@ from agent.tune.search import INF, minimize  # noqa: E402
 from agent.tune.proposer import tuner_search  # noqa: E402
 from agent.tune.space import TuningSpace, flag_groups  # noqa: E402
 from sandbox import CompileOnlySandbox, SandboxConfig, Status, load_candidate, load_task  # noqa: E402
-from sandbox.compiler import atomic_write, nvrtc_version  # noqa: E402
+from sandbox.compiler import nvrtc_version  # noqa: E402
+from sandbox.files import atomic_write  # noqa: E402
 from sandbox.plan import identity  # noqa: E402
 
 import kernel_tuner_sim as kts  # noqa: E402  (bench/, beside this file; Kernel Tuner itself is imported on use)

@@ -12,8 +12,9 @@ The seam, in one protocol::
         def close(self) -> None
 
 Layout: the shared vocabulary at the top (task with task_spec and task_reference, candidate, plan, expr,
-dtypes, result, stats, compare, inputs, envinfo, cubin, compiler); ``host/`` orchestrates (the sandboxes, worker processes, screener),
-``worker/`` runs on the device, ``profile/`` profiles with Nsight Compute. Importing this package
+dtypes, result, stats, compare, inputs, envinfo, cubin, compiler, files, tools, tempdirs, torch_spec);
+``host/`` orchestrates (the sandboxes, worker processes, screener, profiler), ``worker/`` runs on the device,
+``profile/`` reads what Nsight Compute measured. Importing this package
 imports neither CuPy nor CUDA bindings, nor any of its modules until one of its names is used.
 """
 
@@ -29,7 +30,8 @@ _EXPORTS = {"Candidate": ".candidate", "CandidateError": ".candidate", "load_can
             "SandboxConfig": ".host.config", "SandboxKind": ".host.config", "FakeSandbox": ".host.fake",
             "GPUSandbox": ".host.gpu", "open_sandbox": ".host.open", "Result": ".result", "Status": ".result",
             "SanitizeReport": ".sanitizer_report", "Task": ".task", "TaskError": ".task", "load_task": ".task",
-            "suite_names": ".task"}
+            "suite_names": ".task", "probe_device": ".host.probe", "confinement": ".host.probe",
+            "NoDevice": ".host.probe"}
 
 if TYPE_CHECKING:
     from .candidate import Candidate, CandidateError, load_candidate, parse_candidate
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from .host.fake import FakeSandbox
     from .host.gpu import GPUSandbox
     from .host.open import open_sandbox
+    from .host.probe import NoDevice, confinement, probe_device
     from .result import Result, Status
     from .sanitizer_report import SanitizeReport
     from .task import Task, TaskError, load_task, suite_names

@@ -126,7 +126,7 @@ class Candidate:
 
     def render(self) -> str:
         """The candidate as a file, with the chosen knob values and flags written into its plan."""
-        body = _strip_plan(self.source)
+        body = strip_plan(self.source)
         return f"{PLAN_OPEN}\n{self.plan_toml()}{PLAN_CLOSE}\n{body.lstrip(chr(10))}"
 
     def plan_toml(self) -> str:
@@ -158,7 +158,8 @@ def _dims(d: tuple[str, ...]) -> str:
     return _q(d[0]) if len(d) == 1 else "[" + ", ".join(_q(x) for x in d) + "]"
 
 
-def _strip_plan(source: str) -> str:
+def strip_plan(source: str) -> str:
+    """The source without its launch plan block (the CUDA code alone)."""
     start = source.find(PLAN_OPEN)
     if start < 0:
         return source

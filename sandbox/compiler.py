@@ -11,7 +11,6 @@ import hashlib
 import os
 import re
 import struct
-import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -19,34 +18,12 @@ from pathlib import Path
 from . import approx_ptx
 from .candidate import Candidate
 from .cubin import code_hash, kernel_params
+from .files import atomic_write, cache_dir
 from .result import CompileInfo, KernelResources
 
 DEFAULT_ARCH = "sm_90"
 BASE_OPTIONS = ("-std=c++17", "--ptxas-options=-v", "-lineinfo")
 LOG_LIMIT = 20_000
-
-
-def cache_dir() -> Path:
-    """Machine-local cache folder; ``KERNELWRIGHT_CACHE_DIR`` overrides it."""
-    root = os.environ.get("KERNELWRIGHT_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kernelwright")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write via a temp file in the same folder and ``os.replace``: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 MISSING_NVRTC = ("NVRTC is not installed (no cuda-bindings): pip install \"kernelwright[cuda13]\" for a CUDA 13 driver "
@@ -121,7 +98,7 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
     """Compile ``candidate``; returns (info, cubin). A compile error is a value: ``info.ok`` is False."""
     options = build_options(candidate, arch)
     # Name expressions are not macro-expanded by NVRTC: write knob values into template arguments.
-    expanded = {launch.kernel: _expand(launch.kernel, candidate.defines()) for launch in candidate.launches}
+    expanded = {launch.kernel: expand_names(launch.kernel, candidate.defines()) for launch in candidate.launches}
     names = sorted(set(expanded.values()))
     key = cache_key(candidate.source, options, arch, names)
     entry = cache_dir() / "cubins" / key[:2] / key
@@ -133,7 +110,7 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
             update = {"cached": True, "code_hash": info.code_hash or (code_hash(cubin) if cubin else None),
                       "params": info.params or (_params(info.lowered_names, cubin) if cubin else {})}
             return info.model_copy(update=update), cubin
-    info, cubin = _nvrtc(candidate.source, options, arch, names)
+    info, cubin = nvrtc_compile(candidate.source, options, arch, names)
     if info.ok:
         info.lowered_names = {k: info.lowered_names[v] for k, v in expanded.items()}
         back = {v: k for k, v in expanded.items()}
@@ -166,11 +143,14 @@ def _params(lowered: dict[str, str], cubin: bytes) -> dict[str, list[int]]:
     return {name: by_lowered[low] for name, low in lowered.items() if low in by_lowered}
 
 
-def _expand(name: str, defines: dict[str, int]) -> str:
+def expand_names(name: str, defines: dict[str, int]) -> str:
+    """A kernel name (``name<BLOCK, 4>``) with the knobs' values in place of their macro names."""
     return re.sub(r"\b[A-Za-z_][A-Za-z0-9_]*\b", lambda m: str(defines.get(m.group(0), m.group(0))), name)
 
 
-def _nvrtc(source: str, options: list[str], arch: str, names: list[str]) -> tuple[CompileInfo, bytes | None]:
+def nvrtc_compile(source: str, options: list[str], arch: str, names: list[str]) -> tuple[CompileInfo, bytes | None]:
+    """One NVRTC compile of ``source`` with ``options`` for ``arch``, uncached: its report and cubin (None when it
+    failed), and the lowered names of ``names``. ``compile_source`` is the cached road for candidates."""
     nvrtc = _nvrtc_module()
     t0 = time.perf_counter()
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"candidate.cu", 0, [], [])

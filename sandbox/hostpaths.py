@@ -37,7 +37,8 @@ def redact(text: str, extra: dict[str, str] | None = None) -> str:
 
 def host_folders() -> dict[str, str]:
     """Folder -> neutral name, for this process."""
-    from .compiler import cache_dir, include_dirs
+    from .compiler import include_dirs
+    from .files import cache_dir
 
     folders: dict[str, str] = {}
 

@@ -172,7 +172,8 @@ def task_folders(path: str | Path) -> list[Path]:
     return found
 
 
-def _format_validation(path: Path, err: ValidationError) -> str:
+def format_validation(path: Path, err: ValidationError) -> str:
+    """A task.toml's validation errors as one message naming the file and each key at fault."""
     lines = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"])
@@ -244,7 +245,7 @@ def load_task(name_or_path: str | Path) -> Task:
     try:
         spec = TaskSpec.model_validate(data)
     except ValidationError as exc:
-        raise TaskError(_format_validation(toml_path, exc)) from None
+        raise TaskError(format_validation(toml_path, exc)) from None
     if spec.name != folder.name:
         raise TaskError(f"{toml_path}: name: expected the folder name {folder.name!r}, got {spec.name!r}")
     required = ("reference.py", "baseline.cu") if spec.torch is None else ("reference.py", spec.torch.problem)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_val
 
 from . import expr
 from .dtypes import DTYPES, SCALAR_TYPES, itemsize
-from .pytorch.spec import TorchSpec
+from .torch_spec import TorchSpec
 
 
 def _one_of(value: str, known) -> str:

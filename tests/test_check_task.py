@@ -128,6 +128,9 @@ def test_a_task_that_does_not_load_is_a_task_error(tmp_path):
 
 
 def test_the_reference_worker_reports_a_bad_reference_as_a_task_error(tmp_path):
+    import dataclasses
+
+    from sandbox.wire import CompareTask, CompareTrial, Run, WorkerError
     from sandbox.worker.reference import run_compare
 
     folder = _copy(tmp_path, "cross_entropy")
@@ -135,17 +138,18 @@ def test_the_reference_worker_reports_a_bad_reference_as_a_task_error(tmp_path):
     _edit(folder, "reference.py", 'return {"loss": (lse - picked).mean()}', "return None")
     task = load_task(folder)
     sizes = {"N": 3, "C": 5}
-    req = dict(op="compare", backend="numpy", task_folder=str(folder), sizes=task.env(sizes),
-               inputs=input_specs(task, sizes, 0), outputs=output_specs(task, sizes), seed=1, scalars={},
-               tolerance=task.tolerances(), runs=[], input_hashes=None, hash_seed=0)
-    reply = run_compare(req)
-    assert reply["ok"] is False and reply["task_error"] is True
-    assert "reference() returned NoneType, expected a dict" in reply["error"]
+    shared = CompareTask(task_folder=str(folder), scalars={}, tolerance=task.tolerances(), backend="numpy")
+    trial = CompareTrial(label="t", sizes=task.env(sizes), inputs=input_specs(task, sizes, 0),
+                         outputs=output_specs(task, sizes), seed=1, runs=[])
+    reply = run_compare(shared, trial)
+    assert isinstance(reply, WorkerError) and reply.task_error is True
+    assert "reference() returned NoneType, expected a dict" in reply.error
     ref.write_text(ref.read_text().replace("return None", 'return {"loss": xp.zeros(1)}'))
-    assert "output 'loss' has shape (1,), the task says ()" in run_compare(req)["error"]
+    assert "output 'loss' has shape (1,), the task says ()" in run_compare(shared, trial).error
     ref.write_text(ref.read_text().replace('return {"loss": xp.zeros(1)}', 'return {"loss": xp.float64(N)}'))
-    reply = run_compare({**req, "runs": [dict(label="run1", files={"loss": _saved(tmp_path, np.float32(3.0))})]})
-    assert reply["ok"] and reply["checks"][0]["passed"] and reply["checks"][0]["output"] == "loss"
+    saved = _saved(tmp_path, np.float32(3.0))
+    reply = run_compare(shared, dataclasses.replace(trial, runs=[Run("run1", {"loss": saved})]))
+    assert reply.ok and reply.checks[0].passed and reply.checks[0].output == "loss"
 
 
 def _saved(tmp_path: Path, value) -> str:

@@ -164,7 +164,7 @@ def test_a_compile_with_an_empty_log_leaves_the_processs_shared_bytes_alone():
     import sys
 
     code = ("from sandbox import compiler; "
-            "compiler._nvrtc('extern \"C\" __global__ void k() {}', ['--gpu-architecture=sm_90'], 'sm_90', []); "
+            "compiler.nvrtc_compile('extern \"C\" __global__ void k() {}', ['--gpu-architecture=sm_90'], 'sm_90', []); "
             "print(repr(bytes([32])), repr(bytes([32]).decode()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parent.parent)

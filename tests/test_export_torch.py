@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from agent.report.export_torch import python_expr, render  # noqa: E402
 from sandbox.candidate import load_candidate  # noqa: E402
-from sandbox.compiler import DEFAULT_ARCH, _nvrtc, compile_source, include_dirs  # noqa: E402
+from sandbox.compiler import DEFAULT_ARCH, nvrtc_compile, compile_source, include_dirs  # noqa: E402
 from sandbox.plan import resolve  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.task import load_task  # noqa: E402
@@ -76,7 +76,7 @@ def test_the_exported_source_compiles_with_nvrtc_with_the_runs_flags_and_knobs(t
     mod = _export(task, cand, tmp_path)
     assert "--extra-device-vectorization" in mod.OPTIONS and any(o.startswith("-D") for o in mod.OPTIONS)
     options = [f"-arch={DEFAULT_ARCH}", *mod.OPTIONS, *[f"-I{d}" for d in include_dirs()]]
-    info, cubin = _nvrtc(mod.SOURCE, options, DEFAULT_ARCH, mod.KERNELS)
+    info, cubin = nvrtc_compile(mod.SOURCE, options, DEFAULT_ARCH, mod.KERNELS)
     assert info.ok and cubin, info.log
     assert set(info.lowered_names) == set(mod.KERNELS)
 

@@ -45,19 +45,20 @@ def test_empty_text_stays_empty():
 
 def test_a_workers_error_text_and_traceback_name_no_host_folder():
     from sandbox.host.pool import WorkerProcess
+    from sandbox.wire import Hello, WorkerError
 
     worker = WorkerProcess("reference")
     try:
-        reply = worker.call({"op": "nonsense"}, timeout=60)
+        reply = worker.call(Hello(), timeout=60)
     finally:
         worker.close()
-    assert reply["ok"] is False and "unknown op" in reply["error"]
-    assert "<kernelwright>/sandbox/worker/main.py" in reply["traceback"]
-    assert str(ROOT) not in reply["traceback"] and tempfile.gettempdir() + "/" not in reply["traceback"]
+    assert isinstance(reply, WorkerError) and "the reference worker does not handle Hello" in reply.error
+    assert "<kernelwright>/sandbox/worker/main.py" in reply.traceback
+    assert str(ROOT) not in reply.traceback and tempfile.gettempdir() + "/" not in reply.traceback
 
 
 def test_profile_outcomes_name_no_host_folder():
-    from sandbox.profile.profiler import unavailable
+    from sandbox.host.profiler import unavailable
 
     out = unavailable(f"ncu at {ROOT}/tools/ncu is not an executable file")
     assert out["reason"] == out["notice"] == "ncu at <kernelwright>/tools/ncu is not an executable file"

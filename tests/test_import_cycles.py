@@ -200,9 +200,7 @@ MAY_NOT_IMPORT = {
     "sandbox.pytorch": ("sandbox.host", "sandbox.worker", "sandbox.profile"),
     "sandbox.profile": ("sandbox.host", "sandbox.worker"),
 }
-EXCEPT = {("sandbox.profile", "sandbox.host.pool"), ("sandbox.profile", "sandbox.host.tools"),
-          ("sandbox.profile", "sandbox.host.tempdirs"), ("sandbox.profile.target", "sandbox.worker.harness"),
-          ("sandbox.pytorch.confined", "sandbox.host.pool"), ("sandbox.pytorch.confined", "sandbox.host.tempdirs")}
+EXCEPT: set[tuple[str, str]] = set()
 
 
 def _under(module: str, package: str) -> bool:

@@ -114,6 +114,7 @@ def test_the_compile_worker_cannot_read_host_files_and_names_no_host_folder(tmp_
     from sandbox.compiler import include_dirs
     from sandbox.host.pool import WorkerProcess
     from sandbox.source_filter import ALLOWED_INCLUDES
+    from sandbox.wire import Compile, Confinement
 
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
     secret = tmp_path / "outside.h"
@@ -121,9 +122,10 @@ def test_the_compile_worker_cannot_read_host_files_and_names_no_host_folder(tmp_
     worker = WorkerProcess("compile")
     try:
         def compile_(source: str) -> dict:
-            reply = worker.call(dict(source=PLAN + source, flags=[], knobs={}, arch="sm_90", cache=False), timeout=120)
-            assert reply["ok"], reply
-            return reply["info"]
+            request = Compile(source=PLAN + source, flags=[], knobs={}, arch="sm_90", cache=False)
+            reply = worker.call(request, timeout=120)
+            assert reply.ok, reply
+            return reply.info
 
         for header in (str(secret), "/etc/hostname"):
             info = compile_(f'#include "{header}"\nextern "C" __global__ void k() {{}}\n')
@@ -135,7 +137,7 @@ def test_the_compile_worker_cannot_read_host_files_and_names_no_host_folder(tmp_
         for folder in (*include_dirs(), str(worker.home), str(ROOT)):
             assert folder not in broken["log"] and all(folder not in o for o in broken["options"])
         assert "-I<cuda-include>" in broken["options"]
-        status = worker.call({"op": "confinement"}, timeout=30)["confinement"]
-        assert status["confined"] is True, status
+        status = worker.call(Confinement(), timeout=30)
+        assert status.confined is True, status
     finally:
         worker.close()

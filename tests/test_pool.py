@@ -6,6 +6,16 @@ import signal
 import pytest
 
 from sandbox.host.pool import WorkerDied, WorkerProcess, WorkerTimeout
+from sandbox.wire import Compare, CompareTask, CompareTrial, Hello, WorkerError
+
+# A request no role but the GPU one handles: the reference and compile workers answer it with a WorkerError.
+UNHANDLED = Hello()
+
+
+def _compare(folder) -> Compare:
+    """A comparison whose reference (``folder``/reference.py) is all the test needs to run."""
+    return Compare(CompareTask(task_folder=str(folder), scalars={}, tolerance={}, backend="numpy"),
+                   CompareTrial(label="t", sizes={}, inputs=[], outputs=[], seed=0, runs=[]))
 
 
 @pytest.mark.timeout(60)
@@ -14,8 +24,8 @@ def test_a_healthy_worker_is_reused_across_requests():
     try:
         pid = None
         for _ in range(3):
-            reply = w.call({"op": "nonsense"}, timeout=30)
-            assert reply["ok"] is False and "unknown op" in reply["error"]
+            reply = w.call(UNHANDLED, timeout=30)
+            assert isinstance(reply, WorkerError) and "the reference worker does not handle Hello" in reply.error
             pid = pid or w.proc.pid
             assert w.proc.pid == pid
         assert w.started == 1 and w.requests == 3
@@ -32,8 +42,7 @@ def test_timeout_kills_the_whole_process_group_and_the_next_request_gets_a_fresh
         f"    p = subprocess.Popen(['sleep', '600'])\n"
         f"    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
         "    time.sleep(600)\n")
-    request = dict(op="compare", backend="numpy", task_folder=str(tmp_path), inputs=[], seed=0, sizes={},
-                   scalars={}, outputs=[], runs=[], tolerance={})
+    request = _compare(tmp_path)
     w = WorkerProcess("reference")
     try:
         with pytest.raises(WorkerTimeout):
@@ -41,7 +50,7 @@ def test_timeout_kills_the_whole_process_group_and_the_next_request_gets_a_fresh
         assert w.proc is None
         grandchild = int(pidfile.read_text())
         assert not _alive(grandchild), "the worker's own children die with its process group"
-        assert w.call({"op": "nonsense"}, timeout=30)["ok"] is False
+        assert w.call(UNHANDLED, timeout=30).ok is False
         assert w.started == 2
     finally:
         w.close()
@@ -62,13 +71,14 @@ def test_a_busy_worker_and_its_children_die_with_a_killed_host(tmp_path):
         "    p = subprocess.Popen(['sleep', '600'])\n"
         f"    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
         "    time.sleep(600)\n")
-    request = dict(op="compare", backend="numpy", task_folder=str(tmp_path), inputs=[], seed=0, sizes={},
-                   scalars={}, outputs=[], runs=[], tolerance={})
     host = subprocess.Popen([sys.executable, "-c", (
         "import pathlib, threading, time\n"
         "from sandbox.host.pool import WorkerProcess\n"
+        "from sandbox.wire import Compare, CompareTask, CompareTrial\n"
+        f"req = Compare(CompareTask(task_folder={str(tmp_path)!r}, scalars={{}}, tolerance={{}}, backend='numpy'),\n"
+        "              CompareTrial(label='t', sizes={}, inputs=[], outputs=[], seed=0, runs=[]))\n"
         "w = WorkerProcess('reference')\n"
-        f"threading.Thread(target=w.call, args=({request!r}, 600), daemon=True).start()\n"
+        "threading.Thread(target=w.call, args=(req, 600), daemon=True).start()\n"
         f"while not pathlib.Path({str(pidfile)!r}).exists(): time.sleep(0.05)\n"
         "print(w.proc.pid, flush=True)\n"
         "time.sleep(600)\n")], stdout=subprocess.PIPE, text=True)
@@ -112,14 +122,13 @@ def test_a_worker_that_dies_during_a_request_is_reported_and_replaced(tmp_path):
         "import os, signal\n"
         "def reference(xp, **kw):\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n")
-    request = dict(op="compare", backend="numpy", task_folder=str(tmp_path), inputs=[], seed=0, sizes={},
-                   scalars={}, outputs=[], runs=[], tolerance={})
+    request = _compare(tmp_path)
     w = WorkerProcess("reference")
     try:
         with pytest.raises(WorkerDied, match="reference worker died"):
             w.call(request, timeout=30)
         assert w.proc is None
-        assert w.call({"op": "nonsense"}, timeout=30)["ok"] is False
+        assert w.call(UNHANDLED, timeout=30).ok is False
         assert w.started == 2
     finally:
         w.close()
@@ -129,10 +138,10 @@ def test_a_worker_that_dies_during_a_request_is_reported_and_replaced(tmp_path):
 def test_a_worker_that_died_between_requests_is_replaced_before_the_next_one():
     w = WorkerProcess("reference")
     try:
-        w.call({"op": "nonsense"}, timeout=30)
+        w.call(UNHANDLED, timeout=30)
         os.killpg(w.proc.pid, signal.SIGKILL)
         w.proc.wait(timeout=30)
-        assert w.call({"op": "nonsense"}, timeout=30)["ok"] is False
+        assert w.call(UNHANDLED, timeout=30).ok is False
         assert w.started == 2
     finally:
         w.close()
@@ -144,7 +153,7 @@ def test_secrets_in_the_environment_do_not_reach_workers(monkeypatch):
     monkeypatch.setenv("KERNELWRIGHT_SEED", "12345")
     w = WorkerProcess("reference")
     try:
-        w.call({"op": "nonsense"}, timeout=30)
+        w.call(UNHANDLED, timeout=30)
         environ = open(f"/proc/{w.proc.pid}/environ", "rb").read().decode(errors="replace")
         assert "sk-secret-value" not in environ and "KERNELWRIGHT_SEED" not in environ
         assert f"HOME={w.home}" in environ.split("\0")
@@ -161,7 +170,7 @@ def test_closing_from_several_threads_at_once_frees_each_pipe_once():
     errors = []
     for _ in range(20):
         w = WorkerProcess("compile")
-        assert w.call({"op": "nonsense"}, timeout=30)["ok"] is False
+        assert w.call(UNHANDLED, timeout=30).ok is False
         barrier = threading.Barrier(6)
 
         def close():
@@ -183,8 +192,8 @@ def test_closing_from_several_threads_at_once_frees_each_pipe_once():
 @pytest.mark.timeout(60)
 def test_a_retired_worker_is_not_started_again():
     w = WorkerProcess("compile")
-    w.call({"op": "nonsense"}, timeout=30)
+    w.call(UNHANDLED, timeout=30)
     w.close(retire=True)
     with pytest.raises(WorkerDied, match="closed for good"):
-        w.call({"op": "nonsense"}, timeout=30)
+        w.call(UNHANDLED, timeout=30)
     assert w.proc is None

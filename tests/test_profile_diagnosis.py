@@ -10,7 +10,7 @@ import pytest
 from sandbox import load_task
 from sandbox.profile import ncu
 from sandbox.profile.diagnosis import diagnose
-from sandbox.profile.profiler import kernels_from
+from sandbox.host.profiler import kernels_from
 from sandbox.result import CompileInfo, ImplTiming, Interval, KernelResources, Result, Status, Timing
 
 pytestmark = pytest.mark.timeout(60)

@@ -10,7 +10,7 @@ import pytest
 from sandbox.profile import ncu
 from sandbox.profile.counters import summarize, top_stalls
 from sandbox.profile.diagnosis import diagnose, kernel_bound
-from sandbox.profile.profiler import kernels_from
+from sandbox.host.profiler import kernels_from
 
 pytestmark = pytest.mark.timeout(60)
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"

@@ -14,7 +14,7 @@ import pytest
 
 from sandbox import CompileOnlySandbox, Status, load_task, parse_candidate
 from sandbox.profile import ncu
-from sandbox.profile.profiler import ProfileConfig, Profiler
+from sandbox.host.profiler import ProfileConfig, Profiler
 from stand_in import install
 
 pytestmark = pytest.mark.timeout(120)
@@ -157,7 +157,7 @@ def test_profile_runs_ncu_on_the_plans_kernels_past_the_warmup(sandbox, fake, ta
     regex = run[run.index("-k") + 1]
     assert regex.startswith("regex:^(") and "k_copy" in regex and "k_strided" in regex
     assert "_Z7k_sgemmILi16EEvPKfS1_Pfi" in regex, "templates are filtered by their mangled name"
-    assert run[-3:-1] == ["-m", "sandbox.profile.target"]
+    assert run[-3:-1] == ["-m", "sandbox.worker.profile_target"]
     assert [k["kernel"] for k in prof["kernels"]] == ["k_copy", "k_strided", "k_sgemm<16>"]
     assert prof["tool"].startswith("Version 2025.3.1")
     assert isinstance(prof["diagnosis"], str) and "bound: memory-bound" in prof["diagnosis"]

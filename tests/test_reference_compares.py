@@ -12,6 +12,7 @@ import pytest
 from sandbox import load_task
 from sandbox.host.referee import Referee
 from sandbox.inputs import input_specs, output_specs
+from sandbox.wire import CompareTask, CompareTrial, Compares, HarnessCode, IpcSent, IpcSum, Run, WorkerError
 from sandbox.worker import reference
 from sandbox.worker.harness import reference_inputs
 
@@ -27,8 +28,8 @@ def _trial(task, tmp_path, label, seed, wrong=False):
         out[7] += 1.0
     path = tmp_path / f"{label}.npy"
     np.save(path, out)
-    return dict(label=label, sizes=task.env(sizes), inputs=specs, outputs=output_specs(task, sizes), seed=seed,
-                runs=[dict(label="run1", files={"c": str(path)})], input_hashes=None)
+    return CompareTrial(label=label, sizes=task.env(sizes), inputs=specs, outputs=output_specs(task, sizes), seed=seed,
+                        runs=[Run("run1", {"c": str(path)})])
 
 
 def test_one_request_compares_every_trial_stops_at_the_first_failure_and_reuses_a_reference(tmp_path, monkeypatch):
@@ -40,28 +41,28 @@ def test_one_request_compares_every_trial_stops_at_the_first_failure_and_reuses_
     monkeypatch.setattr(reference, "load_reference", lambda path: module)
     trials = [_trial(task, tmp_path, "a", 1), _trial(task, tmp_path, "b", 2), _trial(task, tmp_path, "b2", 2),
               _trial(task, tmp_path, "c", 3, wrong=True), _trial(task, tmp_path, "d", 4)]
-    req = dict(op="compares", backend="numpy", task_folder=str(task.folder), scalars={}, tolerance=task.tolerances(),
-               hash_seed=0, trials=trials)
+    req = Compares(CompareTask(task_folder=str(task.folder), scalars={}, tolerance=task.tolerances(), backend="numpy"),
+                   trials)
     reply = reference.run_compares(req)
-    assert reply["ok"] and [t["label"] for t in reply["trials"]] == ["a", "b", "b2", "c"]   # d is never compared
-    assert [t["checks"][0]["passed"] for t in reply["trials"]] == [True, True, True, False]
-    assert reply["trials"][3]["checks"][0]["first_mismatch"]["index"] == [7]
+    assert reply.ok and [t.label for t in reply.trials] == ["a", "b", "b2", "c"]   # d is never compared
+    assert [t.checks[0].passed for t in reply.trials] == [True, True, True, False]
+    assert reply.trials[3].checks[0].first_mismatch["index"] == [7]
     assert len(computed) == 3                     # b and b2 share their inputs: one reference for both
-    split = reply["split_s"]                      # where the worker's seconds went, for bench/sandbox_bench.py
+    split = reply.split_s                         # where the worker's seconds went, for bench/sandbox_bench.py
     assert {"inputs", "reference", "outputs", "compare", "other"} == set(split)
-    assert sum(split.values()) == pytest.approx(reply["seconds"], abs=1e-3)
+    assert sum(split.values()) == pytest.approx(reply.seconds, abs=1e-3)
 
 
 def _workers(gpu_reply, ref_reply):
     gpu = types.SimpleNamespace(call_ok=lambda req, timeout: gpu_reply)
     ref = types.SimpleNamespace(call=lambda req, timeout: ref_reply)
-    return Referee(gpu, ref, {}, 60)
+    return Referee(gpu, ref, HarnessCode("sm_90", b""), 60)
 
 
 def test_outputs_travel_by_ipc_handle_only_where_the_probe_reads_the_pattern_back():
     entry = {"ipc": b"x" * 64, "dtype": "<u4", "shape": [4]}
-    assert _workers({"ok": True, "entry": entry, "sum": 6}, {"ok": True, "sum": 6}).ipc is True
-    wrong = _workers({"ok": True, "entry": entry, "sum": 6}, {"ok": True, "sum": 5})
+    assert _workers(IpcSent(entry, 6), IpcSum(6)).ipc is True
+    wrong = _workers(IpcSent(entry, 6), IpcSum(5))
     assert wrong.ipc is False and "differs" in wrong.ipc_error
-    refused = _workers({"ok": True, "entry": None, "error": "CUDARuntimeError: not supported"}, {})
+    refused = _workers(IpcSent(None, error="CUDARuntimeError: not supported"), WorkerError("unused"))
     assert refused.ipc is False and "not supported" in refused.ipc_error

@@ -13,6 +13,7 @@ from sandbox import load_candidate, load_task
 from sandbox.host.pool import WorkerDied, WorkerTimeout
 from sandbox.host.screener import Screener
 from sandbox.result import Cost, Status
+from sandbox.wire import HarnessCode, Screen, ScreenBatch, ScreenedRun, ScreenReady, ScreenSetup, WorkerError
 
 
 class _Compiled:
@@ -30,15 +31,15 @@ def _stub(monkeypatch, behaviour: dict[int, str]):
     monkeypatch.setattr("sandbox.host.screener.resolve", lambda task, cand, info, sizes: {"launches": []})
     worker = types.SimpleNamespace(alive=False, started=0, setups=[])
     sb = Screener(build=lambda t, c: (_Compiled(), None, c.label.encode()), baseline=lambda t: (base, None, b"base"),
-                  gpu=worker, harness={}, setup_timeout_s=120.0)
+                  gpu=worker, harness=HarnessCode("sm_90", b""), setup_timeout_s=120.0)
 
     def call(req, timeout):
         if not worker.alive:  # as WorkerProcess.call: a dead worker is started again
             worker.alive, worker.started = True, worker.started + 1
-        if req["op"] == "screen_setup":
+        if isinstance(req, ScreenSetup):
             worker.setups.append(worker.started)
-            return {"ok": True}
-        labels = [int(c["cubin"].decode()) for c in req["candidates"]]
+            return ScreenReady(req.setup_id)
+        labels = [int(c.cubin.decode()) for c in req.candidates]
         calls.append(labels)
         assert worker.setups[-1] == worker.started, "a batch reached a worker that was not set up"
         for i in labels:
@@ -48,16 +49,15 @@ def _stub(monkeypatch, behaviour: dict[int, str]):
                     raise WorkerDied("gpu worker died (exit code 3)", "illegal address")
                 raise WorkerTimeout("gpu worker passed its limit")
         results = []
-        for c in req["candidates"]:
-            i = int(c["cubin"].decode())
+        for c in req.candidates:
+            i = int(c.cubin.decode())
             if behaviour.get(i) == "wrong":
-                results.append(dict(key=c["key"], status="wrong", error="first run: output 'c' differs", gpu_s=0.1,
-                                    samples=[], baseline_samples=[]))
+                results.append(ScreenedRun(key=c.key, status="wrong", error="first run: output 'c' differs", gpu_s=0.1))
                 continue
-            base_ms = [1.0 + 0.001 * r for r in range(req["rounds"])]
-            results.append(dict(key=c["key"], status="ok", error="", gpu_s=0.1, baseline_samples=base_ms,
-                                samples=[m / (i + 1) for m in base_ms]))
-        return {"ok": True, "results": results}
+            base_ms = [1.0 + 0.001 * r for r in range(req.rounds)]
+            results.append(ScreenedRun(key=c.key, status="ok", error="", gpu_s=0.1, baseline_samples=base_ms,
+                                       samples=[m / (i + 1) for m in base_ms]))
+        return ScreenBatch(results)
 
     worker.call_ok = worker.call = call
     cands = [dataclasses.replace(base, label=str(i)) for i in range(10)]
@@ -113,9 +113,9 @@ def test_the_screening_state_is_set_up_once_per_task_and_again_when_the_worker_l
     real = worker.call
 
     def lost_once(req, timeout):  # the worker ran another stage in between: it answers that the state is gone
-        if req["op"] == "screen" and not getattr(lost_once, "done", False):
+        if isinstance(req, Screen) and not getattr(lost_once, "done", False):
             lost_once.done = True
-            return {"ok": False, "setup_lost": True, "error": "no screening set up with this id"}
+            return WorkerError("no screening set up with this id", setup_lost=True)
         return real(req, timeout)
 
     worker.call = worker.call_ok = lost_once
@@ -129,8 +129,8 @@ def test_the_best_ratio_so_far_is_passed_on_as_the_bar_for_stopping_early(monkey
     real = worker.call
 
     def record(req, timeout):
-        if req["op"] == "screen":
-            seen.append(req["stop_above"])
+        if isinstance(req, Screen):
+            seen.append(req.stop_above)
         return real(req, timeout)
 
     worker.call = worker.call_ok = record

@@ -46,20 +46,24 @@ def test_median_halfwidth_uses_the_exact_binomial_order_statistics():
 
 
 def test_timing_settles_only_when_both_medians_are_known_to_the_target():
-    from sandbox.worker.timing import _enough
+    import dataclasses
+
     from sandbox.stats import settled
+    from sandbox.wire import RoundLimits
+    from sandbox.worker.timing import _enough
 
     rng = np.random.default_rng(5)
     tight = list(1.0 + 0.0005 * rng.standard_normal(10))
     noisy = list(1.0 + 0.05 * rng.standard_normal(10))
     assert settled(tight, 0.005) and not settled(noisy, 0.005) and not settled(tight, 0.0)
-    req = {"budget_ms": 1e9, "wall_cap_s": 60.0, "target_ci": 0.005}
+    req = RoundLimits(budget_ms=1e9, min_rounds=3, max_rounds=100, target_ci=0.005, wall_cap_s=60.0)
+    exact = dataclasses.replace(req, target_ci=0.0)
     assert _enough(req, {"candidate": tight, "baseline": tight, "vendor": noisy}, 60, 1.0)  # the vendor does not decide
     assert not _enough(req, {"candidate": tight, "baseline": noisy}, 60, 1.0)
-    assert not _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 60, 1.0)
-    assert _enough({**req, "target_ci": 0.0, "budget_ms": 5.0}, {"candidate": tight, "baseline": tight}, 60, 1.0)
-    assert _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 10, 1.0)  # the round cap
-    assert _enough({**req, "target_ci": 0.0}, {"candidate": tight, "baseline": tight}, 60, 61.0)
+    assert not _enough(exact, {"candidate": tight, "baseline": tight}, 60, 1.0)
+    assert _enough(dataclasses.replace(exact, budget_ms=5.0), {"candidate": tight, "baseline": tight}, 60, 1.0)
+    assert _enough(exact, {"candidate": tight, "baseline": tight}, 10, 1.0)  # the round cap
+    assert _enough(exact, {"candidate": tight, "baseline": tight}, 60, 61.0)
 
 
 def test_a_screened_candidates_relative_time_is_the_ratio_of_the_medians_the_speedup_is_the_inverse_of():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.host import tempdirs
+from sandbox import tempdirs
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,6 +5,7 @@ call is left out with the reason; a candidate that disagrees with eager is ``wro
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from sandbox.inputs import input_specs, output_specs  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.pytorch.runtime import runtime_for  # noqa: E402
 from sandbox.task import load_task  # noqa: E402
+from sandbox.wire import HarnessCode, Impl, RoundLimits, Time, Timed  # noqa: E402
 from sandbox.worker import draw, timing  # noqa: E402
 from sandbox.worker.checks import Violation  # noqa: E402
 
@@ -165,22 +167,24 @@ def swish(tmp_path_factory):
 
 def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False, **overrides):
     def callable_(spec, sizes):
-        if spec["torch"] == "compile" and not compiles:
+        if spec.torch == "compile" and not compiles:
             def broken(*a, **k):
                 raise RuntimeError("inductor: no C++ compiler")
             return broken
-        return runtime_for(spec["task_folder"]).baseline(spec["torch"], sizes, device="cpu")
+        return runtime_for(spec.task_folder).baseline(spec.torch, sizes, device="cpu")
 
     monkeypatch.setattr(timing, "_callable", callable_)
     monkeypatch.setattr(timing, "_overlaps", lambda array, buffers: any(np.shares_memory(array, b.raw)
                                                                         for b in buffers.values()))
     sizes = task.spec.sizes.check[-1]
-    impls = {"candidate": {"cubin": b""}, **{n: {"torch": n, "task_folder": str(task.folder)} for n in ("eager", "compile")}}
-    req = dict(impls=impls, primary="eager", sizes=sizes, scalars={}, input_variants=[input_specs(task, sizes, 0)],
-               outputs=output_specs(task, sizes), tolerance=task.tolerances(), seed=3, order_seed=4, hash_seed=5,
-               budget_ms=1e9, min_rounds=3, max_rounds=4, target_ci=0.0, wall_cap_s=60, launches_to=12, full_checks=2,
-               data_dir=str(tmp_path))
-    req = {**req, **overrides}
+    impls = {"candidate": Impl(cubin=b""),
+             **{n: Impl(torch=n, task_folder=str(task.folder)) for n in ("eager", "compile")}}
+    req = Time(harness=HarnessCode("sm_90", b""), impls=impls, primary="eager", sizes=sizes, scalars={},
+               input_variants=[input_specs(task, sizes, 0)], outputs=output_specs(task, sizes),
+               tolerance=task.tolerances(), seed=3, order_seed=4, hash_seed=5,
+               limits=RoundLimits(budget_ms=1e9, min_rounds=3, max_rounds=4, target_ci=0.0, wall_cap_s=60),
+               launches_to=12, full_checks=2, data_dir=str(tmp_path))
+    req = dataclasses.replace(req, **overrides)
     if free < 1 << 30:
         return timing._run_stage(_Harness(free), req, {"candidate": kernel})
     return timing.TimingStage(_Harness(), req, {"candidate": kernel})
@@ -193,18 +197,18 @@ def test_every_candidate_launch_is_checked_against_eager_and_a_failing_compile_i
     stage._check = lambda inputs, phase: checked.append(phase) or check(inputs, phase)
     set_outs = stage.set_outs  # the stage lets go of its sets before the hand-over
     reply = stage.run()
-    assert reply["status"] == "ran" and set(reply["samples"]) == {"candidate", "eager"}
-    assert reply["unavailable"] == {"compile": "RuntimeError: inductor: no C++ compiler"}
-    assert len(reply["samples"]["eager"]) == reply["rounds"] and reply["launches"] >= 12
-    assert len(checked) == reply["launches"] and "warm-up" in checked and "timed round 0" in checked
-    assert len(reply["full"]) == 2 and all(Path(f).is_file() for e in reply["full"] for f in e["files"].values())
+    assert isinstance(reply, Timed) and set(reply.samples) == {"candidate", "eager"}
+    assert reply.unavailable == {"compile": "RuntimeError: inductor: no C++ compiler"}
+    assert len(reply.samples["eager"]) == reply.rounds and reply.launches >= 12
+    assert len(checked) == reply.launches and "warm-up" in checked and "timed round 0" in checked
+    assert len(reply.full) == 2 and all(Path(f).is_file() for e in reply.full for f in e.files.values())
     # each round in the next rotating set, whose inputs and outputs are buffers of their own (placements)
-    assert reply["set_of_round"] == [r % reply["sets"] for r in range(reply["rounds"])] and reply["sets"] >= 3
+    assert reply.set_of_round == [r % reply.sets for r in range(reply.rounds)] and reply.sets >= 3
     outs = [o["candidate"]["out"].raw for o in set_outs]
     assert not any(np.shares_memory(a, b) for i, a in enumerate(outs) for b in outs[i + 1:])
-    split = reply["split_s"]  # where the stage's seconds went, for bench/sandbox_bench.py
+    split = reply.split_s  # where the stage's seconds went, for bench/sandbox_bench.py
     assert {"inputs", "launches", "output checks", "clocks", "hand-over", "other"} == set(split)
-    assert all(v >= 0 for v in split.values()) and sum(split.values()) == pytest.approx(reply["gpu_s"], abs=0.01)
+    assert all(v >= 0 for v in split.values()) and sum(split.values()) == pytest.approx(reply.gpu_s, abs=0.01)
 
 
 def test_a_candidate_that_disagrees_with_eager_is_wrong(swish, tmp_path, monkeypatch):
@@ -226,23 +230,23 @@ def test_every_launch_is_held_until_one_waits_inside_and_a_stage_whose_holds_kee
         swish, tmp_path, monkeypatch):
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
     reply = stage.run()
-    launches = reply["launches"] + sum(len(v) for v in reply["samples"].values()) - len(reply["samples"]["candidate"])
-    assert reply["launch_hold"]["held"] >= launches and reply["launch_hold"]["unheld"] == []
+    launches = reply.launches + sum(len(v) for v in reply.samples.values()) - len(reply.samples["candidate"])
+    assert reply.launch_hold["held"] >= launches and reply.launch_hold["unheld"] == []
 
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
     hold, eager = stage.h.hold, stage.callables["eager"]
     stage.callables["eager"] = lambda *a, **k: (setattr(hold, "late", hold.open), eager(*a, **k))[1]
     reply = stage.run()
-    assert reply["launch_hold"]["unheld"] == ["eager"] and reply["launch_hold"]["ran_out"] == 1  # once, then unheld
+    assert reply.launch_hold["unheld"] == ["eager"] and reply.launch_hold["ran_out"] == 1  # once, then unheld
 
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
     kernel, hold = stage.loaded["candidate"], stage.h.hold
     real = kernel.launch
     kernel.launch = lambda arrays, scratch: (setattr(hold, "late", True), real(arrays, scratch))[1]
     reply = stage.run()
-    rec = reply["launch_hold"]
+    rec = reply.launch_hold
     assert rec["ran_out"] == timing.GIVE_UP_HOLDS and "given up" in rec["error"]
-    assert reply["status"] == "ran" and reply["launches"] >= 12      # timed on, the old way
+    assert isinstance(reply, Timed) and reply.launches >= 12      # timed on, the old way
 
 
 def test_without_a_hold_every_launch_is_timed_after_a_synchronisation_and_the_result_says_why(
@@ -251,15 +255,15 @@ def test_without_a_hold_every_launch_is_timed_after_a_synchronisation_and_the_re
     stage.h.hold, stage.h.hold_error = None, "cudaErrorNotSupported"
     stage.hold = None
     reply = stage.run()
-    assert reply["launch_hold"] == {"held": 0, "ran_out": 0, "unheld": ["candidate", "eager"],
+    assert reply.launch_hold == {"held": 0, "ran_out": 0, "unheld": ["candidate", "eager"],
                                     "error": "cudaErrorNotSupported"}
 
 
 def test_a_size_the_device_cannot_hold_is_too_large_with_the_bytes_not_an_allocation_failure(swish, tmp_path, monkeypatch):
     reply = _stage(swish, tmp_path, monkeypatch, _Kernel(), free=100 << 20)
-    assert reply["status"] == "too_large" and reply["impl"] == "all"
-    assert reply["error"].startswith("the timing stage does not fit in device memory at this size: it needs at least ")
-    assert "of the 0.10 GiB free can be used" in reply["error"]
+    assert reply.status == "too_large" and reply.impl == "all"
+    assert reply.error.startswith("the timing stage does not fit in device memory at this size: it needs at least ")
+    assert "of the 0.10 GiB free can be used" in reply.error
 
 
 def test_an_implementation_the_memory_left_after_one_set_cannot_hold_is_left_out_with_the_reason(
@@ -276,10 +280,10 @@ def test_an_implementation_the_memory_left_after_one_set_cannot_hold_is_left_out
     monkeypatch.setattr(timing, "torch_peak", peak)
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel(), compiles=True)   # 1 GiB free: 512 MiB usable
     reply = stage.run()
-    assert reply["status"] == "ran" and set(reply["samples"]) == {"candidate", "eager"}
-    assert reply["unavailable"]["compile"].startswith("left out: the device memory does not hold it beside one "
+    assert isinstance(reply, Timed) and set(reply.samples) == {"candidate", "eager"}
+    assert reply.unavailable["compile"].startswith("left out: the device memory does not hold it beside one "
                                                       "rotating set (0.39 GiB of its own; 0.50 GiB usable")
-    assert reply["memory"]["left_out"] == ["compile"] and reply["sets"] == reply["memory"]["wanted_sets"] >= 3
+    assert reply.memory["left_out"] == ["compile"] and reply.sets == reply.memory["wanted_sets"] >= 3
 
 
 def test_eager_timed_with_tf32_runs_in_that_mode_and_the_candidate_is_checked_against_eager_without_it(
@@ -294,14 +298,13 @@ def test_eager_timed_with_tf32_runs_in_that_mode_and_the_candidate_is_checked_ag
 
     monkeypatch.setattr(torch.func, "functional_call", functional_call)
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
-    monkeypatch.setattr(timing, "_callable", lambda spec, sizes: runtime_for(spec["task_folder"]).baseline(
-        spec["torch"], sizes, device="cpu", tf32_mode=spec["tf32"]))
-    stage.req["impls"] = {"candidate": {"cubin": b""}, "eager": {"torch": "eager", "task_folder": str(swish.folder),
-                                                                  "tf32": "on"}}
-    stage.__init__(stage.h, stage.req, stage.loaded)
+    monkeypatch.setattr(timing, "_callable", lambda spec, sizes: runtime_for(spec.task_folder).baseline(
+        spec.torch, sizes, device="cpu", tf32_mode=spec.tf32))
+    impls = {"candidate": Impl(cubin=b""), "eager": Impl(torch="eager", task_folder=str(swish.folder), tf32="on")}
+    stage.__init__(stage.h, dataclasses.replace(stage.req, impls=impls), stage.loaded)
     reply = stage.run()
-    assert reply["status"] == "ran" and set(reply["samples"]) == {"candidate", "eager"}
-    timed = len(reply["samples"]["eager"])
+    assert isinstance(reply, Timed) and set(reply.samples) == {"candidate", "eager"}
+    timed = len(reply.samples["eager"])
     # each eager call in TF32 but the first (untimed) is followed by one without it, whose outputs the candidate meets
     assert modes.count(True) > timed and modes.count(False) == modes.count(True) - 1
     assert modes[:3] == [True, True, False]
@@ -310,8 +313,8 @@ def test_eager_timed_with_tf32_runs_in_that_mode_and_the_candidate_is_checked_ag
 
 def test_one_launch_of_each_kind_is_compared_with_the_reference(swish, tmp_path, monkeypatch):
     reply = _stage(swish, tmp_path, monkeypatch, _Kernel(), full_checks=3, launches_to=400).run()
-    kinds = [draw.launch_kind(e["phase"]) for e in reply["full"]]
-    assert sorted(kinds) == sorted(draw.KINDS), [e["phase"] for e in reply["full"]]
+    kinds = [draw.launch_kind(e.phase) for e in reply.full]
+    assert sorted(kinds) == sorted(draw.KINDS), [e.phase for e in reply.full]
 
 
 class _StrayKernel(_Kernel):

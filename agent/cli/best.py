@@ -18,20 +18,14 @@ RecordJson = json_flag("Print the whole record as JSON.")
 
 def _this_gpu() -> tuple[dict | None, str]:
     """The device info of this machine's GPU (from a GPU worker), or None and why."""
-    from sandbox.host.pool import WorkerDied, WorkerProcess, WorkerTimeout
+    from sandbox import NoDevice, probe_device
 
-    worker = WorkerProcess("gpu")
-    try:
-        reply = worker.call({"op": "hello"}, timeout=120)
-    except (WorkerDied, WorkerTimeout) as exc:
-        from .app import device_problem
-
-        return None, device_problem(str(exc))
-    finally:
-        worker.close()
     from .app import device_problem
 
-    return (reply["info"], "") if reply["ok"] else (None, device_problem(reply["error"])[:200])
+    try:
+        return probe_device(), ""
+    except NoDevice as exc:
+        return None, device_problem(str(exc))[:200]
 
 
 @app.command(epilog=epilog(OK="exported", FAILED="no kernel is stored for this GPU and size", BAD_INPUT="bad input"))

@@ -43,39 +43,26 @@ def _extra_row() -> tuple[str, str, str]:
 
 def _confinement_row() -> tuple[str, str, str]:
     """Whether the compile worker could confine itself (Landlock), asked of a compile worker."""
-    from sandbox.host.pool import WorkerDied, WorkerProcess, WorkerTimeout
+    from sandbox import confinement
 
-    worker = WorkerProcess("compile")
-    try:
-        reply = worker.call({"op": "confinement"}, timeout=120)
-        state = reply["confinement"] if reply["ok"] else {"confined": False, "reason": reply["error"]}
-    except (WorkerDied, WorkerTimeout) as exc:
-        state = {"confined": False, "reason": str(exc).splitlines()[0]}
-    finally:
-        worker.close()
-    if state["confined"]:
-        return ("compile confinement", f"Landlock ABI {state['landlock_abi']}: reads only CUDA headers, Python, libraries",
+    state = confinement()
+    if state.confined:
+        return ("compile confinement", f"Landlock ABI {state.landlock_abi}: reads only CUDA headers, Python, libraries",
                 "an #include that the source filter missed cannot read a host file")
-    return ("compile confinement", f"none ({state['reason']})", "the source filter alone keeps host files out")
+    return ("compile confinement", f"none ({state.reason})", "the source filter alone keeps host files out")
 
 
 def _gpu_rows() -> list[tuple[str, str, str]]:
-    from sandbox.host.pool import WorkerDied, WorkerProcess, WorkerTimeout
+    from sandbox import NoDevice, probe_device
 
-    worker = WorkerProcess("gpu")
     try:
-        reply = worker.call({"op": "hello"}, timeout=120)
-    except (WorkerDied, WorkerTimeout) as exc:
-        reply = {"ok": False, "error": str(exc)}
-    finally:
-        worker.close()
-    if not reply["ok"]:
+        d = probe_device()
+    except NoDevice as exc:
         from .app import device_problem
 
-        return [("GPU", f"none ({device_problem(reply['error'])[:120]})",
+        return [("GPU", f"none ({device_problem(str(exc))[:120]})",
                  "without one: tasks, check-task, compile, compile-only runs and --sandbox fake "
                  "(eval, optimize)")]
-    d = reply["info"]
     return [("GPU", f"{d['gpu']} ({d['arch']}, {d['sms']} SMs, {d['memory_bytes'] / 2**30:.0f} GiB, "
                     f"L2 {d['l2_bytes'] >> 20} MiB)", "correctness checks, timing, eval, optimize with measurements"),
             ("driver", f"{d.get('driver')} (CUDA driver API {d['cuda_driver_api']})", "loads the cubins NVRTC makes"),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sandbox import expr
 from sandbox.candidate import Candidate, split_arg
-from sandbox.compiler import BASE_OPTIONS, _expand
+from sandbox.compiler import BASE_OPTIONS, expand_names
 from sandbox.task import Task
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -133,7 +133,7 @@ def render(task: Task, candidate: Candidate, origin: str, claim: str = "", modul
                 args.append(("scalar", scalars[text].dtype, scalars[text].value))
             else:
                 args.append(("expr", typed or "int32", python_expr(text, knobs)))
-        launches.append((_expand(launch.kernel, knobs), _dims(launch.grid, knobs), _dims(launch.block, knobs),
+        launches.append((expand_names(launch.kernel, knobs), _dims(launch.grid, knobs), _dims(launch.block, knobs),
                          python_expr(launch.shared, knobs), tuple(args)))
     spec = lambda t: (t.name, t.dtype, _dims(t.shape, {}))  # noqa: E731
     torch_spec = task.spec.torch
@@ -164,7 +164,7 @@ def render(task: Task, candidate: Candidate, origin: str, claim: str = "", modul
     context = dict(
         doc=doc, summary=summary, task=task.name, task_folder=str(task.folder.resolve()), fingerprint=task.fingerprint,
         function=function, params=inputs, source=candidate.render(), options=options,
-        kernels=sorted({_expand(lch.kernel, knobs) for lch in candidate.launches}),
+        kernels=sorted({expand_names(lch.kernel, knobs) for lch in candidate.launches}),
         input_specs=tuple(spec(t) for t in task.spec.inputs), output_specs=tuple(spec(t) for t in task.spec.outputs),
         scalars={s.name: (s.dtype, s.value) for s in task.spec.scalars}, symbols=task.symbols,
         derived=tuple((name, python_expr(str(text), {})) for name, text in task.spec.sizes.derived.items()),

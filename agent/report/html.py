@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from sandbox.compiler import atomic_write
+from sandbox.files import atomic_write
 from sandbox.result_html import result_html
 
 from . import views

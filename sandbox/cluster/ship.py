@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..host import tempdirs
+from .. import tempdirs
 from ..task import Task, TaskError, load_task
 
 MAX_BYTES = 16 * 2**20

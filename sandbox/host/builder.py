@@ -19,14 +19,16 @@ import queue
 import re
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple
 
-from ..candidate import Candidate, _strip_plan, static_problems, validate_for_task
+from ..candidate import Candidate, strip_plan, static_problems, validate_for_task
 from ..fast_math import compiled_problems
 from ..result import CompileInfo, Cost, Result, Status
 from ..task import Task
+from ..wire import Compile, Compiled, Reply, WorkerError
 from .config import SandboxConfig
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
 
@@ -51,18 +53,18 @@ def unread_knobs(candidate: Candidate) -> set[str]:
     """Knobs whose value cannot change the compiled code: neither the source (its plan block aside) nor a
     launch's kernel name (a template-id) names them. Conservative: a name in a comment counts as read, and so does every knob of a source that pastes
     tokens (``##`` can build a name) and every knob with a reserved name (a header may read it)."""
-    body = _strip_plan(candidate.source) + "\n".join(launch.kernel for launch in candidate.launches)
+    body = strip_plan(candidate.source) + "\n".join(launch.kernel for launch in candidate.launches)
     if "##" in body:
         return set()
     return {k for k in candidate.knobs
             if not (k.startswith("__") or re.match(r"_[A-Z]", k)) and not re.search(rf"\b{re.escape(k)}\b", body)}
 
 
-def compile_request(candidate: Candidate, arch: str) -> dict:
+def compile_request(candidate: Candidate, arch: str) -> Compile:
     """What a compile worker receives; unread knobs stay at their defaults (see the module docstring)."""
     unread = unread_knobs(candidate)
     knobs = {k: v for k, v in candidate.defines().items() if k not in unread}
-    return dict(source=candidate.source, flags=list(candidate.flags), knobs=knobs, arch=arch)
+    return Compile(source=candidate.source, flags=list(candidate.flags), knobs=knobs, arch=arch)
 
 
 def _first_error(log: str) -> str:
@@ -80,7 +82,8 @@ class Builder:
         self._idle: queue.LifoQueue[WorkerProcess] = queue.LifoQueue()
         self._workers: list[WorkerProcess] = []
         self._lock = threading.Lock()
-        self._done: OrderedDict[str, Future] = OrderedDict()   # compile key -> its reply (a worker's dict)
+        self._done: OrderedDict[str, Future] = OrderedDict()   # compile key -> its reply (a worker's Compiled)
+        self._claimed: weakref.WeakSet[Future] = weakref.WeakSet()  # compiles a build has paid for already
         self._threads = ThreadPoolExecutor(max(1, config.compile_workers), thread_name_prefix="compile")
 
     # ---- public ----------------------------------------------------------------------------
@@ -102,12 +105,15 @@ class Builder:
                 return Built(new_result(task, candidate, Status.timeout, error=f"compile: {exc}", cost=cost), None, None)
             return Built(new_result(task, candidate, Status.compile_error, error=f"the compiler process died: {exc}",
                                     detail=exc.tail, cost=cost), None, None)
-        if not reply["ok"]:
-            raise RuntimeError(f"compile worker failed: {reply['error']}\n{reply.get('traceback', '')}")
-        info = CompileInfo.model_validate(reply["info"])
+        if isinstance(reply, WorkerError):
+            raise RuntimeError(f"compile worker failed: {reply.error}\n{reply.traceback}")
+        if not isinstance(reply, Compiled):
+            raise RuntimeError(f"compile worker: a {type(reply).__name__} is no answer to a Compile request")
+        info = CompileInfo.model_validate(reply.info)
         spent = time.perf_counter() - t0
         with self._lock:
-            first, reply["claimed"] = not reply.get("claimed"), True
+            first = future not in self._claimed
+            self._claimed.add(future)
         if not first:                          # a compile is paid for once: later builds of it only waited
             info.cached = True
         elif shared and not info.cached:       # compiled ahead: its cost is NVRTC's time, not this wait
@@ -120,7 +126,7 @@ class Builder:
         if problems:   # the compiled code, not its spelling: the source rule's second line
             return Built(new_result(task, candidate, Status.rejected, error=problems[0], detail="\n".join(problems),
                                     compile=info, cost=cost), info, None)
-        return Built(new_result(task, candidate, Status.compiled, compile=info, cost=cost), info, reply["cubin"])
+        return Built(new_result(task, candidate, Status.compiled, compile=info, cost=cost), info, reply.cubin)
 
     def prefetch(self, task: Task, candidates: list[Candidate]) -> int:
         """Start compiling ``candidates`` in the pool without waiting; returns how many compiles it started
@@ -139,7 +145,7 @@ class Builder:
         """Whether ``build(candidate)`` would return without waiting for a compile (its compile is done)."""
         req = compile_request(candidate, self.arch)
         with self._lock:
-            future = self._done.get(repr(sorted(req.items())))
+            future = self._done.get(repr(req))
         return future is not None and future.done()
 
     @property
@@ -157,7 +163,7 @@ class Builder:
     def _submit(self, candidate: Candidate) -> tuple[Future, bool]:
         """(the future reply for ``candidate``'s compile, whether it was already known or under way)."""
         req = compile_request(candidate, self.arch)
-        key = repr(sorted(req.items()))
+        key = repr(req)
         with self._lock:
             future = self._done.get(key)
             if future is not None and not (future.done() and future.exception() is not None):
@@ -169,7 +175,7 @@ class Builder:
                 self._done.popitem(last=False)
         return future, False
 
-    def _compile(self, req: dict) -> dict:
+    def _compile(self, req: Compile) -> Reply:
         worker = self._checkout()
         try:
             return worker.call(req, timeout=self.config.compile_timeout_s)

@@ -9,13 +9,13 @@ from pathlib import Path
 from .. import compiler
 from ..candidate import Candidate
 from ..plan import PlanError, resolve, shared_limit
-from ..profile.profiler import Profiler
+from .profiler import Profiler
 from ..result import CompileInfo, Result, Status
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..task import Task
 from .builder import Builder, new_result
 from .config import SandboxConfig
-from . import tempdirs
+from .. import tempdirs
 
 
 def labelled_sizes(task: Task, bench: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
@@ -73,7 +73,7 @@ class CompileOnlySandbox:
 
     def profile(self, task: Task, candidate: Candidate, result: Result | None = None, parent_profile: dict | None = None,
                 sizes: dict[str, int] | None = None, save_to: Path | None = None) -> dict:
-        """Profile and diagnose ``candidate`` (``sandbox.profile.profiler.Profiler.profile``)."""
+        """Profile and diagnose ``candidate`` (``sandbox.host.profiler.Profiler.profile``)."""
         return self.profiler.profile(task, candidate, result, parent_profile, sizes, save_to)
 
     def sanitize(self, task: Task, candidate: Candidate, tools=DEFAULT_TOOLS, check_sizes: int = 2,

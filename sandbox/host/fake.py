@@ -42,7 +42,7 @@ import re
 import numpy as np
 
 from .. import stats
-from ..candidate import Candidate, _strip_plan, load_candidate
+from ..candidate import Candidate, strip_plan, load_candidate
 from ..plan import PlanError, resolve
 from ..result import Check, Cost, Mismatch, Result, Status, Timing
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport, ToolVerdict, overall
@@ -224,7 +224,7 @@ class FakeSandbox(CompileOnlySandbox):
         if notes.get("speedup"):
             return float(notes["speedup"])
         baseline = load_candidate(task.baseline_path) if task.has_baseline else None
-        if baseline is not None and (_strip_plan(candidate.source).strip() == _strip_plan(baseline.source).strip()
+        if baseline is not None and (strip_plan(candidate.source).strip() == strip_plan(baseline.source).strip()
                 and candidate.flags == baseline.flags and candidate.knob_values == baseline.knob_values):
             return 1.0
         return 0.8 + 0.4 * int.from_bytes(digest[:8], "big") / 2**64

@@ -19,22 +19,24 @@ import shutil
 import time
 from pathlib import Path
 
-from .. import compiler, stats
+from .. import compiler, tempdirs
 from ..agreement import DEVICE_NAMES
 from ..candidate import Candidate, load_candidate
 from ..inputs import distribution_count, input_specs, output_specs
-from ..plan import PlanError, resolve
-from ..result import Check, CompileInfo, Cost, Result, Status, Timing
+from ..plan import PlanError
+from ..result import Check, CompileInfo, Cost, Result, Status
+from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..task import Task, TaskError, describe_sizes
-from .ceilings import FLOOR_NOTE, cached_ceilings, roofline_ms
+from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, DeviceInfo, HarnessCode, Hello, \
+    MeasureCeilings, Run, StageFailed, Timed, Trial, TrialRun, WorkerError
+from .ceilings import cached_ceilings
 from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
 from .config import SandboxConfig
-from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
-from . import tempdirs
-from .pool import WorkerDied, WorkerProcess, WorkerTimeout
+from .pool import WorkerDied, WorkerProcess, WorkerTimeout, expect
 from .referee import Referee, mismatch_text
 from .sanitizer import Sanitizer
 from .screener import Screened, Screener
+from .timing import kept_trials, sanity, timing_env, timing_record, timing_request
 
 HARNESS_SOURCE = Path(__file__).resolve().parents[1] / "worker" / "harness.cu"
 
@@ -50,16 +52,17 @@ class GPUSandbox(CompileOnlySandbox):
         self.data_dir = tempdirs.make("data", tempdirs.shm_root())
         self._gpu = WorkerProcess("gpu", root=self.data_dir.parent)
         self._ref = WorkerProcess("reference", root=self.data_dir.parent)
-        hello = self._gpu.call({"op": "hello"}, timeout=120)
-        if not hello["ok"]:
+        hello = self._gpu.call(Hello(), timeout=120)
+        if isinstance(hello, WorkerError):
             self._gpu.close()
             shutil.rmtree(self.data_dir, ignore_errors=True)
-            raise RuntimeError(f"no usable CUDA device: {hello['error']}")
-        arch = config.arch or hello["info"]["arch"]
+            raise RuntimeError(f"no usable CUDA device: {hello.error}")
+        info = expect(hello, DeviceInfo).info
+        arch = config.arch or info["arch"]
         harness_cubin, harness_names = compile_harness(arch)
         super().__init__(config, arch=arch, harness_cubin=harness_cubin)
-        self.device = hello["info"]
-        self.harness = dict(arch=self.arch, harness_cubin=harness_cubin, harness_names=harness_names)
+        self.device = info
+        self.harness = HarnessCode(self.arch, harness_cubin, harness_names)
         self.screener = Screener(self.builder.build, self.baseline, self._gpu, self.harness, self.config.check_timeout_s,
                                  ready=self.builder.ready)
         self.sanitizer = Sanitizer(self.builder.build, self.arch, harness_cubin)
@@ -76,8 +79,11 @@ class GPUSandbox(CompileOnlySandbox):
     @property
     def ceilings(self) -> dict:
         if self._ceilings is None:
-            self._ceilings = cached_ceilings(self.device, lambda: self._gpu.call_ok({"op": "ceilings"}, 600)["ceilings"])
+            self._ceilings = cached_ceilings(self.device, self._measure_ceilings)
         return self._ceilings
+
+    def _measure_ceilings(self) -> dict:
+        return dict(expect(self._gpu.call_ok(MeasureCeilings(), 600), Ceilings).values)
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
                timeout_s: float = 10.0, best: float | None = None) -> list[Screened]:
@@ -135,12 +141,10 @@ class GPUSandbox(CompileOnlySandbox):
             return new_result(task, cand, status, checks=checks, error=error, detail=detail, **base)
 
         bench_label = labelled[-1][0]
-        status, timing_rec, more_checks, error, detail = self._timing(
-            task, bench, cubin, plans[bench_label], baseline, cost)
+        status, rec, env, more_checks, error, detail = self._timing(task, bench, cubin, plans[bench_label], baseline,
+                                                                    cost)
         cost.wall_s = time.perf_counter() - t0
-        env = {**self.device, **(timing_rec.pop("_env") if isinstance(timing_rec, dict) else {})}
-        base["env"] = env
-        rec = Timing.model_validate(timing_rec) if isinstance(timing_rec, dict) else None
+        base["env"] = {**self.device, **env}
         return new_result(task, cand, status, checks=checks + more_checks, timing=rec, error=error, detail=detail, **base)
 
     def baseline(self, task: Task) -> tuple[Candidate, CompileInfo, bytes]:
@@ -186,32 +190,35 @@ class GPUSandbox(CompileOnlySandbox):
         for label, sizes in labelled:
             count = trial_count(task, label, self.config.trials_per_check_size)
             for k in range(count):
-                trials.append(dict(label=label if count == 1 else f"{label}#{k}", sizes=sizes, plan=plans[label],
-                                   inputs=input_specs(task, sizes, k), outputs=output_specs(task, sizes),
-                                   seed=self._rng.getrandbits(62)))
+                trials.append(Trial(label=label if count == 1 else f"{label}#{k}", sizes=sizes, plan=plans[label],
+                                    inputs=input_specs(task, sizes, k), outputs=output_specs(task, sizes),
+                                    seed=self._rng.getrandbits(62)))
         hash_seed = self._rng.getrandbits(63)
-        req = dict(op="check", cubin=cubin, trials=trials, data_dir=str(self.data_dir), hash_seed=hash_seed,
-                   ipc=self.referee.ipc, **self.harness)
+        req = CheckTrials(harness=self.harness, cubin=cubin, trials=trials, data_dir=str(self.data_dir),
+                          hash_seed=hash_seed, ipc=self.referee.ipc)
         try:
-            reply = self._gpu.call_ok(req, self.config.check_timeout_s)
+            reply = expect(self._gpu.call_ok(req, self.config.check_timeout_s), Checked)
         except WorkerTimeout as exc:
             return Status.timeout, [], f"correctness stage: {exc}", ""
         except WorkerDied as exc:
             return Status.crashed, [], str(exc), exc.tail
         checks: list[Check] = []
-        by_label = {t["label"]: t for t in trials}
-        ran, failed = [], None
-        for tr in reply["trials"]:
-            cost.check_gpu_s += tr.get("gpu_s", 0.0)
-            for part, seconds in tr.get("split_s", {}).items():
+        by_label = {t.label: t for t in trials}
+        ran: list[tuple[CompareTrial, TrialRun]] = []
+        failed = None
+        for tr in reply.trials:
+            cost.check_gpu_s += tr.gpu_s
+            for part, seconds in tr.split_s.items():
                 self.check_split_s[part] = self.check_split_s.get(part, 0.0) + seconds
-            trial = by_label[tr["label"]]
-            if tr["status"] != "ran":
-                failed = (Status(tr["status"]), f"{_where(trial)}: {tr['error']}", tr.get("detail", ""))
+            trial = by_label[tr.label]
+            if tr.status != "ran":
+                failed = (Status(tr.status), f"{_where(trial)}: {tr.error}", tr.detail)
                 break
-            ran.append(dict(trial, runs=sorted(tr["files"].items()), input_hashes=tr["input_hashes"], reply=tr))
-        for trial, found in zip(ran, self.referee.compare(task, ran, hash_seed, cost)):
-            if not trial["reply"]["identical"]:
+            ran.append((CompareTrial(label=trial.label, sizes=trial.sizes, inputs=trial.inputs, outputs=trial.outputs,
+                                     seed=trial.seed, runs=[Run(r, f) for r, f in sorted(tr.files.items())],
+                                     input_hashes=tr.input_hashes), tr))
+        for (trial, tr), found in zip(ran, self.referee.compare(task, [t for t, _ in ran], hash_seed, cost)):
+            if not tr.identical:
                 for c in found:
                     c.note = (c.note + "; " if c.note else "") + "the two runs on the same inputs differ bitwise"
             checks += found
@@ -225,85 +232,33 @@ class GPUSandbox(CompileOnlySandbox):
         return Status.ok, checks, "", ""
 
     def _timing(self, task: Task, bench: dict, cubin: bytes, plan: dict, baseline, cost: Cost):
-        cfg = self.config
-        impls = {"candidate": dict(cubin=cubin, plan=plan)}
-        if baseline is not None:
-            b_cand, b_info, b_cubin = baseline
-            impls["baseline"] = dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench))
-        if cfg.vendor and callable(getattr(task.reference_module(), "vendor", None)):
-            impls["vendor"] = dict(task_folder=str(task.folder))
-        for name in task.spec.torch.baselines if task.spec.torch else ():  # PyTorch eager and torch.compile
-            impls[name] = dict(torch=name, task_folder=str(task.folder.resolve()), tf32=cfg.torch_tf32)
-        variants = [input_specs(task, bench, k) for k in range(distribution_count(task))]
-        scalars = {s.name: s.value for s in task.spec.scalars}
-        req = dict(op="time", impls=impls, sizes=task.env(bench), scalars=scalars, input_variants=variants,
-                   outputs=output_specs(task, bench), tolerance=task.tolerances(),
-                   seed=self._rng.getrandbits(62), order_seed=self._rng.getrandbits(62),
-                   hash_seed=self._rng.getrandbits(63), budget_ms=cfg.timing_budget_s * 1e3, min_rounds=cfg.min_rounds,
-                   max_rounds=cfg.max_rounds, target_ci=cfg.target_ci, wall_cap_s=cfg.wall_cap_s,
-                   launches_to=self._rng.randint(cfg.min_launches, 2 * cfg.min_launches), full_checks=cfg.full_checks,
-                   primary=task.baselines[0], ipc=self.referee.ipc,
-                   data_dir=str(self.data_dir), **self.harness)
+        """(status, Timing or None, what the environment adds, checks of kept launches, error, detail)."""
+        req = timing_request(task, bench, cubin, plan, baseline, self.config, self._rng, self.harness,
+                             self.referee.ipc, str(self.data_dir))
         try:
-            reply = self._gpu.call_ok(req, cfg.time_timeout_s)
+            reply = self._gpu.call_ok(req, self.config.time_timeout_s)
         except WorkerTimeout as exc:
-            return Status.timeout, None, [], f"timing stage: {exc}", ""
+            return Status.timeout, None, {}, [], f"timing stage: {exc}", ""
         except WorkerDied as exc:
-            return Status.crashed, None, [], f"timing stage: {exc}", exc.tail
-        if reply["status"] == "infrastructure":
-            raise RuntimeError(f"the {reply['impl']} broke a rule while being timed: {reply['error']}")
-        if reply["status"] != "ran":
-            return Status(reply["status"]), None, [], f"timing stage ({reply['impl']}): {reply['error']}", reply.get("detail", "")
-        cost.time_gpu_s += reply["gpu_s"]
-
-        # launches drawn at random from the whole stage: full comparison with the reference
-        kept = [dict(label=f"timing launch {e['launch']} ({e['phase']})", sizes=bench, inputs=variants[e["variant"]],
-                     outputs=output_specs(task, bench), seed=e["seed"], runs=[("full", e["files"])])
-                for e in reply["full"]]
+            return Status.crashed, None, {}, [], f"timing stage: {exc}", exc.tail
+        if isinstance(reply, StageFailed):
+            if reply.status == "infrastructure":
+                raise RuntimeError(f"the {reply.impl} broke a rule while being timed: {reply.error}")
+            return Status(reply.status), None, {}, [], f"timing stage ({reply.impl}): {reply.error}", reply.detail
+        reply = expect(reply, Timed)
+        cost.time_gpu_s += reply.gpu_s
         checks: list[Check] = []
+        kept = kept_trials(task, bench, req, reply)
         for trial, found in zip(kept, self.referee.compare(task, kept, cost=cost)):
             checks += found
             bad = [c for c in found if not c.passed]
             if bad:
-                return (Status.wrong, None, checks,
-                        f"{trial['label']}: output {bad[0].output!r} is wrong: {mismatch_text(bad[0])}", "")
-
-        impls_rec = {}
-        ceil = self.ceilings
-        floor_ms, bound = roofline_ms(task, bench, ceil)
-        placements = reply.get("set_of_round")
-        for name, samples in reply["samples"].items():
-            med, lo, hi = stats.median_ci(samples, clusters=placements)
-            walls = sorted(reply["walls"][name])
-            impls_rec[name] = dict(samples_ms=samples, median_ms=med, ci_ms=dict(value=med, low=lo, high=hi),
-                                   wall_median_ms=walls[len(walls) // 2],
-                                   pct_of_roofline=100.0 * floor_ms / med if floor_ms and med > 0 else None)
-        speedups, faster = {}, {}
-        for name in impls_rec:
-            if name == "candidate":
-                continue
-            v, lo, hi = stats.speedup_ci(reply["samples"][name], reply["samples"]["candidate"], clusters=placements)
-            speedups[name] = dict(value=v, low=lo, high=hi)
-            faster[name] = lo > 1.0
-        rec = dict(sizes=bench, rounds=reply["rounds"], round_cap=reply["round_cap"], candidate_launches=reply["launches"],
-                   l2_flush_bytes=reply["flush_bytes"], rotating_sets=reply["sets"],
-                   set_of_round=placements,
-                   impls=impls_rec, speedup=speedups, faster_than=faster, roofline_ms=floor_ms, bound=bound,
-                   primary=task.baselines[0], unavailable=reply.get("unavailable", {}),
-                   torch_tf32=cfg.torch_tf32 if task.spec.torch else None,
-                   _env={"clocks_start": reply["clocks_start"], "clocks_end": reply["clocks_end"],
-                         "clocks_timed": reply["clocks_timed"], "ceilings": ceil, "launch_hold": reply.get("launch_hold"),
-                         "timing_split_s": reply.get("split_s"),
-                         **{k: v["median"] for k, v in reply["clocks_timed"].items()}})
-        cand = impls_rec["candidate"]
-        if floor_ms and cand["median_ms"] < floor_ms / cfg.roofline_reject_factor:
-            return (Status.rejected, rec, checks,
-                    f"{FLOOR_NOTE}: {cand['median_ms']:.4g} ms is below the roofline floor {floor_ms:.4g} ms / "
-                    f"{cfg.roofline_reject_factor} (bytes and FLOPs of the task at the measured ceilings)", "")
-        if cand["median_ms"] > cand["wall_median_ms"] * 1.05 + 0.02:
-            return (Status.rejected, rec, checks, f"event time {cand['median_ms']:.4g} ms exceeds host wall-clock "
-                    f"{cand['wall_median_ms']:.4g} ms: the timer is not trustworthy", "")
-        return Status.ok, rec, checks, "", ""
+                return (Status.wrong, None, {}, checks,
+                        f"{trial.label}: output {bad[0].output!r} is wrong: {mismatch_text(bad[0])}", "")
+        ceilings = self.ceilings
+        timing = timing_record(task, bench, reply, ceilings, self.config.torch_tf32)
+        status, error = sanity(timing, self.config.roofline_reject_factor)
+        return status, timing, timing_env(reply, ceilings), checks, error, ""
 
 
 @dataclasses.dataclass
@@ -317,9 +272,9 @@ class _Checked:
     cost: Cost | None
 
 
-def _where(trial: dict) -> str:
-    dists = ", ".join(f"{spec['name']}: {spec['dist']}" for spec in trial["inputs"])
-    return f"{trial['label']} ({describe_sizes(trial['sizes'])}; {dists})"
+def _where(trial: Trial | CompareTrial) -> str:
+    dists = ", ".join(f"{spec['name']}: {spec['dist']}" for spec in trial.inputs)
+    return f"{trial.label} ({describe_sizes(trial.sizes)}; {dists})"
 
 
 def trial_count(task: Task, label: str, per_check_size: int) -> int:
@@ -336,7 +291,7 @@ def compile_harness(arch: str) -> tuple[bytes, dict[str, str]]:
     """harness.cu compiled for ``arch``: the cubin, and the lowered names of its kernels (``HARNESS_NAMES``)."""
     source = HARNESS_SOURCE.read_text()
     options = [f"-arch={arch}", "-std=c++17", *[f"-I{d}" for d in compiler.include_dirs()]]
-    info, cubin = compiler._nvrtc(source, options, arch, HARNESS_NAMES)
+    info, cubin = compiler.nvrtc_compile(source, options, arch, HARNESS_NAMES)
     if not info.ok:
         raise RuntimeError(f"the harness kernels do not compile:\n{info.log}")
     return cubin, info.lowered_names

@@ -1,8 +1,8 @@
 """Disposable worker processes with a wall-clock limit per request.
 
 Each worker is ``python -m sandbox.worker.main ROLE`` in its own process group (session), with a scrubbed
-environment and private temp, home and cache folders. Requests and replies travel over two
-private pipes (not stdout, which device ``printf`` may flood). On a timeout the whole process group
+environment and private temp, home and cache folders. Requests and replies (the records of ``sandbox.wire``)
+travel over two private pipes (not stdout, which device ``printf`` may flood). On a timeout the whole process group
 is killed; a worker that died or reported a poisoned CUDA context is replaced on the next request.
 """
 
@@ -18,27 +18,24 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TypeVar
 
-from ..compiler import cache_dir
+from ..files import cache_dir
 from ..hostpaths import redact
-from . import tempdirs
+from .. import tempdirs
+from ..tools import scrubbed_env
+from ..wire import Reply, Request, WorkerError, checked
 
-# Variables a worker may inherit; everything else (API keys, seeds, tokens) is dropped.
-PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
-            "LANG", "LC_ALL", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "KERNELWRIGHT_CACHE_DIR",
-            "CUPY_GPU_MEMORY_LIMIT", "VIRTUAL_ENV")
+R = TypeVar("R", bound=Reply)
+
 OUTPUT_LIMIT = 16_384
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding ``sandbox``: first on a child's PYTHONPATH
 
 
-def scrubbed_env(home: Path, cupy_cache: Path) -> dict[str, str]:
-    """A child process's environment: the variables in ``PASS_ENV``, a private home and temp folder (``home``
-    and ``home/tmp``), CuPy's kernel cache at ``cupy_cache``, and this ``sandbox`` first on PYTHONPATH."""
-    env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
-    env.update(HOME=str(home), TMPDIR=str(home / "tmp"), CUPY_CACHE_DIR=str(cupy_cache), PYTHONUNBUFFERED="1",
-               PYTHONDONTWRITEBYTECODE="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
-    return env
+def expect(reply: Reply, kind: type[R]) -> R:
+    """``reply`` when it is the ``kind`` its request gets, else one RuntimeError naming what came instead."""
+    if not isinstance(reply, kind):
+        raise RuntimeError(f"a worker answered with a {type(reply).__name__} where a {kind.__name__} was due")
+    return reply
 
 
 class WorkerTimeout(Exception):
@@ -95,8 +92,9 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def call(self, request: dict, timeout: float) -> dict:
+    def call(self, request: Request, timeout: float) -> Reply:
         """Send one request and wait for its reply, at most ``timeout`` seconds."""
+        checked(request, Request)
         if not self.alive:
             if self._retired:
                 raise WorkerDied(f"{self.role} worker was closed for good", "")
@@ -117,11 +115,11 @@ class WorkerProcess:
             except (EOFError, OSError):
                 break
             if ready:
-                if reply.get("poisoned"):
+                if isinstance(reply, WorkerError) and reply.poisoned:
                     tail = self.tail()
                     self.close()
-                    raise WorkerDied(reply.get("error", "poisoned CUDA context"), tail, poisoned=True)
-                return reply
+                    raise WorkerDied(reply.error or "poisoned CUDA context", tail, poisoned=True)
+                return checked(reply, Reply)
             if not self.alive:
                 break
             if time.monotonic() >= deadline:
@@ -132,11 +130,11 @@ class WorkerProcess:
         self.close()
         raise WorkerDied(f"{self.role} worker died (exit code {code})", tail)
 
-    def call_ok(self, request: dict, timeout: float) -> dict:
+    def call_ok(self, request: Request, timeout: float) -> Reply:
         """``call``, and a RuntimeError naming the role when the worker reports that the request failed."""
         reply = self.call(request, timeout)
-        if not reply["ok"]:
-            raise RuntimeError(f"{self.role} worker: {reply['error']}\n{reply.get('traceback', '')}")
+        if isinstance(reply, WorkerError):
+            raise RuntimeError(f"{self.role} worker: {reply.error}\n{reply.traceback}")
         return reply
 
     def tail(self) -> str:

@@ -9,18 +9,21 @@ where it does not (another device, a driver or container that refuses IPC), ever
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from ..result import Check, Mismatch
 from ..task import Task, TaskError
-from .pool import WorkerDied, WorkerProcess, WorkerTimeout
+from ..wire import (Compared, Compares, CompareTask, CompareTrial, HarnessCode, IpcProbe, IpcRead, IpcSent, IpcSum,
+                    WorkerError)
+from .pool import WorkerDied, WorkerProcess, WorkerTimeout, expect
 
 
 class Referee:
     """``gpu`` and ``ref``: the sandbox's GPU and reference workers; ``harness``: the device harness every
     request carries; ``timeout_s``: the limit of one request."""
 
-    def __init__(self, gpu: WorkerProcess, ref: WorkerProcess, harness: dict, timeout_s: float):
+    def __init__(self, gpu: WorkerProcess, ref: WorkerProcess, harness: HarnessCode, timeout_s: float):
         self.gpu, self.ref, self.harness, self.timeout_s = gpu, ref, harness, timeout_s
         self._ipc: bool | None = None
         self.ipc_error = ""
@@ -32,28 +35,27 @@ class Referee:
         if self._ipc is None:
             self._ipc = False
             try:
-                sent = self.gpu.call_ok({"op": "ipc_probe", **self.harness}, 120)
-                if sent.get("entry") is None:
-                    self.ipc_error = sent.get("error", "")
+                sent = expect(self.gpu.call_ok(IpcProbe(self.harness), 120), IpcSent)
+                if sent.entry is None:
+                    self.ipc_error = sent.error
                 else:
-                    got = self.ref.call({"op": "ipc_probe", "entry": sent["entry"]}, 120)
-                    self._ipc = bool(got.get("ok")) and got.get("sum") == sent["sum"]
-                    self.ipc_error = "" if self._ipc else got.get("error", "the pattern read back differs")
+                    got = self.ref.call(IpcRead(sent.entry), 120)
+                    self._ipc = isinstance(got, IpcSum) and got.sum == sent.sum
+                    self.ipc_error = ("" if self._ipc else got.error if isinstance(got, WorkerError)
+                                      else "the pattern read back differs")
             except (WorkerDied, WorkerTimeout, RuntimeError) as exc:
                 self.ipc_error = str(exc).splitlines()[0]
         return self._ipc
 
-    def compare(self, task: Task, trials: list[dict], hash_seed: int = 0, cost=None) -> list[list[Check]]:
-        """The checks of each trial (``label``, ``sizes``, ``inputs``, ``outputs``, ``seed``, ``runs``: run label ->
-        what the worker handed over per output, ``input_hashes``), in order, up to the first that fails; the
-        wall time goes to ``cost.reference_s`` (a ``Cost``) when given. A reference the task's own code gets wrong is a ``TaskError``; a broken worker a ``RuntimeError``."""
+    def compare(self, task: Task, trials: list[CompareTrial], hash_seed: int = 0, cost=None) -> list[list[Check]]:
+        """The checks of each trial (its ``sizes`` as the task names them: the derived ones are added here), in
+        order, up to the first that fails; the wall time goes to ``cost.reference_s`` (a ``Cost``) when given. A
+        reference the task's own code gets wrong is a ``TaskError``; a broken worker a ``RuntimeError``."""
         if not trials:
             return []
-        wire = [dict(label=t["label"], sizes=task.env(t["sizes"]), inputs=t["inputs"], outputs=t["outputs"],
-                     seed=t["seed"], runs=[dict(label=r, files=f) for r, f in t["runs"]],
-                     input_hashes=t.get("input_hashes")) for t in trials]
-        req = dict(op="compares", task_folder=str(task.folder), scalars={s.name: s.value for s in task.spec.scalars},
-                   tolerance=task.tolerances(), hash_seed=hash_seed, trials=wire, **self.harness)
+        shared = CompareTask(task_folder=str(task.folder), scalars={s.name: s.value for s in task.spec.scalars},
+                             tolerance=task.tolerances(), hash_seed=hash_seed, harness=self.harness)
+        req = Compares(shared, [dataclasses.replace(t, sizes=task.env(t.sizes)) for t in trials])
         t0 = time.perf_counter()
         try:
             reply = self.ref.call(req, timeout=self.timeout_s)
@@ -62,22 +64,23 @@ class Referee:
         finally:
             if cost is not None:
                 cost.reference_s += time.perf_counter() - t0
-        if not reply["ok"]:
-            if reply.get("task_error"):
-                raise TaskError(reply["error"])
-            raise RuntimeError(f"reference: {reply['error']}")
-        for part, seconds in reply.get("split_s", {}).items():
+        if isinstance(reply, WorkerError):
+            if reply.task_error:
+                raise TaskError(reply.error)
+            raise RuntimeError(f"reference: {reply.error}")
+        reply = expect(reply, Compared)
+        for part, seconds in reply.split_s.items():
             self.split_s[part] = self.split_s.get(part, 0.0) + seconds
         out = []
-        for trial, done in zip(trials, reply["trials"]):
-            dist = ",".join(s["dist"] for s in trial["inputs"])
+        for trial, done in zip(trials, reply.trials):
+            dist = ",".join(s["dist"] for s in trial.inputs)
             checks = []
-            for c in done["checks"]:
-                fm = Mismatch(**c["first_mismatch"]) if c["first_mismatch"] else None
-                checks.append(Check(sizes=trial["sizes"], label=f"{trial['label']} {c['run']}", output=c["output"],
-                                    distribution=dist, passed=c["passed"], max_abs_error=c["max_abs_error"],
-                                    max_rel_error=c["max_rel_error"], mismatches=c["mismatches"], first_mismatch=fm,
-                                    note=c["note"]))
+            for c in done.checks:
+                fm = Mismatch(**c.first_mismatch) if c.first_mismatch else None
+                checks.append(Check(sizes=trial.sizes, label=f"{trial.label} {c.run}", output=c.output,
+                                    distribution=dist, passed=c.passed, max_abs_error=c.max_abs_error,
+                                    max_rel_error=c.max_rel_error, mismatches=c.mismatches, first_mismatch=fm,
+                                    note=c.note))
             out.append(checks)
         return out
 

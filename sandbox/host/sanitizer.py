@@ -24,15 +24,15 @@ import weakref
 from pathlib import Path
 from typing import Callable
 
-from ..compiler import cache_dir
+from ..files import cache_dir
 from ..hostpaths import redact
 from ..inputs import input_specs, output_specs
 from ..plan import PlanError, resolve
 from ..result import Status
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport, overall, verdict
-from . import tempdirs
-from .pool import scrubbed_env
-from .tools import find_tool, read_json, run_tool
+from .. import tempdirs
+from ..tools import scrubbed_env
+from ..tools import find_tool, read_json, run_tool
 
 SANITIZER_GLOBS = ("/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda-*/bin/compute-sanitizer",
                    "/usr/local/cuda*/compute-sanitizer/compute-sanitizer", "/opt/nvidia/compute-sanitizer/compute-sanitizer")

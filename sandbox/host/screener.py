@@ -27,7 +27,9 @@ from ..inputs import input_specs, output_specs
 from ..plan import PlanError, resolve
 from ..result import Status
 from ..task import Task
-from .pool import WorkerDied, WorkerProcess, WorkerTimeout
+from ..wire import (HarnessCode, Impl, Screen, ScreenBatch, ScreenCandidate, ScreenedRun, ScreenReady, ScreenSetup,
+                    WorkerError)
+from .pool import WorkerDied, WorkerProcess, WorkerTimeout, expect
 
 
 @dataclass
@@ -64,13 +66,13 @@ class Screener:
     (started by the sandbox before ``screen``) run, and a batch goes to the GPU as soon as it is full or the
     next candidate's compile is still running, so later compiles overlap earlier screenings."""
 
-    def __init__(self, build: Callable, baseline: Callable, gpu: WorkerProcess, harness: dict, setup_timeout_s: float,
-                 ready: Callable[[Candidate], bool] | None = None):
+    def __init__(self, build: Callable, baseline: Callable, gpu: WorkerProcess, harness: HarnessCode,
+                 setup_timeout_s: float, ready: Callable[[Candidate], bool] | None = None):
         self.build, self.baseline, self.gpu, self.harness = build, baseline, gpu, harness
         self.ready = ready                            # whether a candidate's compile is done (None: take every one
                                                       # as ready, so batches are always full)
         self.setup_timeout_s = setup_timeout_s
-        self._setup: tuple[str, dict] | None = None  # (task fingerprint, the set-up request) of the last screening
+        self._setup: tuple[str, ScreenSetup] | None = None  # (task fingerprint, the set-up request) of the last one
         self._set_up_in = None                       # the worker process (its start count) holding that state
         self.setups = 0                               # set-ups sent to the worker (a cost worth seeing)
         self.setup_s = 0.0                            # and their wall seconds
@@ -101,11 +103,11 @@ class Screener:
             pending = [batch_of]
             while pending:
                 group = pending.pop(0)
-                req = dict(op="screen", candidates=[c for _, c, _ in group], rounds=rounds,
-                           min_rounds=min(min_rounds, rounds), target=target, margin=margin,
-                           stop_above=None if best is None else best * margin, order_seed=rng.getrandbits(62))
+                batch_req = dict(candidates=[c for _, c, _ in group], rounds=rounds,
+                                 min_rounds=min(min_rounds, rounds), target=target, margin=margin,
+                                 stop_above=None if best is None else best * margin, order_seed=rng.getrandbits(62))
                 try:
-                    reply = self._call(task, req, timeout_s * len(group))
+                    reply = self._call(task, batch_req, timeout_s * len(group))
                 except (WorkerDied, WorkerTimeout) as exc:
                     if len(group) > 1:
                         half = len(group) // 2
@@ -115,7 +117,7 @@ class Screener:
                     status = Status.timeout if isinstance(exc, WorkerTimeout) else Status.crashed
                     out[i] = Screened(status.value, error=str(exc).splitlines()[0], compile_s=compile_s)
                     continue
-                for (i, _, compile_s), rec in zip(group, reply["results"]):
+                for (i, _, compile_s), rec in zip(group, reply.results):
                     out[i] = _screened(rec, compile_s)
                     if out[i].ok and out[i].stopped != "slower":
                         best = out[i].relative if best is None else min(best, out[i].relative)
@@ -124,7 +126,7 @@ class Screener:
         return out  # type: ignore[return-value]
 
     def _batches(self, task: Task, candidates: list[Candidate], batch: int, out: list):
-        """Batches of compiled candidates ``(index, request part, compile seconds)``, each yielded once it is full
+        """Batches of compiled candidates ``(index, ScreenCandidate, compile seconds)``, each yielded once it is full
         or the next candidate's compile is still running; a candidate that failed to compile or to plan gets its
         ``out`` entry here and joins no batch."""
         bench = task.spec.sizes.benchmark
@@ -142,55 +144,56 @@ class Screener:
             except PlanError as exc:
                 out[i] = Screened(Status.launch_error.value, error=str(exc), compile_s=compiled.cost.compile_s)
                 continue
-            group.append((i, dict(key=i, cubin=cubin, plan=plan), compiled.cost.compile_s))
+            group.append((i, ScreenCandidate(key=i, cubin=cubin, plan=plan), compiled.cost.compile_s))
         if group:
             yield group
 
-    def _worker_for(self, task: Task) -> dict:
+    def _worker_for(self, task: Task) -> ScreenSetup:
         """The set-up request of ``task``'s screening, sent first to a GPU worker that does not hold it."""
         if self._setup is None or self._setup[0] != task.fingerprint:
             self._setup, self._set_up_in = (task.fingerprint, self._setup_request(task)), None
         setup = self._setup[1]
         if self._set_up_in is None or not self.gpu.alive or self.gpu.started != self._set_up_in:
             t0 = time.perf_counter()
-            self.gpu.call_ok(setup, self.setup_timeout_s)
+            expect(self.gpu.call_ok(setup, self.setup_timeout_s), ScreenReady)
             self._set_up_in = self.gpu.started
             self.setups += 1
             self.setup_s += time.perf_counter() - t0
         return setup
 
-    def _call(self, task: Task, req: dict, timeout: float) -> dict:
-        """Send a screen request to a worker that holds this task's screening state (set up first if not)."""
+    def _call(self, task: Task, batch: dict, timeout: float) -> ScreenBatch:
+        """Send a screen request (``batch``: its fields but the set-up's id) to a worker that holds this task's
+        screening state (set up first if not)."""
         for attempt in range(2):
             setup = self._worker_for(task)
-            reply = self.gpu.call({**req, "setup_id": setup["setup_id"]}, timeout)
-            if reply.get("setup_lost") and attempt == 0:  # the worker ran another stage since: set up again
-                self._set_up_in = None
+            reply = self.gpu.call(Screen(setup_id=setup.setup_id, **batch), timeout)
+            if isinstance(reply, WorkerError) and reply.setup_lost and attempt == 0:  # the worker ran another stage
+                self._set_up_in = None                                                # since: set up again
                 continue
-            if not reply["ok"]:
-                raise RuntimeError(f"gpu worker: {reply['error']}\n{reply.get('traceback', '')}")
-            return reply
+            if isinstance(reply, WorkerError):
+                raise RuntimeError(f"gpu worker: {reply.error}\n{reply.traceback}")
+            return expect(reply, ScreenBatch)
         raise RuntimeError("gpu worker: the screening state was lost twice in a row")
 
-    def _setup_request(self, task: Task) -> dict:
+    def _setup_request(self, task: Task) -> ScreenSetup:
         bench = task.spec.sizes.benchmark
         b_cand, b_info, b_cubin = self.baseline(task)
         rng = random.SystemRandom()
-        return dict(op="screen_setup", setup_id=rng.getrandbits(62),
-                    baseline=dict(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench)),
-                    inputs=[input_specs(task, bench, k) for k in range(2)], outputs=output_specs(task, bench),
-                    tolerance=task.tolerances(), seed=rng.getrandbits(40), hash_seed=rng.getrandbits(63), **self.harness)
+        return ScreenSetup(harness=self.harness, setup_id=rng.getrandbits(62),
+                           baseline=Impl(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench)),
+                           inputs=[input_specs(task, bench, k) for k in range(2)], outputs=output_specs(task, bench),
+                           tolerance=task.tolerances(), seed=rng.getrandbits(40), hash_seed=rng.getrandbits(63))
 
 
-def _screened(rec: dict, compile_s: float) -> Screened:
-    if rec["status"] != "ok":
-        return Screened(rec["status"], error=rec["error"], compile_s=compile_s, gpu_s=rec["gpu_s"])
-    cand, base = rec["samples"], rec["baseline_samples"]
+def _screened(rec: ScreenedRun, compile_s: float) -> Screened:
+    if rec.status != "ok":
+        return Screened(rec.status, error=rec.error, compile_s=compile_s, gpu_s=rec.gpu_s)
+    cand, base = rec.samples, rec.baseline_samples
     _, lo, hi = stats.speedup_ci(base, cand)
     return Screened("ok", ms=statistics.median(cand), baseline_ms=statistics.median(base),
                     relative=stats.relative_time(cand, base),
-                    relative_ci=(1.0 / hi, 1.0 / lo), compile_s=compile_s, gpu_s=rec["gpu_s"], samples=cand,
-                    rounds=len(cand), stopped=rec.get("stopped", ""))
+                    relative_ci=(1.0 / hi, 1.0 / lo), compile_s=compile_s, gpu_s=rec.gpu_s, samples=cand,
+                    rounds=len(cand), stopped=rec.stopped)
 
 
 __all__ = ["Screened", "Screener"]

@@ -1,8 +1,6 @@
-"""Profiling with Nsight Compute and the diagnosis drawn from it: the ``Profiler`` a sandbox holds, ncu's
-command lines and CSV pages, the counters summary, the issues found in them and the diagnosis, and the program
-ncu profiles (``target``).
+"""What Nsight Compute measures and the diagnosis drawn from it: ncu's command lines and CSV pages, the counters
+summary, the issues found in them and the diagnosis. The ``Profiler`` a sandbox holds is host side
+(``sandbox.host.profiler``), the program ncu profiles worker side (``sandbox.worker.profile_target``).
 
-May import the shared vocabulary, ``sandbox.host.pool`` (a child's environment), ``sandbox.host.tools`` (running
-and finding tools), ``sandbox.host.tempdirs`` (private temporary folders) and, in ``target`` only,
-``sandbox.worker.harness``.
+May import the shared vocabulary (``sandbox.*`` modules); never ``sandbox.host`` or ``sandbox.worker``.
 """

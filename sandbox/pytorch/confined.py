@@ -64,8 +64,8 @@ class Session:
         self.close()
 
     def _start(self) -> None:
-        from ..host import tempdirs
-        from ..host.pool import scrubbed_env
+        from .. import tempdirs
+        from ..tools import scrubbed_env
 
         self.home = tempdirs.make("problem")
         (self.home / "tmp").mkdir()

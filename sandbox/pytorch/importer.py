@@ -352,12 +352,12 @@ def _validate(tmp: Path, name: str, source: Path) -> None:
 
     from pydantic import ValidationError
 
-    from ..task import TaskSpec, _format_validation
+    from ..task import TaskSpec, format_validation
 
     try:
         TaskSpec.model_validate(tomllib.loads((tmp / "task.toml").read_text()))
     except tomllib.TOMLDecodeError as exc:
         raise ProblemError(f"{source}: the imported task.toml does not parse: {exc}") from None
     except ValidationError as exc:
-        first = _format_validation(tmp / "task.toml", exc).splitlines()[0].split(": ", 1)[-1]
+        first = format_validation(tmp / "task.toml", exc).splitlines()[0].split(": ", 1)[-1]
         raise ProblemError(f"{source}: the imported task does not validate: {first}") from None

@@ -1,7 +1,7 @@
 """Correctness trials in the GPU worker: fresh guarded buffers, seeded inputs, poisoned outputs, two runs
 each; guard bands and input hashes checked after every launch (``violations``, also used by timing and
-screening). Each returns a plain dict; the orchestrator has the outputs handed over (``harness.hand_over``)
-compared with the reference."""
+screening). Each trial's outcome is a ``TrialRun`` (sandbox.wire); the orchestrator has the outputs handed over
+(``harness.hand_over``) compared with the reference."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..dtypes import np_dtype
+from ..wire import Check, Checked, Trial, TrialRun
 from .guards import Fence
 from .harness import Harness, LaunchFailed, Poisoned, generate_into, hand_over, poison_outputs
 from .memory_plan import gib, is_out_of_memory, margin
@@ -52,64 +53,64 @@ def violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> 
     return problems
 
 
-def run_checks(h: Harness, req: dict) -> dict:
+def run_checks(h: Harness, req: Check) -> Checked:
     """Correctness trials: fresh guarded buffers, seeded inputs, poisoned outputs, two runs each."""
-    data_dir = Path(req["data_dir"])
-    trials = req["trials"]
+    data_dir = Path(req.data_dir)
+    trials = req.trials
     out = []
     try:
-        loaded = h.load(req["cubin"], trials[0]["plan"])
+        loaded = h.load(req.cubin, trials[0].plan)
     except LaunchFailed as exc:
-        return {"ok": True, "trials": [dict(label=trials[0]["label"], status="launch_error", error=f"loading the module: {exc}")]}
+        return Checked([TrialRun(trials[0].label, "launch_error", error=f"loading the module: {exc}")])
     for t in trials:
         try:
-            result = _trial(h, loaded.with_plan(t["plan"]), t, data_dir, req["hash_seed"], req.get("ipc", False))
+            result = _trial(h, loaded.with_plan(t.plan), t, data_dir, req.hash_seed, req.ipc)
         except LaunchFailed as exc:
-            result = dict(label=t["label"], status="launch_error", error=str(exc))
+            result = TrialRun(t.label, "launch_error", error=str(exc))
         except Poisoned as exc:
-            raise Poisoned(f"{t['label']} {t['sizes']}: {exc}") from None
+            raise Poisoned(f"{t.label} {t.sizes}: {exc}") from None
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            result = dict(label=t["label"], status="too_large",
-                          error=f"the device ran out of memory for this trial ({type(exc).__name__}: {first})")
+            result = TrialRun(t.label, "too_large",
+                              error=f"the device ran out of memory for this trial ({type(exc).__name__}: {first})")
         out.append(result)
-        if result["status"] != "ran":
+        if result.status != "ran":
             break
         h.release_cached()
-    return {"ok": True, "trials": out}
+    return Checked(out)
 
 
-def trial_bytes(t: dict, scratch_bytes: int, ipc: bool) -> int:
+def trial_bytes(t: Trial, scratch_bytes: int, ipc: bool) -> int:
     """Device memory of one trial: its inputs, outputs, the first run's copy (and its hand-over copy by IPC),
     the scratch, and the inputs' generation (as large again as the inputs, twice)."""
     size = lambda specs: sum(int(np.prod(s["shape"], dtype=np.int64)) * np_dtype(s["dtype"]).itemsize for s in specs)
-    return 3 * size(t["inputs"]) + (3 if ipc else 2) * size(t["outputs"]) + scratch_bytes
+    return 3 * size(t.inputs) + (3 if ipc else 2) * size(t.outputs) + scratch_bytes
 
 
-def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int, ipc: bool) -> dict:
+def _trial(h: Harness, loaded, t: Trial, data_dir: Path, hash_seed: int, ipc: bool) -> TrialRun:
     cp = h.cp
     scratch_bytes = sum(s["count"] * np_dtype(s["dtype"]).itemsize for s in loaded.plan["scratch"])
     need, free = trial_bytes(t, scratch_bytes, ipc), h.free_bytes()
     if need > free - margin(free):
-        return dict(label=t["label"], status="too_large", error=f"the trial does not fit in device memory at this size: "
+        return TrialRun(t.label, "too_large", error=f"the trial does not fit in device memory at this size: "
                     f"it needs {gib(need)} (inputs, outputs, their copies, scratch, the inputs' generation) and "
                     f"{gib(free - margin(free))} of the {gib(free)} free can be used")
     watch = Stopwatch(h.sync)  # where the trial's seconds go
     with watch("buffers"):
-        ins = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["inputs"]}
-        outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t["outputs"]}
+        ins = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t.inputs}
+        outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in t.outputs}
         scratch = loaded.alloc_scratch()
     with watch("inputs"):
-        generate_into(h, ins, t["inputs"], t["seed"])
+        generate_into(h, ins, t.inputs, t.seed)
         before = {n: b.data_hash(hash_seed) for n, b in ins.items()}
     arrays = {n: b.view for n, b in {**ins, **outs}.items()}
     files, first, gpu_s = {}, {}, 0.0
     kept = Fence(h, hash_seed)   # the first run's outputs, which the second is compared with
     for run in (1, 2):
         with watch("buffers"):
-            poison_outputs(outs, t["outputs"], second=run == 2)
+            poison_outputs(outs, t.outputs, second=run == 2)
             loaded.poison_scratch(scratch)
         t0 = time.perf_counter()
         with watch("launches"):
@@ -120,21 +121,21 @@ def _trial(h: Harness, loaded, t: dict, data_dir: Path, hash_seed: int, ipc: boo
             if run == 2:
                 problems += kept.broken("the second run wrote outside its own buffers")
         if problems:
-            return dict(label=t["label"], status="rejected", error=problems[0], detail="\n".join(problems))
+            return TrialRun(t.label, "rejected", error=problems[0], detail="\n".join(problems))
         if run == 1:
             with watch("hand-over"):
-                files["run1"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run1-{n}.npy", ipc)
+                files["run1"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t.label)}-run1-{n}.npy", ipc)
                                  for n, b in outs.items()}
                 first = {n: b.view.copy() for n, b in outs.items()}
                 kept.raise_({f"the copy of output {n!r} from the first run": a for n, a in first.items()})
     with watch("hand-over"):
         identical = all(same_bytes(cp, first[n], outs[n].view) for n in outs)
         if not identical:  # the second run is compared with the reference only when it differs from the first
-            files["run2"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t['label'])}-run2-{n}.npy", ipc)
+            files["run2"] = {n: hand_over(h, b.view, data_dir / f"{_safe(t.label)}-run2-{n}.npy", ipc)
                              for n, b in outs.items()}
         hashes = {n: int(d.get()[0]) for n, d in before.items()}
-    return dict(label=t["label"], status="ran", files=files, identical=identical, input_hashes=hashes, gpu_s=gpu_s,
-                split_s=watch.seconds)
+    return TrialRun(t.label, "ran", files=files, identical=identical, input_hashes=hashes, gpu_s=gpu_s,
+                    split_s=dict(watch.seconds))
 
 
 

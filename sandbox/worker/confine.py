@@ -30,7 +30,8 @@ WARMUP_SOURCE = 'extern "C" __global__ void kw_warmup(float* x) { x[threadIdx.x]
 
 def allowed_folders(home: Path) -> tuple[list[str], list[str]]:
     """(read-only, read-write) paths of a confined compile worker whose private folder is ``home``."""
-    from ..compiler import cache_dir, include_dirs
+    from ..compiler import include_dirs
+    from ..files import cache_dir
 
     read = [*include_dirs(), *python_folders()]
     cubins = cache_dir() / "cubins"

@@ -7,7 +7,9 @@ Roles:
 - ``reference``: trusted only; regenerates inputs from seeds, computes the reference and compares.
   It never loads candidate code, so expected outputs never share a CUDA context with a candidate.
 
-Error texts and compile logs leave a worker with host folders replaced by neutral names (sandbox.hostpaths).
+Requests and replies are the records of ``sandbox.wire``; each role dispatches on the request's type, and
+anything that is not a request is answered with a ``WorkerError``. Error texts and compile logs leave a worker
+with host folders replaced by neutral names (sandbox.hostpaths).
 """
 
 from __future__ import annotations
@@ -23,10 +25,14 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
+from ..wire import (Ceilings, Check, Compare, Compares, Compile, Compiled, Confinement, ConfinementReport, DeviceInfo,
+                    HarnessCode, Hello, IpcProbe, IpcRead, IpcSent, IpcSum, MeasureCeilings, Reply, Request, Screen,
+                    ScreenReady, ScreenSetup, Time, WorkerError, checked)
+
 
 class CompileRole:
     """Confines itself first (sandbox.worker.confine): an ``#include`` the source filter missed cannot
-    read a host file. ``{"op": "confinement"}`` says whether that worked, and if not, why."""
+    read a host file. ``Confinement`` asks whether that worked, and if not, why."""
 
     def __init__(self):
         from pathlib import Path
@@ -34,21 +40,25 @@ class CompileRole:
         from .confine import confine_compiler
 
         try:
-            self.confinement = confine_compiler(Path(os.environ.get("HOME") or os.getcwd()))
+            state = confine_compiler(Path(os.environ.get("HOME") or os.getcwd()))
         except Exception as exc:  # NVRTC itself is missing: compiles will say so, one by one
-            self.confinement = {"confined": False, "reason": f"the warm-up compile failed: {type(exc).__name__}: {exc}"}
+            state = {"confined": False, "reason": f"the warm-up compile failed: {type(exc).__name__}: {exc}"}
+        self.confinement = ConfinementReport(**state)
 
-    def handle(self, req: dict) -> dict:
+    def handle(self, msg: Request) -> Reply:
         from ..candidate import parse_candidate
         from ..compiler import compile_source
         from ..hostpaths import redact
 
-        if req.get("op") == "confinement":
-            return {"ok": True, "confinement": self.confinement}
-        cand = parse_candidate(req["source"]).with_flags(req["flags"]).with_knobs(req["knobs"])
-        info, cubin = compile_source(cand, arch=req["arch"], use_cache=req.get("cache", True))
-        info = info.model_copy(update={"log": redact(info.log), "options": [redact(o) for o in info.options]})
-        return {"ok": True, "info": info.model_dump(), "cubin": cubin}
+        match msg:
+            case Confinement():
+                return self.confinement
+            case Compile():
+                cand = parse_candidate(msg.source).with_flags(msg.flags).with_knobs(msg.knobs)
+                info, cubin = compile_source(cand, arch=msg.arch, use_cache=msg.cache)
+                info = info.model_copy(update={"log": redact(info.log), "options": [redact(o) for o in info.options]})
+                return Compiled(info.model_dump(), cubin)
+        raise unhandled("compile", msg)
 
 
 class GpuRole:
@@ -56,56 +66,60 @@ class GpuRole:
         self.h = None
         self.screening = None  # the state of the screening in progress (worker.screening.Screening)
 
-    def harness(self, req: dict):
+    def harness(self, code: HarnessCode):
         from .harness import Harness
 
         if self.h is None:
-            self.h = Harness(req["arch"], req["harness_cubin"], req["harness_names"])
+            self.h = Harness(code.arch, code.cubin, code.names)
         return self.h
 
-    def handle(self, req: dict) -> dict:
-        op = req["op"]
+    def handle(self, msg: Request) -> Reply:
         if self.h is not None:
             self.h.handed.clear()  # the reference worker has read what the last request handed over
-        if not op.startswith("screen"):
+        if not isinstance(msg, (ScreenSetup, Screen)):
             self.screening = None  # its buffers are freed for the stage at hand
-        if op == "hello":
-            from ..envinfo import device_info
+        match msg:
+            case Hello():
+                from ..envinfo import device_info
 
-            return {"ok": True, "info": device_info()}
-        if op == "ceilings":
-            from .ceilings import measure
+                return DeviceInfo(device_info())
+            case MeasureCeilings():
+                from .ceilings import measure
 
-            return {"ok": True, "ceilings": measure()}
-        if op == "check":
-            from .checks import run_checks
+                return Ceilings(measure())
+            case Check():
+                from .checks import run_checks
 
-            return run_checks(self.harness(req), req)
-        if op == "time":
-            from .timing import run_timing
+                return run_checks(self.harness(msg.harness), msg)
+            case Time():
+                from .timing import run_timing
 
-            return run_timing(self.harness(req), req)
-        if op == "ipc_probe":  # a known pattern handed over as the outputs are (harness.hand_over)
-            from .harness import IPC_MIN_BYTES, hand_over
+                return run_timing(self.harness(msg.harness), msg)
+            case IpcProbe():
+                return self.ipc_probe(msg)
+            case ScreenSetup():
+                from .screening import Screening
 
-            h = self.harness(req)
-            pattern = h.cp.arange(IPC_MIN_BYTES // 4, dtype=h.cp.uint32)
-            try:
-                entry = hand_over(h, pattern, None, ipc=True)
-            except Exception as exc:  # no IPC here: outputs travel as files
-                return {"ok": True, "entry": None, "error": f"{type(exc).__name__}: {exc}"}
-            return {"ok": True, "entry": entry, "sum": int(pattern.sum())}
-        if op == "screen_setup":
-            from .screening import Screening
+                self.screening = None
+                self.screening = Screening(self.harness(msg.harness), msg)
+                return ScreenReady(msg.setup_id)
+            case Screen():
+                if self.screening is None or self.screening.id != msg.setup_id:
+                    return WorkerError("no screening set up with this id", setup_lost=True)
+                return self.screening.screen(msg)
+        raise unhandled("gpu", msg)
 
-            self.screening = None
-            self.screening = Screening(self.harness(req), req)
-            return {"ok": True}
-        if op == "screen":
-            if self.screening is None or self.screening.id != req["setup_id"]:
-                return {"ok": False, "setup_lost": True, "error": "no screening set up with this id"}
-            return self.screening.screen(req)
-        raise ValueError(f"unknown op {op!r}")
+    def ipc_probe(self, msg: IpcProbe) -> IpcSent:
+        """A known pattern handed over as the outputs are (harness.hand_over)."""
+        from .harness import IPC_MIN_BYTES, hand_over
+
+        h = self.harness(msg.harness)
+        pattern = h.cp.arange(IPC_MIN_BYTES // 4, dtype=h.cp.uint32)
+        try:
+            entry = hand_over(h, pattern, None, ipc=True)
+        except Exception as exc:  # no IPC here: outputs travel as files
+            return IpcSent(None, error=f"{type(exc).__name__}: {exc}")
+        return IpcSent(entry, int(pattern.sum()))
 
 
 class ReferenceRole:
@@ -114,21 +128,28 @@ class ReferenceRole:
 
         self.cache = ReferenceCache()
 
-    def handle(self, req: dict) -> dict:
+    def handle(self, msg: Request) -> Reply:
         from .reference import open_handed, run_compare, run_compares
 
-        if req["op"] in ("compare", "compares"):
-            reply = (run_compare if req["op"] == "compare" else run_compares)(req, self.cache)
-            if "cupy" in sys.modules:  # the GPU worker's next stage plans from the free memory: nothing cached unused here
-                from .memory_plan import release_cached
+        match msg:
+            case Compare() | Compares():
+                reply = run_compare(msg.task, msg.trial, self.cache) if isinstance(msg, Compare) else \
+                    run_compares(msg, self.cache)
+                if "cupy" in sys.modules:  # the GPU worker's next stage plans from the free memory: nothing cached
+                    from .memory_plan import release_cached
 
-                release_cached(sys.modules["cupy"])
-            return reply
-        if req["op"] == "ipc_probe":
-            import cupy
+                    release_cached(sys.modules["cupy"])
+                return reply
+            case IpcRead():
+                import cupy
 
-            return {"ok": True, "sum": int(open_handed(cupy, req["entry"]).sum())}
-        raise ValueError(f"unknown op {req['op']!r}")
+                return IpcSum(int(open_handed(cupy, msg.entry).sum()))
+        raise unhandled("reference", msg)
+
+
+def unhandled(role: str, msg: Request) -> ValueError:
+    """The error a role raises for a request it does not handle (the reply is a ``WorkerError``)."""
+    return ValueError(f"the {role} worker does not handle {type(msg).__name__}")
 
 
 ROLES = {"compile": CompileRole, "gpu": GpuRole, "reference": ReferenceRole}
@@ -168,15 +189,15 @@ def main(argv: list[str]) -> int:
         except (EOFError, OSError):
             return 0
         try:
-            reply = handler.handle(req)
+            reply = checked(handler.handle(checked(req, Request)), Reply)
         except Exception as exc:
             from ..hostpaths import redact
             from .harness import Poisoned
 
             if isinstance(exc, Poisoned):
-                replies.send({"ok": False, "poisoned": True, "error": redact(str(exc))})
+                replies.send(WorkerError(redact(str(exc)), poisoned=True))
                 os._exit(3)
-            reply = {"ok": False, "error": redact(f"{type(exc).__name__}: {exc}"), "traceback": redact(traceback.format_exc())}
+            reply = WorkerError(redact(f"{type(exc).__name__}: {exc}"), redact(traceback.format_exc()))
         replies.send(reply)
 
 

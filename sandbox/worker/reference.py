@@ -18,6 +18,8 @@ import numpy as np
 from ..compare import compare
 from ..task_reference import ReferenceOutputError, checked_outputs, load_reference
 from ..dtypes import to_compute
+from ..wire import (CompareTask, CompareTrial, Compared, Compares, HarnessCode, OutputCheck, OutputsCompared,
+                    TrialChecks, WorkerError)
 from .harness import Harness, reference_inputs
 from .stopwatch import Stopwatch
 
@@ -28,79 +30,78 @@ class ReferenceCache:
     def __init__(self):
         self.key, self.expected, self.harness = None, None, None
 
-    def hasher(self, req: dict) -> Harness:
+    def hasher(self, code: HarnessCode) -> Harness:
         if self.harness is None:
-            self.harness = Harness(req["arch"], req["harness_cubin"])
+            self.harness = Harness(code.arch, code.cubin)
         return self.harness
 
 
-def run_compares(req: dict, cache: ReferenceCache | None = None) -> dict:
-    """Every trial of ``req["trials"]`` (each: label, sizes, inputs, outputs, seed, runs, input_hashes), with
-    the fields they share at the top of ``req``; stops after the first trial with a failed check."""
+def run_compares(req: Compares, cache: ReferenceCache | None = None) -> Compared | WorkerError:
+    """Every trial of ``req`` with what they share (``req.task``); stops after the first trial with a failed
+    check."""
     cache = cache or ReferenceCache()
-    shared = {k: v for k, v in req.items() if k != "trials"}
     t0 = time.perf_counter()
     done, watch = [], Stopwatch()
-    for trial in req["trials"]:
-        reply = run_compare({**shared, **trial}, cache)
-        if not reply["ok"]:
+    for trial in req.trials:
+        reply = run_compare(req.task, trial, cache)
+        if not reply.ok:
             return reply
-        watch.add(reply["split_s"])
-        done.append(dict(label=trial["label"], checks=reply["checks"]))
-        if not all(c["passed"] for c in reply["checks"]):
+        watch.add(reply.split_s)
+        done.append(TrialChecks(trial.label, reply.checks))
+        if not all(c.passed for c in reply.checks):
             break
     seconds = time.perf_counter() - t0
-    return {"ok": True, "trials": done, "seconds": seconds, "split_s": watch.report(seconds)}
+    return Compared(done, seconds, watch.report(seconds))
 
 
-def run_compare(req: dict, cache: ReferenceCache | None = None) -> dict:
+def run_compare(task: CompareTask, trial: CompareTrial,
+                cache: ReferenceCache | None = None) -> OutputsCompared | WorkerError:
     """Reference role: regenerate the inputs from the seed, compute the reference, compare each run."""
-    xp = _xp(req.get("backend", "cupy"))
+    xp = _xp(task.backend)
     t0 = time.perf_counter()
     watch = Stopwatch(xp.cuda.get_current_stream().synchronize if xp.__name__ == "cupy" else None)
     cache = cache or ReferenceCache()
-    key = json.dumps([xp.__name__, req["task_folder"], req["sizes"], req["inputs"], req["seed"], req["scalars"]],
+    key = json.dumps([xp.__name__, task.task_folder, trial.sizes, trial.inputs, trial.seed, task.scalars],
                      sort_keys=True, default=str)
     if cache.key == key:
         expected = cache.expected
     else:
         cache.key = cache.expected = None  # the last reference's memory goes before the next is computed
-        module = load_reference(Path(req["task_folder"]) / "reference.py")  # only for a reference not cached
+        module = load_reference(Path(task.task_folder) / "reference.py")  # only for a reference not cached
         with watch("inputs"):
-            ins = reference_inputs(xp, req["inputs"], req["seed"])
-            if req.get("input_hashes") and xp.__name__ == "cupy":
-                h = cache.hasher(req)
-                for name, digest in req["input_hashes"].items():
-                    if int(h.hash_array(ins[name], req["hash_seed"]).get()[0]) != digest:
-                        return {"ok": False,
-                                "error": f"regenerated input {name!r} differs from the worker's (infrastructure fault)"}
+            ins = reference_inputs(xp, trial.inputs, trial.seed)
+            if trial.input_hashes and xp.__name__ == "cupy":
+                h = cache.hasher(task.harness)
+                for name, digest in trial.input_hashes.items():
+                    if int(h.hash_array(ins[name], task.hash_seed).get()[0]) != digest:
+                        return WorkerError(f"regenerated input {name!r} differs from the worker's "
+                                           "(infrastructure fault)")
         try:
             with watch("reference"):
-                values = {s["name"]: to_compute(xp, ins[s["name"]], s["dtype"]) for s in req["inputs"]}
-                returned = module.reference(xp, **values, **req["sizes"], **req["scalars"])
+                values = {s["name"]: to_compute(xp, ins[s["name"]], s["dtype"]) for s in trial.inputs}
+                returned = module.reference(xp, **values, **trial.sizes, **task.scalars)
         except Exception as exc:  # the task's own code failed: a task error, with the exception's words
-            return {"ok": False, "task_error": True,
-                    "error": f"{module.__file__}: reference() raised {type(exc).__name__}: {exc}"}
+            return WorkerError(f"{module.__file__}: reference() raised {type(exc).__name__}: {exc}", task_error=True)
         try:
             with watch("reference"):
-                expected = checked_outputs(xp, returned, req["outputs"])
+                expected = checked_outputs(xp, returned, trial.outputs)
         except ReferenceOutputError as exc:
-            return {"ok": False, "task_error": True, "error": f"{module.__file__}: {exc}"}
+            return WorkerError(f"{module.__file__}: {exc}", task_error=True)
         del ins, values, returned
         cache.key, cache.expected = key, expected
     checks = []
-    for spec in req["outputs"]:
+    for spec in trial.outputs:
         name = spec["name"]
         ref = expected[name]
-        atol, rtol, spread = req["tolerance"][name]
-        for run in req["runs"]:
+        atol, rtol, spread = task.tolerance[name]
+        for run in trial.runs:
             with watch("outputs"):
-                got = _fetch(xp, run["files"][name])
+                got = _fetch(xp, run.files[name])
             with watch("compare"):
                 stats = compare(xp, to_compute(xp, got, spec["dtype"]), ref, atol, rtol, spread)
-            checks.append(dict(output=name, run=run["label"], **stats))
+            checks.append(OutputCheck(output=name, run=run.label, **stats))
     seconds = time.perf_counter() - t0
-    return {"ok": True, "checks": checks, "seconds": seconds, "split_s": dict(watch.seconds)}
+    return OutputsCompared(checks, seconds, dict(watch.seconds))
 
 
 def _fetch(xp, entry):

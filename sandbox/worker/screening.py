@@ -8,6 +8,7 @@ import time
 
 from ..compare import spread_atol
 from ..stats import relative_time, screening_stop
+from ..wire import Screen, ScreenBatch, ScreenCandidate, ScreenedRun, ScreenSetup
 from .checks import Violation, violations
 from .harness import Harness, LaunchFailed, generate_into, poison_outputs
 
@@ -15,19 +16,19 @@ from .harness import Harness, LaunchFailed, generate_into, poison_outputs
 class Screening:
     """The worker's screening state: many candidates against one baseline on the same inputs.
 
-    Set up once per screening (``op: screen_setup``): two input sets at the benchmark size (the task's
+    Set up once per screening (``ScreenSetup``): two input sets at the benchmark size (the task's
     first two distributions), guarded output buffers, the baseline loaded and its outputs on both sets
     kept, masked, as the expected values (the orchestrator checked the baseline against the reference).
-    Per candidate (``op: screen``): a poisoned-output run on set 0, warm-up runs, interleaved A/B rounds
+    Per candidate of a ``Screen`` batch: a poisoned-output run on set 0, warm-up runs, interleaved A/B rounds
     against the baseline with a cold L2 (fewer where the ratio is settled, or clearly worse than the best
     so far: ``_one``), and a last run on set 1; every run of the candidate is compared
     on the device with the baseline's output for its set (``sandbox.agreement``), guard bands and input
     hashes checked. A candidate that breaks a rule (a guard band or an input overwritten) is rejected and
     the state rebuilt, so the next candidate starts clean."""
 
-    def __init__(self, h: Harness, req: dict):
-        self.h, self.req, self.id = h, req, req["setup_id"]
-        self.rng = random.Random(req["hash_seed"])  # sign keys; each screen request reseeds it
+    def __init__(self, h: Harness, req: ScreenSetup):
+        self.h, self.req, self.id = h, req, req.setup_id
+        self.rng = random.Random(req.hash_seed)  # sign keys; each screen request reseeds it
         self._build()
 
     def _build(self) -> None:
@@ -35,13 +36,13 @@ class Screening:
         cp = h.cp
         self.sets = self.outs = self.expected = None
         cp.get_default_memory_pool().free_all_blocks()
-        variants = req["inputs"]
+        variants = req.inputs
         self.sets = [{s["name"]: h.alloc(s["dtype"], s["shape"]) for s in variants[0]} for _ in range(2)]
         for k, ins in enumerate(self.sets):
-            generate_into(h, ins, variants[k % len(variants)], req["seed"] + k)
-        self.hashes = [{n: b.data_hash(req["hash_seed"]) for n, b in ins.items()} for ins in self.sets]
-        self.outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]}
-        self.base = h.load(req["baseline"]["cubin"], req["baseline"]["plan"])
+            generate_into(h, ins, variants[k % len(variants)], req.seed + k)
+        self.hashes = [{n: b.data_hash(req.hash_seed) for n, b in ins.items()} for ins in self.sets]
+        self.outs = {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req.outputs}
+        self.base = h.load(req.baseline.cubin, req.baseline.plan)
         self.base_scratch = self.base.alloc_scratch()
         self.start, self.end = cp.cuda.Event(), cp.cuda.Event()
         self.expected = []  # per set: output name -> (masked copy of the baseline's output, its keys)
@@ -50,7 +51,7 @@ class Screening:
             self.run(self.base, self.base_scratch, k)
             stored = {}
             for n, b in self.outs.items():
-                atol, _, spread = req["tolerance"][n]
+                atol, _, spread = req.tolerance[n]
                 self.atols[(k, n)] = spread_atol(cp, b.view, atol, spread)
                 keys = h.agreement.new_keys()
                 copy = b.view.copy()
@@ -64,7 +65,7 @@ class Screening:
 
     def run(self, loaded, scratch, k: int, flush: bool = False) -> float:
         h = self.h
-        poison_outputs(self.outs, self.req["outputs"], second=False)
+        poison_outputs(self.outs, self.req.outputs, second=False)
         loaded.poison_scratch(scratch)
         if flush:
             h.flush_l2()
@@ -81,7 +82,7 @@ class Screening:
                 hold.release()
         h.sync()
         groups = {"input": self.sets[k], "output": self.outs, "scratch": scratch}
-        problems = violations(h, groups, self.hashes[k], self.req["hash_seed"])
+        problems = violations(h, groups, self.hashes[k], self.req.hash_seed)
         if problems:
             raise Violation("candidate", problems)
         if loaded is self.base:  # its intermediate results are no answer for a candidate to find
@@ -91,22 +92,23 @@ class Screening:
     def check(self, k: int, when: str) -> str:
         """The agreement test of the output buffers with the baseline's output on set ``k`` ("" if they agree)."""
         checks = self.h.agreement
-        for spec in self.req["outputs"]:
+        for spec in self.req.outputs:
             name = spec["name"]
             masked, keys = self.expected[k][name]
-            _, rtol, _ = self.req["tolerance"][name]
-            verdict = checks.agree(self.outs[name].view, masked, keys, self.atols[(k, name)], rtol, self.rng.getrandbits(64)).verdict()
+            _, rtol, _ = self.req.tolerance[name]
+            verdict = checks.agree(self.outs[name].view, masked, keys, self.atols[(k, name)], rtol,
+                                   self.rng.getrandbits(64)).verdict()
             if verdict:
                 return f"{when}: output {name!r} disagrees with the baseline's: {verdict}"
         return ""
 
-    def screen(self, req: dict) -> dict:
-        self.rng = random.Random(req["order_seed"])
-        stop_above = req.get("stop_above")
+    def screen(self, req: Screen) -> ScreenBatch:
+        self.rng = random.Random(req.order_seed)
+        stop_above = req.stop_above
         results = []
-        for c in req["candidates"]:
+        for c in req.candidates:
             t0 = time.perf_counter()
-            rec = dict(key=c["key"], status="ok", error="", samples=[], baseline_samples=[], stopped="")
+            rec = dict(key=c.key, status="ok", error="", samples=[], baseline_samples=[], stopped="")
             try:
                 self._one(c, req, stop_above, rec)
             except Violation as v:
@@ -116,28 +118,28 @@ class Screening:
                 rec.update(status="launch_error", error=str(exc), samples=[], baseline_samples=[])
             rec["gpu_s"] = time.perf_counter() - t0
             if rec["status"] == "ok" and rec["stopped"] != "slower":  # a measured candidate sets the bar for the next
-                bar = relative_time(rec["samples"], rec["baseline_samples"]) * req.get("margin", 1.1)
+                bar = relative_time(rec["samples"], rec["baseline_samples"]) * req.margin
                 stop_above = bar if stop_above is None else min(stop_above, bar)
-            results.append(rec)
-        return {"ok": True, "results": results}
+            results.append(ScreenedRun(**rec))
+        return ScreenBatch(results)
 
-    def _one(self, c: dict, req: dict, stop_above: float | None, rec: dict) -> None:
+    def _one(self, c: ScreenCandidate, req: Screen, stop_above: float | None, rec: dict) -> None:
         """Every run of the candidate is checked before anything else writes the output buffers. The timed
         rounds end at ``rounds``, or after ``min_rounds`` once the median of the candidate's time over the
         baseline's (paired by round) is settled within ``target``, or is surely above ``stop_above`` (a
         candidate clearly slower than the best screened so far); the last run follows either way."""
-        loaded = self.h.load(c["cubin"], c["plan"])
+        loaded = self.h.load(c.cubin, c.plan)
         scratch = loaded.alloc_scratch()
         cand, base = ("samples", loaded, scratch), ("baseline_samples", self.base, self.base_scratch)
         steps = [("first run", 0, [cand], False)]
         steps += [(f"warm-up run {w}", w % 2, [cand, base], False) for w in range(2)]
-        steps += [(f"timed round {r}", r % 2, [cand, base], True) for r in range(req["rounds"])]
+        steps += [(f"timed round {r}", r % 2, [cand, base], True) for r in range(req.rounds)]
         last = ("last run (other inputs, after the timed rounds)", 1, [cand], False)
-        min_rounds, target = req.get("min_rounds", req["rounds"]), req.get("target", 0.0)
+        min_rounds, target = req.min_rounds, req.target
         for when, k, impls, timed in steps:
             if not self._run_step(when, k, impls, timed, loaded, rec):
                 return
-            if timed and len(rec["samples"]) < req["rounds"]:
+            if timed and len(rec["samples"]) < req.rounds:
                 ratios = [a / b for a, b in zip(rec["samples"], rec["baseline_samples"])]
                 rec["stopped"] = screening_stop(ratios, min_rounds, target, stop_above)
                 if rec["stopped"]:

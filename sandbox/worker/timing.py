@@ -41,6 +41,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import statistics
@@ -55,6 +56,7 @@ from ..compare import spread_atol
 from ..envinfo import ClockSampler, clocks
 from ..stats import settled
 from ..task_reference import load_reference
+from ..wire import Clocks, Impl, KeptLaunch, RoundLimits, StageFailed, Time, Timed
 from .checks import Violation, violations
 from .draw import PhaseDraw
 from .guards import Fence
@@ -84,54 +86,54 @@ class Inputs:
     index: int  # which rotating set: the buffers of the inputs and of every implementation's outputs
 
 
-def run_timing(h: Harness, req: dict) -> dict:
+def run_timing(h: Harness, req: Time) -> Timed | StageFailed:
     loaded = {}
-    for name, spec in req["impls"].items():
-        if "cubin" in spec:
+    for name, spec in req.impls.items():
+        if spec.cubin is not None:
             try:
-                loaded[name] = h.load(spec["cubin"], spec["plan"])
+                loaded[name] = h.load(spec.cubin, spec.plan)
             except LaunchFailed as exc:
-                return {"ok": True, "status": "launch_error", "impl": name, "error": str(exc)}
+                return StageFailed("launch_error", name, str(exc))
     reply = _run_stage(h, req, loaded)
     h.release_cached()
-    if reply["status"] == "too_large" and reply.pop("ran_out", False):
-        reply["error"] += f"; {gib(h.free_bytes())} free once its buffers were released"
     return reply
 
 
-def _run_stage(h: Harness, req: dict, loaded: dict) -> dict:
+def _run_stage(h: Harness, req: Time, loaded: dict) -> Timed | StageFailed:
     try:
         return TimingStage(h, req, loaded).run()
     except TooLarge as exc:
-        return {"ok": True, "status": "too_large", "impl": "all", "error": str(exc)}
+        return StageFailed("too_large", "all", str(exc))
     except Violation as v:
         status = "rejected" if v.impl == "candidate" else "infrastructure"
-        return {"ok": True, "status": status, "impl": v.impl, "error": v.problems[0], "detail": "\n".join(v.problems)}
+        return StageFailed(status, v.impl, v.problems[0], "\n".join(v.problems))
     except LaunchFailed as exc:
-        return {"ok": True, "status": "launch_error", "impl": "candidate", "error": str(exc)}
+        return StageFailed("launch_error", "candidate", str(exc))
     except Disagreement as exc:
-        return {"ok": True, "status": "wrong", "impl": "candidate", "error": str(exc)}
+        return StageFailed("wrong", "candidate", str(exc))
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise
         first = (str(exc).strip().splitlines() or [""])[0][:300]
-        return {"ok": True, "status": "too_large", "impl": "all", "ran_out": True,
-                "error": f"the device ran out of memory in the timing stage ({type(exc).__name__}: {first})"}
+        error = f"the device ran out of memory in the timing stage ({type(exc).__name__}: {first})"
+    h.release_cached()  # out of the except block, whose traceback held the stage and its buffers
+    return StageFailed("too_large", "all", f"{error}; {gib(h.free_bytes())} free once its buffers were released")
 
 
 class TimingStage:
-    def __init__(self, h: Harness, req: dict, loaded: dict):
+    def __init__(self, h: Harness, req: Time, loaded: dict):
         self.h, self.req, self.cp = h, req, h.cp
-        self.rng = random.Random(req["order_seed"])
+        self.rng = random.Random(req.order_seed)
         self.loaded = loaded
-        self.primary = req.get("primary", "baseline")
-        self.callables = {name: _callable(spec, req["sizes"]) for name, spec in req["impls"].items() if "cubin" not in spec}
-        base = req["impls"].get(self.primary, {})
+        self.primary = req.primary
+        self.callables = {name: _callable(spec, req.sizes) for name, spec in req.impls.items() if spec.cubin is None}
+        base = req.impls.get(self.primary)
         # eager timed with TF32: the outputs the candidate is checked against are computed again with it off
-        self.exact = (_callable({**base, "tf32": "off"}, req["sizes"]) if base.get("tf32", "off") != "off" else None)
-        self.names = list(req["impls"])
+        self.exact = (_callable(dataclasses.replace(base, tf32="off"), req.sizes)
+                      if base is not None and base.tf32 != "off" else None)
+        self.names = list(req.impls)
         self.unavailable: dict[str, str] = {}
-        self.variants = req["input_variants"]
+        self.variants = req.input_variants
         self.writers = {*loaded, self.primary}
         self.peaks: dict[str, int] = {}  # what each PyTorch implementation's first call allocated
         self.needs = self._needs()
@@ -141,14 +143,14 @@ class TimingStage:
         self.n_sets, self.kept_on_host, self.sets, self.set_outs, self.memory = 0, False, [], [], {}
         self.scratch = {n: impl.alloc_scratch() for n, impl in loaded.items()}
         self._allocate_sets(1)  # the rest once the libraries' first calls have said what they take (``_fit``)
-        self.tolerance = req["tolerance"]  # output name -> [atol, rtol, spread]
+        self.tolerance = req.tolerance  # output name -> [atol, rtol, spread]
         self.spread_atols: dict[tuple, float] = {}  # (input variant, output) -> atol grown to the spread there
         self.launches = {n: 0 for n in self.names}
         self.base_keys: dict = {}
         self.base_for = self.pending = None  # the inputs of the baseline's stored output; an unchecked candidate output
-        self.draw = PhaseDraw(req["full_checks"], self.rng)
+        self.draw = PhaseDraw(req.full_checks, self.rng)
         self.kept: dict[int, dict] = {}  # slot -> a candidate output the draw holds, for the reference comparison
-        self.fence = Fence(h, req["hash_seed"])
+        self.fence = Fence(h, req.hash_seed)
         self.input_hashes: dict[int, dict] = {}  # rotating set -> its inputs' hashes, as last generated
         self.input_notes: list = []  # inputs hashed before a set was generated anew, compared at the end (_note_inputs)
         self.start, self.end = self.cp.cuda.Event(), self.cp.cuda.Event()
@@ -160,11 +162,11 @@ class TimingStage:
 
     # ---- the stage ---------------------------------------------------------------------------
 
-    def run(self) -> dict:
+    def run(self) -> Timed:
         req = self.req
         clocks_start, sampler = clocks(), ClockSampler()
         t_begin = time.perf_counter()
-        inputs = self._generate(req["seed"], 0, 0)
+        inputs = self._generate(req.seed, 0, 0)
         self._first_calls(inputs)
         self._fit()
         samples = {n: [] for n in self.names}
@@ -173,12 +175,12 @@ class TimingStage:
         self.fence.raise_(self._idle(inputs, every_writer=True))
         baseline_ms = self._warm_up(inputs)
         self._check_fence("during the warm-up")
-        cap = round_cap(req["budget_ms"], baseline_ms, req["min_rounds"], req["max_rounds"])
+        cap = round_cap(req.limits.budget_ms, baseline_ms, req.limits.min_rounds, req.limits.max_rounds)
         r = 0
         while True:
             index = (r // len(self.variants)) % self.n_sets  # every set sees every distribution
             with self.watch("inputs"):
-                inputs = self._generate((req["seed"] * 6364136223846793005 + r + 1) % 2**63,
+                inputs = self._generate((req.seed * 6364136223846793005 + r + 1) % 2**63,
                                         r % len(self.variants), index)
             set_of_round.append(index)
             order = self.names[:]
@@ -192,24 +194,24 @@ class TimingStage:
             if self.pending:
                 raise RuntimeError("a candidate output of the round was left unchecked")
             r += 1
-            if r >= req["min_rounds"] and _enough(req, samples, cap, time.perf_counter() - t_begin, self.primary):
+            if r >= req.limits.min_rounds and _enough(req.limits, samples, cap, time.perf_counter() - t_begin,
+                                                      self.primary):
                 break
         self._check_inputs(range(self.n_sets), "during the timed rounds")
         self.fence.raise_(self._idle(inputs, every_writer=False))
-        while self.launches["candidate"] < req["launches_to"]:
+        while self.launches["candidate"] < req.launches_to:
             self._launch("candidate", inputs, "untimed, after the timed rounds")
         self._check_fence("during the untimed launches")
         self.fence.raise_({}, [])
         inputs = self.sets = self.set_outs = None
         self.h.release_cached()  # the sets' memory back to the device before the hand-over's copies are made
         with self.watch("hand-over"):
-            full = self._save_kept(Path(req["data_dir"]), req.get("ipc", False))
-        return {"ok": True, "status": "ran", "rounds": r, "round_cap": cap, "sets": self.n_sets, "set_of_round": set_of_round,
-                "flush_bytes": self.flush_bytes, "samples": samples, "walls": walls, "full": full,
-                "launches": self.launches["candidate"], "clocks_start": clocks_start, "clocks_end": clocks(),
-                "clocks_timed": sampler.summary(), "gpu_s": time.perf_counter() - t_begin, "unavailable": self.unavailable,
-                "launch_hold": self._hold_record(), "split_s": self.watch.report(time.perf_counter() - t_begin),
-                "memory": self.memory}
+            full = self._save_kept(Path(req.data_dir), req.ipc)
+        return Timed(rounds=r, round_cap=cap, sets=self.n_sets, set_of_round=set_of_round, flush_bytes=self.flush_bytes,
+                     samples=samples, walls=walls, full=full, launches=self.launches["candidate"],
+                     clocks=Clocks(clocks_start, clocks(), sampler.summary()), gpu_s=time.perf_counter() - t_begin,
+                     unavailable=self.unavailable, launch_hold=self._hold_record(),
+                     split_s=self.watch.report(time.perf_counter() - t_begin), memory=self.memory)
 
     def _hold_record(self) -> dict:
         """What the result's environment says of the stream hold in this stage."""
@@ -225,13 +227,13 @@ class TimingStage:
         """One untimed call of every PyTorch implementation (torch.compile compiles here); one that fails is
         left out with the reason, unless it is the baseline the candidate is checked against."""
         for name, fn in list(self.callables.items()):
-            if "torch" not in self.req["impls"][name]:
+            if self.req.impls[name].torch is None:
                 continue
             peak: list[int] = []
             try:
                 with torch_peak(peak):
-                    produced = fn(self.cp, **{n: b.view for n, b in inputs.buffers.items()}, **self.req["sizes"],
-                                  **self.req["scalars"])
+                    produced = fn(self.cp, **{n: b.view for n, b in inputs.buffers.items()}, **self.req.sizes,
+                                  **self.req.scalars)
                 for array in produced.values():  # as after every call: nothing the candidate can read keeps an answer
                     if not _overlaps(array, inputs.buffers):
                         array.fill(0)
@@ -263,20 +265,20 @@ class TimingStage:
     # ---- device memory (``memory_plan``) --------------------------------------------------------
 
     def _needs(self) -> Needs:
-        req, out_bytes, in_bytes = self.req, _nbytes(self.req["outputs"]), _nbytes(self.variants[0])
+        req, out_bytes, in_bytes = self.req, _nbytes(self.req.outputs), _nbytes(self.variants[0])
         libraries = {}
         for name in self.names:
-            spec = req["impls"][name]
+            spec = req.impls[name]
             if name in self.loaded:
                 continue
             # until measured: a PyTorch module holds an intermediate as large as its inputs and its outputs
-            estimate = in_bytes + out_bytes if "torch" in spec else 2 * out_bytes
+            estimate = in_bytes + out_bytes if spec.torch is not None else 2 * out_bytes
             libraries[name] = self.peaks.get(name, estimate)
         scratch = sum(s["count"] * np_dtype(s["dtype"]).itemsize for impl in self.loaded.values()
                       for s in impl.plan["scratch"])
         return Needs(input_bytes=in_bytes, output_bytes=out_bytes, input_buffers=len(self.variants[0]),
-                     output_buffers=len(req["outputs"]), writers=len(self.writers), l2_bytes=self.h.l2_bytes,
-                     scratch_bytes=scratch, kept=req["full_checks"], flush_bytes=2 * self.h.l2_bytes,
+                     output_buffers=len(req.outputs), writers=len(self.writers), l2_bytes=self.h.l2_bytes,
+                     scratch_bytes=scratch, kept=req.full_checks, flush_bytes=2 * self.h.l2_bytes,
                      generation_bytes=2 * in_bytes, libraries=libraries,
                      optional=tuple(n for n in ("compile", "vendor", "eager") if n != self.primary))
 
@@ -302,7 +304,7 @@ class TimingStage:
         h, req = self.h, self.req
         while len(self.sets) < n:
             self.sets.append({s["name"]: h.alloc(s["dtype"], s["shape"]) for s in self.variants[0]})
-            self.set_outs.append({w: {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req["outputs"]}
+            self.set_outs.append({w: {s["name"]: h.alloc(s["dtype"], s["shape"]) for s in req.outputs}
                                   for w in self.writers})
         self.n_sets = n
 
@@ -312,7 +314,7 @@ class TimingStage:
         buffers = self.sets[index]
         self._note_inputs(index)   # before the evidence is overwritten
         generate_into(self.h, buffers, self.variants[variant], seed)
-        before = {n: b.data_hash(self.req["hash_seed"]) for n, b in buffers.items()}
+        before = {n: b.data_hash(self.req.hash_seed) for n, b in buffers.items()}
         self.input_hashes[index] = before
         return Inputs(buffers, before, seed, variant, index)
 
@@ -323,14 +325,14 @@ class TimingStage:
         the rounds: queued on the device, nothing waited for here (a round does not pay a transfer for it)."""
         before = self.input_hashes.get(index)
         if before:
-            now = self.h.hash_arrays([self.sets[index][n].view for n in before], self.req["hash_seed"])
+            now = self.h.hash_arrays([self.sets[index][n].view for n in before], self.req.hash_seed)
             self.input_notes.append((index, list(before), now, [d.ravel() for d in before.values()]))
 
     def _check_inputs(self, indices, when: str) -> None:
         """The inputs of these rotating sets still hash as generated, and those of sets generated anew did just
         before (``_note_inputs``): each candidate launch on a set checked them after it ran; this sees a write
         from a launch on another set. One transfer for all of them."""
-        seed = self.req["hash_seed"]
+        seed = self.req.hash_seed
         notes = [(i, names, now, then, "while another set was in use") for i, names, now, then in self.input_notes]
         self.input_notes = []
         for i in indices:
@@ -379,7 +381,7 @@ class TimingStage:
     def _launch(self, name: str, inputs: Inputs, phase: str) -> tuple[float, float]:
         outs = self._outs(inputs).get(name, {})
         if name in self.loaded:
-            poison_outputs(outs, self.req["outputs"], second=False)
+            poison_outputs(outs, self.req.outputs, second=False)
             self.loaded[name].poison_scratch(self.scratch[name])
         with self.watch("launches"):
             ms, wall, produced = self._timed_launch(name, inputs, outs)
@@ -403,7 +405,7 @@ class TimingStage:
                 self.loaded[name].launch({n: b.view for n, b in {**inputs.buffers, **outs}.items()}, self.scratch[name])
             else:
                 produced = self.callables[name](cp, **{n: b.view for n, b in inputs.buffers.items()},
-                                                **self.req["sizes"], **self.req["scalars"])
+                                                **self.req.sizes, **self.req.scalars)
             self.end.record(h.stream)
         finally:
             if held:
@@ -429,7 +431,7 @@ class TimingStage:
             if name == self.primary:  # untimed: the PyTorch baseline's outputs into the baseline's buffers
                 if self.exact is not None:
                     produced = self.exact(self.cp, **{n: b.view for n, b in inputs.buffers.items()},
-                                          **self.req["sizes"], **self.req["scalars"])
+                                          **self.req.sizes, **self.req.scalars)
                     arrays += produced.values()
                 for n, buf in outs.items():
                     buf.view[...] = produced[n].reshape(buf.view.shape)
@@ -441,7 +443,7 @@ class TimingStage:
                 self._check(*self.pending)
             return ms, wall
         groups = {"input": inputs.buffers, "output": outs, "scratch": self.scratch[name]}
-        problems = violations(h, groups, inputs.before, self.req["hash_seed"])
+        problems = violations(h, groups, inputs.before, self.req.hash_seed)
         if problems:
             raise Violation(name, problems)
         if name == self.primary:
@@ -501,7 +503,7 @@ class TimingStage:
             else:
                 self.cp.copyto(self.kept[slot]["out"][n], b.view)
         # A copy in host memory is out of every kernel's reach; one on the device is hashed and checked at the end.
-        seed = self.req["hash_seed"]
+        seed = self.req.hash_seed
         hashes = {} if self.kept_on_host else {n: self.h.hash_array(a, seed) for n, a in self.kept[slot]["out"].items()}
         self.kept[slot].update(launch=self.launches["candidate"], phase=phase, seed=inputs.seed, variant=inputs.variant,
                                hashes=hashes)
@@ -512,11 +514,11 @@ class TimingStage:
             return np.empty(like.shape, like.dtype)
         return self.cp.empty_like(like)
 
-    def _save_kept(self, data_dir: Path, ipc: bool) -> list[dict]:
+    def _save_kept(self, data_dir: Path, ipc: bool) -> list[KeptLaunch]:
         kept = self.kept.values()
         arrays = {f"the copy of output {n!r} of launch {s['launch']} kept for the reference": a
                   for s in kept for n, a in s["out"].items() if n in s["hashes"]}
-        check = Fence(self.h, self.req["hash_seed"])
+        check = Fence(self.h, self.req.hash_seed)
         check.raise_(arrays, [h for s in kept for h in s["hashes"].values()])
         problems = check.broken("a launch wrote outside its own buffers after it was kept")
         if problems:
@@ -526,8 +528,7 @@ class TimingStage:
             files = {n: hand_over(self.h, a, data_dir / f"timed-{slot['launch']}-{n}.npy",
                                   ipc and not self.kept_on_host)
                      for n, a in slot["out"].items()}
-            full.append(dict(launch=slot["launch"], phase=slot["phase"], seed=slot["seed"], variant=slot["variant"],
-                             files=files))
+            full.append(KeptLaunch(slot["launch"], slot["phase"], slot["seed"], slot["variant"], files))
         return full
 
 
@@ -541,24 +542,25 @@ def round_cap(budget_ms: float, baseline_ms: float, min_rounds: int, max_rounds:
     return int(min(max_rounds, max(min_rounds, math.ceil(budget_ms / max(baseline_ms, 1e-3)))))
 
 
-def _enough(req: dict, samples: dict[str, list[float]], cap: int, elapsed: float, primary: str = "baseline") -> bool:
+def _enough(limits: RoundLimits, samples: dict[str, list[float]], cap: int, elapsed: float,
+            primary: str = "baseline") -> bool:
     """Stop adding rounds: the round cap, the candidate's time budget or the wall cap is reached, or the
     candidate's and the baseline's medians are already known to within ``target_ci``."""
-    if len(samples["candidate"]) >= cap or sum(samples["candidate"]) >= req["budget_ms"]:
+    if len(samples["candidate"]) >= cap or sum(samples["candidate"]) >= limits.budget_ms:
         return True
-    if elapsed >= req["wall_cap_s"]:
+    if elapsed >= limits.wall_cap_s:
         return True
-    return all(settled(samples[name], req["target_ci"]) for name in ("candidate", primary))
+    return all(settled(samples[name], limits.target_ci) for name in ("candidate", primary))
 
 
-def _callable(spec: dict, sizes: dict):
+def _callable(spec: Impl, sizes: dict):
     """A vendor implementation (reference.py's vendor()), or PyTorch eager or torch.compile of the task's module
     in the TF32 mode it is timed in."""
-    if "torch" in spec:
+    if spec.torch is not None:
         from ..pytorch.runtime import runtime_for
 
-        return runtime_for(spec["task_folder"]).baseline(spec["torch"], sizes, tf32_mode=spec.get("tf32", "off"))
-    return load_reference(Path(spec["task_folder"]) / "reference.py").vendor
+        return runtime_for(spec.task_folder).baseline(spec.torch, sizes, tf32_mode=spec.tf32)
+    return load_reference(Path(spec.task_folder) / "reference.py").vendor
 
 
 def _overlaps(array, buffers: dict) -> bool:

@@ -1,4 +1,6 @@
-"""One-shot tool processes (ncu, compute-sanitizer) run from the host side, with a wall-clock limit."""
+"""The child processes the sandbox starts: their scrubbed environment (``scrubbed_env``: workers, the confined
+process of PyTorch problems, profiled and sanitized programs) and one-shot tools (ncu, compute-sanitizer) run
+with a wall-clock limit."""
 
 from __future__ import annotations
 
@@ -14,6 +16,22 @@ import time
 from pathlib import Path
 
 OUTPUT_LIMIT = 200_000
+
+# Variables a worker may inherit; everything else (API keys, seeds, tokens) is dropped.
+PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
+            "LANG", "LC_ALL", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "KERNELWRIGHT_CACHE_DIR",
+            "CUPY_GPU_MEMORY_LIMIT", "VIRTUAL_ENV")
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the folder holding ``sandbox``: first on a child's PYTHONPATH
+
+
+def scrubbed_env(home: Path, cupy_cache: Path) -> dict[str, str]:
+    """A child process's environment: the variables in ``PASS_ENV``, a private home and temp folder (``home``
+    and ``home/tmp``), CuPy's kernel cache at ``cupy_cache``, and this ``sandbox`` first on PYTHONPATH."""
+    env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+    env.update(HOME=str(home), TMPDIR=str(home / "tmp"), CUPY_CACHE_DIR=str(cupy_cache), PYTHONUNBUFFERED="1",
+               PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    return env
 
 
 def find_tool(name: str, env_var: str, globs: tuple[str, ...]) -> str | None:

@@ -2,7 +2,7 @@
 
 ``Profiler.profile(task, candidate, result=None, parent_profile=None)`` (``GPUSandbox.profile`` hands
 over to it) compiles the candidate (cached), resolves its plan at the benchmark size and runs ``ncu`` on
-``python -m sandbox.profile.target``: that program allocates the inputs, runs the plan a few times to
+``python -m sandbox.worker.profile_target``: that program allocates the inputs, runs the plan a few times to
 warm up, then once more; ncu skips the warm-up launches (``--launch-skip``) and profiles exactly the
 plan's launches (``--launch-count``), with real clocks (``--clock-control none``) and a fixed set of
 sections and metrics. It returns a JSON-ready dict:
@@ -38,17 +38,17 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..compiler import cache_dir
-from ..host import tempdirs
-from ..host.pool import scrubbed_env
-from ..host.tools import read_json, run_tool
+from ..files import cache_dir
+from .. import tempdirs
+from ..tools import scrubbed_env
+from ..tools import read_json, run_tool
 from ..hostpaths import redact
 from ..inputs import input_specs, output_specs
 from ..plan import PlanError, resolve
 from ..result import Status
-from . import ncu
-from .counters import summarize
-from .diagnosis import diagnose
+from ..profile import ncu
+from ..profile.counters import summarize
+from ..profile.diagnosis import diagnose
 
 
 
@@ -237,7 +237,7 @@ class Profiler:
                        seed=random.SystemRandom().getrandbits(62), warmup=self.config.warmup_rounds,
                        status_file=str(work / "target.json"))
         (work / "request.json").write_text(json.dumps(request))
-        return [sys.executable, "-m", "sandbox.profile.target", str(work / "request.json")]
+        return [sys.executable, "-m", "sandbox.worker.profile_target", str(work / "request.json")]
 
     def _profile_env(self) -> dict[str, str]:
         # CuPy's own kernels (input generation) are cached across runs; candidate code arrives as a cubin

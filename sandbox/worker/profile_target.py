@@ -1,4 +1,4 @@
-"""The program Nsight Compute profiles: ``python -m sandbox.profile.target REQUEST.json``.
+"""The program Nsight Compute profiles: ``python -m sandbox.worker.profile_target REQUEST.json``.
 
 Like a GPU worker, it runs only trusted host code: it loads the candidate's cubin, allocates guarded
 inputs and outputs at the requested sizes, generates the inputs from a seed, runs the resolved plan
@@ -23,7 +23,7 @@ def run(req: dict) -> dict:
         split[part] = round(now - t, 4)
         t = now
 
-    from ..worker.harness import Harness, LaunchFailed, Poisoned, generate_into
+    from .harness import Harness, LaunchFailed, Poisoned, generate_into
 
     lap("imports")
     try:
@@ -56,6 +56,6 @@ def run(req: dict) -> dict:
 
 
 if __name__ == "__main__":
-    from ..worker.harness import serve_request
+    from .harness import serve_request
 
     sys.exit(serve_request(sys.argv[1:], run))
