@@ -17,6 +17,7 @@ from collections import deque
 from typing import Callable
 
 from sandbox.candidate import Candidate
+from sandbox.protocol import Sandbox
 from sandbox.task import Task, TaskError
 
 from .budget import Budget, Totals
@@ -34,7 +35,7 @@ from .stops import INTERRUPTED, NOTHING_LEFT, Stop, StopReason
 
 
 class Loop:
-    def __init__(self, task: Task, sandbox, lineage: MemoryLineage, trace: Trace, budget: Budget, totals: Totals,
+    def __init__(self, task: Task, sandbox: Sandbox, lineage: MemoryLineage, trace: Trace, budget: Budget, totals: Totals,
                  selection: SelectionConfig, on_progress: Callable[[str, "Loop"], None] | None = None,
                  profile: str = "prompt", model_run: bool = True):
         self.task, self.sandbox, self.lineage, self.trace = task, sandbox, lineage, trace
@@ -238,7 +239,7 @@ class Loop:
         """Evaluate one candidate now (the baseline, a resumed proposal) unless a GPU or wall limit forbids;
         returns why to stop, or None."""
         item = Item(entry_id, candidate, proposal, iteration, phase, proposer)
-        Pipeline.judge_now(self.sandbox, self.task, self.lineage, self._gate, item)
+        Pipeline(self.sandbox, self.task, self.lineage, self._gate).settle(item)
         return self.settle(item)
 
     def settle(self, item: Item, pipeline: Pipeline | None = None) -> Stop | None:

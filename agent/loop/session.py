@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from sandbox import open_sandbox
 from sandbox.candidate import CandidateError, load_candidate, validate_for_task
+from sandbox.protocol import Sandbox
 from sandbox.result import Status
 from sandbox.task import Task, TaskError, load_task
 
@@ -48,7 +49,7 @@ class Session:
     task: Task
     config: RunConfig
     trace: Trace
-    sandbox: Any
+    sandbox: Sandbox
     proposer: Proposer
     main_phase: str
     lineage: MemoryLineage
@@ -92,7 +93,7 @@ def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, 
     return tuner(cfg, sandbox), "search", ProposerInfo(kind="tuner")
 
 
-def open_run_sandbox(cfg: RunConfig):
+def open_run_sandbox(cfg: RunConfig) -> Sandbox:
     """This machine's sandbox, or with ``[cluster]`` (``--ray``) a ``RaySandbox`` over the cluster's GPUs of one
     model; a cluster that cannot run the sandbox (Ray missing, no GPU, a compile-only run) is a ``ConfigError``."""
     if cfg.cluster is None:
@@ -106,13 +107,9 @@ def open_run_sandbox(cfg: RunConfig):
         raise ConfigError(f"cluster: {exc}") from None
 
 
-def _cluster(sandbox) -> dict | None:
-    return sandbox.describe() if callable(getattr(sandbox, "describe", None)) else None
-
-
-def cluster_notes(sandbox) -> list[str]:
+def cluster_notes(sandbox: Sandbox) -> list[str]:
     """What the summary says of a cluster run: the GPUs that measured, how busy they were, the actors lost."""
-    about = _cluster(sandbox)
+    about = sandbox.describe()
     if about is None:
         return []
     use = sandbox.usage()
@@ -127,8 +124,7 @@ def cluster_notes(sandbox) -> list[str]:
 def model_window(s: "Session") -> int:
     """Requests open at once in the model phase: ``parallel``, and on a cluster of N GPUs at least N + 1 (N
     candidates evaluating while the next answer is written)."""
-    slots = getattr(s.sandbox, "slots", None)
-    return max(s.config.parallel, slots + 1) if slots else s.config.parallel
+    return max(s.config.parallel, s.sandbox.slots + 1) if s.config.cluster is not None else s.config.parallel
 
 
 def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None = None, key: str | None = None,
@@ -157,7 +153,7 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
                    task=TaskInfo(name=task.name, version=task.spec.version, fingerprint=task.fingerprint,
                                  folder=str(task.folder.resolve())),
                    config=cfg.public(), proposer=about, sandbox=SandboxInfo(kind=sandbox.kind, device=sandbox.device,
-                                                                   cluster=_cluster(sandbox)),
+                                                                   cluster=sandbox.describe()),
                    environment=software(), sessions=[SessionInfo(started=time.time(), resumed=False)])
     try:
         trace = Trace.create(Path(traces) / run_id, info, redactor(cfg, key))

@@ -10,6 +10,7 @@ from .. import compiler
 from ..candidate import Candidate
 from ..plan import PlanError, resolve, shared_limit
 from ..profile.profiler import Profiler
+from ..protocol import Sandbox
 from ..result import CompileInfo, Result, Status
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..task import Task
@@ -25,8 +26,9 @@ def labelled_sizes(task: Task, bench: dict[str, int]) -> list[tuple[str, dict[st
     return labelled
 
 
-class CompileOnlySandbox:
-    """Compile and resource reports only: works on machines with no GPU and no driver."""
+class CompileOnlySandbox(Sandbox):
+    """Compile and resource reports only: works on machines with no GPU and no driver. One slot, as every local
+    sandbox (``sandbox.protocol``)."""
 
     kind = "compile-only"
 
