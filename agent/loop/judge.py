@@ -10,12 +10,13 @@ from sandbox.protocol import Sandbox
 from sandbox.result import Result, Status
 from sandbox.task import Task
 
-from .lineage import MemoryLineage, score, score_of
+from .lineage import score, score_of
+from ..protocols import Lineage
 
 PROMISING = 0.95   # profile a correct candidate within this fraction of the best speedup
 
 
-def diagnose(sandbox: Sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate, result: Result,
+def diagnose(sandbox: Sandbox, task: Task, lineage: Lineage, candidate: Candidate, result: Result,
              parent_ids: list[str], policy: str, origin: str = "", prompts: bool = True) -> str | None:
     """Profile where the sandbox can (ncu) when ``should_profile`` says so; diagnose the rest from timing and
     resources. Simulated results get no diagnosis: there is nothing measured to diagnose."""
@@ -34,7 +35,7 @@ def diagnose(sandbox: Sandbox, task: Task, lineage: MemoryLineage, candidate: Ca
     return from_timing(task, result).text
 
 
-def should_profile(policy: str, lineage: MemoryLineage, result: Result, parent_ids: list[str], origin: str,
+def should_profile(policy: str, lineage: Lineage, result: Result, parent_ids: list[str], origin: str,
                    prompts: bool) -> bool:
     """Whether Nsight Compute should profile this result (its seconds are the profile stage of the ledger).
 

@@ -23,10 +23,9 @@ from sandbox.task import Task, TaskError
 from .budget import Budget, Totals
 from ..config import SelectionConfig
 from .judge import diagnose
-from .lineage import MemoryLineage, score
+from .lineage import score
 from .pipeline import Item, Pipeline
-from ..proposers.llm import ModelEndpointError
-from ..protocols import Entry, Proposal, ProposalRequest, Proposer
+from ..protocols import Entry, Lineage, Proposal, ProposalRequest, Proposer, ProposerFailed
 from ..trace.events import (BestEvent, ErrorEvent, EvaluationEvent, ModelCallEvent, PhaseEvent, ProposalEvent,
                             RequestEvent, ScreenedConfig, ScreenEvent, SkipEvent, StopEvent)
 from ..trace.records import CandidateRecord
@@ -35,7 +34,7 @@ from .stops import INTERRUPTED, NOTHING_LEFT, Stop, StopReason
 
 
 class Loop:
-    def __init__(self, task: Task, sandbox: Sandbox, lineage: MemoryLineage, trace: Trace, budget: Budget, totals: Totals,
+    def __init__(self, task: Task, sandbox: Sandbox, lineage: Lineage, trace: Trace, budget: Budget, totals: Totals,
                  selection: SelectionConfig, on_progress: Callable[[str, "Loop"], None] | None = None,
                  profile: str = "prompt", model_run: bool = True):
         self.task, self.sandbox, self.lineage, self.trace = task, sandbox, lineage, trace
@@ -86,7 +85,7 @@ class Loop:
     def take(self, answer: tuple, phase: str, proposer: Proposer, pipeline: Pipeline, stop: Stop | None) -> Stop | None:
         """Record an answer's proposals and queue their candidates (none once the sandbox failed)."""
         request, outcome = answer
-        if isinstance(outcome, ModelEndpointError):
+        if isinstance(outcome, ProposerFailed):
             self.record_failure(request, outcome)
             if stop is None or not stop.reason.failed:  # a limit reached meanwhile does not hide it
                 stop = StopReason.MODEL_ENDPOINT.because(f"model endpoint: {outcome}")
@@ -198,8 +197,8 @@ class Loop:
         self.on_progress("proposal", self)
         return entry_id
 
-    def record_failure(self, request: ProposalRequest, error: ModelEndpointError) -> None:
-        """The model calls of a request the endpoint failed for good, and the tokens they cost."""
+    def record_failure(self, request: ProposalRequest, error: ProposerFailed) -> None:
+        """The model calls of a request the proposer failed for good (its endpoint), and the tokens they cost."""
         for attempt in error.attempts:
             self.trace.event(ModelCallEvent(request=request.extra["request_id"], **{"response": "", **attempt}))
         self.totals.usage = self.totals.usage + error.usage

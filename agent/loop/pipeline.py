@@ -30,8 +30,7 @@ from sandbox.result import Result, Status
 from sandbox.task import Task
 
 from .judge import invalid
-from .lineage import MemoryLineage
-from ..protocols import Proposal, Proposer
+from ..protocols import Lineage, Proposal, Proposer
 
 
 @dataclass(eq=False)
@@ -64,7 +63,7 @@ class Pipeline:
     """See the module docstring. ``gate(phase)`` returns a limit that forbids evaluating now (GPU time, wall
     time), or None."""
 
-    def __init__(self, sandbox: Sandbox, task: Task, lineage: MemoryLineage, gate: Callable[[str], Any]):
+    def __init__(self, sandbox: Sandbox, task: Task, lineage: Lineage, gate: Callable[[str], Any]):
         self.sandbox, self.task, self.lineage, self.gate = sandbox, task, lineage, gate
         self.items: deque[Item] = deque()
         self._ahead: dict[str, str] = {}   # identities of candidates under evaluation, not yet recorded

@@ -114,7 +114,7 @@ def recorded_search(events: list[Event], phase: str, lineage) -> tuple[str | Non
     return target, steps
 
 
-class FastForward:
+class FastForward(Proposer):
     """A search resumed after a stop: a fresh search (same strategy and seed) is led through the steps it had
     taken, each proposal matched with the recorded one and its recorded result observed, nothing evaluated
     again, so it goes on exactly where it was and a killed run ends with the lineage of one that never stopped.

@@ -18,7 +18,7 @@ import secrets as pysecrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from sandbox import open_sandbox
 from sandbox.candidate import CandidateError, load_candidate, validate_for_task
@@ -43,6 +43,9 @@ from .loop import Loop
 from .resume import FastForward, pending_proposals, recorded_search, restore
 from .stops import Stop, StopReason
 
+if TYPE_CHECKING:
+    from ..tune.proposer import TunerProposer
+
 
 @dataclass
 class Session:
@@ -57,17 +60,17 @@ class Session:
     loop: Loop
     stops: dict[str, Stop] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    tuners: list = field(default_factory=list)
+    tuners: list[TunerProposer] = field(default_factory=list)
     screened: list[ScreenEvent] = field(default_factory=list)   # a resumed run's recorded screenings (tuners reuse them)
     events: list[Event] = field(default_factory=list)   # what a resumed run had recorded
-    searching: Any = None   # the built-in search now running (its progress against its budget)
+    searching: TunerProposer | None = None   # the built-in search now running (its progress against its budget)
 
 
 def new_run_id(task: Task) -> str:
     return f"{dt.datetime.now():%Y%m%d-%H%M%S}-{task.name}-{pysecrets.token_hex(2)}"
 
 
-def tuner(cfg: RunConfig, sandbox=None):
+def tuner(cfg: RunConfig, sandbox: Sandbox | None = None) -> TunerProposer:
     try:
         from ..tune.proposer import TunerProposer
     except ImportError as exc:
@@ -77,7 +80,7 @@ def tuner(cfg: RunConfig, sandbox=None):
 
 
 def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, replay: str | None,
-                    start: int, sandbox=None) -> tuple[Proposer, str, ProposerInfo]:
+                    start: int, sandbox: Sandbox | None = None) -> tuple[Proposer, str, ProposerInfo]:
     """(proposer, main phase, what run.json records about it)."""
     if proposer is not None:
         return proposer, "model", ProposerInfo(kind="custom", name=proposer.name)
@@ -303,7 +306,7 @@ def _phases(s: Session) -> None:
         s.tuners.append(tune)
 
 
-def _search(s: Session, search: Proposer, phase: str) -> Stop:
+def _search(s: Session, search: TunerProposer, phase: str) -> Stop:
     """Run the built-in search from the best so far; a resumed one first retraces its recorded steps."""
     lineage = s.loop.lineage
     s.searching = search
@@ -334,7 +337,7 @@ def _baseline_proposal(s: Session) -> dict:
 def finish(s: Session) -> Summary:
     loop = s.loop
     loop.totals.wall_s = s.trace.wall_s
-    if getattr(s.proposer, "name", "") == "tuner":
+    if s.main_phase == "search":
         s.tuners.append(s.proposer)
     extra = _extras(s)
     _offer_best(s, extra.get("heldout"))
@@ -349,7 +352,7 @@ def finish(s: Session) -> Summary:
     s.trace.event(EndEvent(summary=summary))
     s.trace.close()
     for t in s.tuners:
-        getattr(t, "close", lambda: None)()
+        t.close()
     s.sandbox.close()
     return summary
 
@@ -395,7 +398,7 @@ def _extras(s: Session) -> dict:
     for e in loop.lineage.entries():
         ledger.add_result(e.result)
     for t in s.tuners:
-        for r in getattr(t, "compile_results", []):
+        for r in t.compile_results:
             ledger.add_compile(r)
     ledger.add_screening(loop.totals.screened, loop.totals.screen_gpu_s)
     ledger.add_usage(loop.totals.usage)

@@ -15,11 +15,11 @@ import threading
 from pathlib import Path
 
 from .answer import FormatError, parse_answer
-from ..protocols import Proposal, ProposalRequest
+from ..protocols import Proposal, ProposalRequest, Proposer
 from ..trace.events import ProposalEvent, read_events
 
 
-class ReplayProposer:
+class ReplayProposer(Proposer):
     name = "replay"
 
     def __init__(self, run_path: str | Path, start: int = 0):

@@ -47,7 +47,7 @@ from sandbox.protocol import Sandbox
 from sandbox.result import Result
 from sandbox.task import Task
 
-from ..protocols import Entry, Proposal, ProposalRequest
+from ..protocols import Entry, Proposal, ProposalRequest, Proposer
 from ..trace.events import ScreenedConfig, ScreenEvent
 from .search import INF, Search, Space
 from .source import SourceSearch
@@ -102,7 +102,7 @@ def tuner_search(space: Space, strategy: str, budget: int, seed: int, start, pat
                   max_points=default_max_points(strategy, budget))
 
 
-class TunerProposer:
+class TunerProposer(Proposer):
     """Search knobs x flags of the parent candidate; see the module docstring.
 
     strategy: ``default`` (random start, then coordinate sweeps and iterated local search),
