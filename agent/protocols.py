@@ -88,6 +88,17 @@ class Proposal:
     stage: str = "evaluate"          # "screen": measured cheaply in a batch, never a result (see Proposer)
 
 
+def score(entry: Entry) -> float | None:
+    """Speedup over the baseline (median ratio) of a correct, timed candidate; None otherwise."""
+    return score_of(entry.result)
+
+
+def score_of(result: Result) -> float | None:
+    """``score`` of a result not (yet) in the lineage."""
+    s = result.speedup("baseline") if result.ok else None
+    return s.value if s else None
+
+
 class ProposerFailed(RuntimeError):
     """A proposer that cannot answer, for good (a model endpoint that refused or is down): the loop records the
     failed proposal's ``attempts`` (its model calls) and ``usage`` (what they cost) and stops the phase."""

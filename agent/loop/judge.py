@@ -10,8 +10,7 @@ from sandbox.protocol import Sandbox
 from sandbox.result import Result, Status
 from sandbox.task import Task
 
-from .lineage import score, score_of
-from ..protocols import Lineage
+from ..protocols import Lineage, score, score_of
 
 PROMISING = 0.95   # profile a correct candidate within this fraction of the best speedup
 

@@ -23,14 +23,13 @@ from sandbox.task import Task, TaskError
 from .budget import Budget, Totals
 from ..config import SelectionConfig
 from .judge import diagnose
-from .lineage import score
 from .pipeline import Item, Pipeline
-from ..protocols import Entry, Lineage, Proposal, ProposalRequest, Proposer, ProposerFailed
+from ..protocols import Entry, Lineage, Proposal, ProposalRequest, Proposer, ProposerFailed, score
 from ..trace.events import (BestEvent, ErrorEvent, EvaluationEvent, ModelCallEvent, PhaseEvent, ProposalEvent,
                             RequestEvent, ScreenedConfig, ScreenEvent, SkipEvent, StopEvent)
 from ..trace.records import CandidateRecord
 from ..trace.writer import Trace
-from .stops import INTERRUPTED, NOTHING_LEFT, Stop, StopReason
+from ..stops import INTERRUPTED, NOTHING_LEFT, Stop, StopReason
 
 
 class Loop:

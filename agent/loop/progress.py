@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..report import summary as summary_mod
+from . import summary as summary_mod
 
 
 @dataclass

@@ -29,7 +29,7 @@ from sandbox.task import Task, TaskError, load_task
 from ..config import ConfigError, RunConfig, api_key, run_name
 from ..protocols import Entry, Proposal, Proposer
 from ..redact import Redactor
-from ..report import summary as summary_mod
+from . import summary as summary_mod
 from ..trace.events import EndEvent, Event, ProposalEvent, ScreenEvent, StopEvent, read_events
 from ..trace.lock import FolderLock
 from ..trace.reader import check_events, read_record
@@ -41,7 +41,7 @@ from .budget import Budget, Totals
 from .lineage import MemoryLineage
 from .loop import Loop
 from .resume import FastForward, pending_proposals, recorded_search, restore
-from .stops import Stop, StopReason
+from ..stops import Stop, StopReason
 
 if TYPE_CHECKING:
     from ..tune.proposer import TunerProposer

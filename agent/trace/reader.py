@@ -29,8 +29,7 @@ from pydantic import BaseModel, ValidationError
 from sandbox.candidate import CandidateError
 from sandbox.result import Interval
 
-from ..loop.lineage import score
-from ..protocols import Entry
+from ..protocols import Entry, score
 from .events import (BestEvent, EndEvent, EvaluationEvent, Event, ProposalEvent, SanitizeEvent, SkipEvent, TraceError,
                      read_events)
 from .records import RunInfo, Summary
