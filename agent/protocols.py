@@ -74,6 +74,7 @@ class ProposalRequest:
     device: dict
     iteration: int
     extra: dict[str, Any] = field(default_factory=dict)
+    id: str = ""                     # the request's id in the trace (``r0003``); empty outside a run
 
 
 @dataclass

@@ -16,7 +16,6 @@ import threading
 from collections import deque
 from typing import Callable
 
-from sandbox.candidate import Candidate
 from sandbox.protocol import Sandbox
 from sandbox.task import Task, TaskError
 
@@ -27,6 +26,7 @@ from .pipeline import Item, Pipeline
 from ..protocols import Entry, Lineage, Proposal, ProposalRequest, Proposer, ProposerFailed, score
 from ..trace.events import (BestEvent, ErrorEvent, EvaluationEvent, ModelCallEvent, PhaseEvent, ProposalEvent,
                             RequestEvent, ScreenedConfig, ScreenEvent, SkipEvent, StopEvent)
+from ..trace.fold import Pending
 from ..trace.records import CandidateRecord
 from ..trace.writer import Trace
 from ..stops import INTERRUPTED, NOTHING_LEFT, Stop, StopReason
@@ -89,12 +89,12 @@ class Loop:
             if stop is None or not stop.reason.failed:  # a limit reached meanwhile does not hide it
                 stop = StopReason.MODEL_ENDPOINT.because(f"model endpoint: {outcome}")
         elif isinstance(outcome, BaseException):
-            self.trace.event(ErrorEvent(request=request.extra["request_id"], error=repr(outcome)))
+            self.trace.event(ErrorEvent(request=request.id, error=repr(outcome)))
             raise outcome
         elif not outcome:
             stop = stop or NOTHING_LEFT
         failed = stop is not None and stop.reason is StopReason.SANDBOX
-        rid = request.extra["request_id"]
+        rid = request.id
         proposals = outcome if isinstance(outcome, list) else []
         screen = [p for p in proposals if p.stage == "screen"]
         if screen and not failed:
@@ -133,9 +133,9 @@ class Loop:
             rid, iteration = f"r{self.next_request:04d}", self.next_request + 1
             self.next_request += 1
         failures = self.lineage.recent_failures(self.selection.recent_failures, exclude={p.id for p in parents})
-        extra = {"sandbox": self.sandbox.kind, "request_id": rid, "phase": phase}
+        extra = {"sandbox": self.sandbox.kind, "phase": phase}
         request = ProposalRequest(self.task, parents, self.lineage.best(), self.lineage.baseline(), failures,
-                                  self.sandbox.device, iteration, extra)
+                                  self.sandbox.device, iteration, extra, id=rid)
         self.trace.event(RequestEvent(request=rid, iteration=request.iteration, phase=phase,
                                       parents=[p.id for p in parents]))
         return request
@@ -147,11 +147,11 @@ class Loop:
             except BaseException as exc:  # handed to the loop's thread, which decides
                 outcome = exc
             with arrived:
-                inbox[request.extra["request_id"]] = (request, outcome)
+                inbox[request.id] = (request, outcome)
                 arrived.notify_all()
 
         self.totals.in_flight += 1
-        threading.Thread(target=work, name=f"propose-{request.extra['request_id']}", daemon=True).start()
+        threading.Thread(target=work, name=f"propose-{request.id}", daemon=True).start()
         self.on_progress("request", self)
         return request
 
@@ -160,7 +160,7 @@ class Loop:
         nothing else to do), or None."""
         if not asked:
             return None
-        rid = asked[0].extra["request_id"]
+        rid = asked[0].id
         with arrived:
             arrived.wait_for(lambda: rid in inbox, timeout=wait)
             if rid not in inbox:
@@ -175,7 +175,7 @@ class Loop:
     def record_proposal(self, request: ProposalRequest, proposal: Proposal, phase: str,
                         answer_proposals: int) -> str | None:
         """Record one of an answer's ``answer_proposals`` proposals; returns its candidate's id (None without one)."""
-        rid = request.extra["request_id"]
+        rid = request.id
         exchange = proposal.exchange or {}
         for attempt in exchange.get("attempts", []):
             self.trace.event(ModelCallEvent(request=rid, **attempt))
@@ -199,7 +199,7 @@ class Loop:
     def record_failure(self, request: ProposalRequest, error: ProposerFailed) -> None:
         """The model calls of a request the proposer failed for good (its endpoint), and the tokens they cost."""
         for attempt in error.attempts:
-            self.trace.event(ModelCallEvent(request=request.extra["request_id"], **{"response": "", **attempt}))
+            self.trace.event(ModelCallEvent(request=request.id, **{"response": "", **attempt}))
         self.totals.usage = self.totals.usage + error.usage
 
     # ---- screen, evaluate + record --------------------------------------------------------------
@@ -232,11 +232,10 @@ class Loop:
 
     # ---- evaluate + record --------------------------------------------------------------------
 
-    def evaluate(self, entry_id: str, candidate: Candidate, proposal: Proposal, iteration: int, phase: str,
-                 proposer: Proposer | None = None) -> Stop | None:
-        """Evaluate one candidate now (the baseline, a resumed proposal) unless a GPU or wall limit forbids;
-        returns why to stop, or None."""
-        item = Item(entry_id, candidate, proposal, iteration, phase, proposer)
+    def evaluate(self, pending: Pending) -> Stop | None:
+        """Evaluate a recorded proposal now (the baseline, one a resumed run found pending) unless a GPU or wall
+        limit forbids; returns why to stop, or None."""
+        item = Item(pending.entry_id, pending.proposal.candidate, pending.proposal, pending.iteration, pending.phase)
         Pipeline(self.sandbox, self.task, self.lineage, self._gate).settle(item)
         return self.settle(item)
 

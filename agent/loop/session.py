@@ -31,6 +31,7 @@ from ..protocols import Entry, Proposal, Proposer
 from ..redact import Redactor
 from . import summary as summary_mod
 from ..trace.events import EndEvent, Event, ProposalEvent, ScreenEvent, StopEvent, read_events
+from ..trace.fold import Pending
 from ..trace.lock import FolderLock
 from ..trace.reader import check_events, read_record
 from ..trace.records import (CandidateRecord, HeldoutRow, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary,
@@ -40,7 +41,7 @@ from . import progress
 from .budget import Budget, Totals
 from .lineage import MemoryLineage
 from .loop import Loop
-from .resume import FastForward, pending_proposals, recorded_search, restore
+from .resume import FastForward, recorded_search, restore
 from ..stops import Stop, StopReason
 
 if TYPE_CHECKING:
@@ -178,7 +179,7 @@ def check_baseline(task: Task) -> None:
 
 
 def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | None = None,
-           proposer: Proposer | None = None, on_progress: Callable | None = None) -> tuple[Session, list[dict]]:
+           proposer: Proposer | None = None, on_progress: Callable | None = None) -> tuple[Session, list[Pending]]:
     """Reopen a run folder. ``overrides_cfg`` turns the recorded config into the one to use now."""
     path = Path(path)
     if not (path / "run.json").is_file():
@@ -191,7 +192,7 @@ def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | No
         raise
 
 
-def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progress) -> tuple[Session, list[dict]]:
+def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progress) -> tuple[Session, list[Pending]]:
     info = read_record(path / "run.json", RunInfo, required=True)
     events = read_events(path, repair=True)  # a damaged line is refused, only a torn last line is cut
     check_events(path / "events.jsonl", events)
@@ -216,11 +217,11 @@ def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progr
     trace = Trace.resume(path, redactor(cfg, key), lock)
     trace.update_run_info(config=cfg.public(), sessions=info.sessions + [SessionInfo(started=time.time(), resumed=True)])
     session = _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
-    restore(session.loop, events)
+    state = restore(session.loop, events)
     session.events = events
     session.stops = {e.phase: Stop(e.reason, e.message) for e in events if isinstance(e, StopEvent)}
     session.screened = [e for e in events if isinstance(e, ScreenEvent)]
-    return session, pending_proposals(events)
+    return session, state.pending
 
 
 def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session:
@@ -254,17 +255,17 @@ def redactor(cfg: RunConfig, key: str | None) -> Redactor:
 # ---- driving a session ---------------------------------------------------------------------------
 
 
-def drive(session: Session, pending: list[dict] = ()) -> Summary:
+def drive(session: Session, pending: list[Pending] = ()) -> Summary:
     """Evaluate what is pending, run the phases that are not finished, write the summary; returns it."""
     s, loop = session, session.loop
     try:
         has_baseline = s.task.has_baseline
-        if has_baseline and loop.lineage.baseline() is None and not any(p["origin"] == "baseline" for p in pending):
+        if has_baseline and loop.lineage.baseline() is None and not any(p.proposal.origin == "baseline" for p in pending):
             pending = [_baseline_proposal(s)] + list(pending)
         for p in pending:
-            skip = loop.evaluate(p["candidate_id"], p["candidate_obj"], p["proposal"], p["iteration"], p["phase"])
+            skip = loop.evaluate(p)
             if skip:
-                s.stops[p["phase"]] = skip
+                s.stops[p.phase] = skip
         base = loop.lineage.baseline()
         if has_baseline and (base is None or base.result.status not in (Status.ok, Status.compiled)):
             why = f"{base.result.status.value}: {base.result.error}" if base else "not evaluated"
@@ -324,14 +325,13 @@ def _should_run(s: Session, phase: str) -> bool:
     return s.loop.limit(phase) is None
 
 
-def _baseline_proposal(s: Session) -> dict:
+def _baseline_proposal(s: Session) -> Pending:
     cand = dataclasses.replace(load_candidate(s.task.baseline_path), label="c0000")
     s.loop.next_candidate = max(s.loop.next_candidate, 1)
     s.trace.save_candidate("c0000", cand.render())
     s.trace.event(ProposalEvent(request=None, iteration=0, phase="setup", candidate_id="c0000", parents=[],
                                 origin="baseline", note="the task's starting kernel", candidate=CandidateRecord.of(cand)))
-    return {"candidate_id": "c0000", "candidate_obj": cand, "origin": "baseline", "iteration": 0, "phase": "setup",
-            "proposal": Proposal(cand, [], "baseline", note="the task's starting kernel")}
+    return Pending("c0000", Proposal(cand, [], "baseline", note="the task's starting kernel"), 0, "setup")
 
 
 def finish(s: Session) -> Summary:

@@ -35,7 +35,7 @@ class ReplayProposer(Proposer):
 
     def propose(self, request: ProposalRequest) -> list[Proposal]:
         with self._lock:
-            index = self.by_request.get(request.extra.get("request_id"), self._next)
+            index = self.by_request.get(request.id, self._next)
             if index >= len(self.answers):
                 return []
             self._next = max(self._next, index + 1)
