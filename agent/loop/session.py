@@ -230,11 +230,21 @@ def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session
     session = Session(task, cfg, trace, sandbox, proposer, phase, lineage, totals, None)
     if cfg.sandbox == "auto" and sandbox.kind == "compile-only":
         session.notes.append("--sandbox auto: no CUDA device answered, so this run only compiles")
-    clock = progress.Clock()
-    hook = (lambda kind, loop: on_progress(kind, progress.snapshot(session, clock))) if on_progress else None
+    hook = progress_hook(session, on_progress) if on_progress else None
     session.loop = Loop(task, sandbox, lineage, trace, Budget(cfg.budget), totals, cfg.selection, hook, cfg.profile,
                         model_run=phase == "model")
     return session
+
+
+def progress_hook(session: Session, on_progress: Callable[[str, dict], None]) -> Callable[[str, Loop], None]:
+    """The loop's progress hook: at each step, ``on_progress`` gets the step's kind and the session's snapshot
+    (``agent.loop.progress``), timed from when the session opened."""
+    clock = progress.Clock()
+
+    def hook(kind: str, loop: Loop) -> None:
+        on_progress(kind, progress.snapshot(session, clock))
+
+    return hook
 
 
 def reachable(cfg: RunConfig, key: str | None) -> None:
