@@ -1,22 +1,24 @@
 """One evaluation contract for one GPU and many: every sandbox offers ``submit_compile``, ``submit_evaluate``, ``wait``
 and ``slots``, and what comes back is a typed outcome (``sandbox.jobs``), never a dict read by its keys.
 
-The local sandboxes are tested here (one slot: jobs run in order when waited on); the Ray sandbox keeps the same
-contract in tests/test_cluster_ray.py. The last tests read the Ray boundary's code (``ast``, nothing imported): no
-outcome or actor reply is told apart by a key.
+The local sandboxes are tested here (one slot: jobs run in order when waited on), and the loop's pipeline over a
+sandbox of two slots whose GPUs finish out of order; the Ray sandbox keeps the same contract in
+tests/test_cluster_ray.py. The last tests read the Ray boundary's code (``ast``, nothing imported): no outcome or
+actor reply is told apart by a key.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import sys
 from pathlib import Path
 
 import pytest
 
 from sandbox import CompileOnlySandbox, FakeSandbox, Sandbox
 from sandbox.candidate import CandidateError, load_candidate
-from sandbox.jobs import Evaluated, Failed, Invalid, Lost
+from sandbox.jobs import Evaluated, Failed, Invalid, Job, Lost, evaluate_job
 from sandbox.result import Result, Status
 from sandbox.task import TaskError, load_task
 
@@ -104,6 +106,68 @@ def test_abilities_a_sandbox_lacks_have_an_answer_on_the_protocol(task):
         sandbox.screen(task, [_baseline(task)])
     with CompileOnlySandbox() as compile_only, FakeSandbox() as fake:
         assert not compile_only.can_screen and fake.can_screen
+
+
+# ---- the loop's pipeline over a sandbox of several slots ---------------------------------------------------------
+
+
+class OutOfOrder(FakeSandbox):
+    """Two slots whose evaluations finish last submitted first (as GPUs of a cluster may), one candidate lost twice
+    with its GPU: the pipeline must hand every candidate back in proposal order all the same."""
+
+    slots = 2
+
+    def __init__(self, lose: str):
+        super().__init__()
+        self.lose, self.held, self.most = lose, [], 0
+
+    def submit_evaluate(self, task, candidate, tag=None, sizes=None, timing=True):
+        job = Job("evaluate", tag)
+        self.held.append((job, task, candidate))
+        self.most = max(self.most, len(self.held))
+        return job
+
+    def wait(self, timeout=0.5):
+        done = super().wait(timeout)   # the compiles, run in this thread
+        for job, task, candidate in reversed(self.held):
+            job.outcome = (Lost(("gpu-1: node died", "gpu-2: node died")) if candidate.label == self.lose
+                           else evaluate_job(self, task, candidate))
+            job.done = True
+            done.append(job)
+        self.held = []
+        return done
+
+
+def test_the_pipeline_hands_candidates_back_in_order_keeps_slots_busy_and_skips_a_build_ahead_of_it(task):
+    from agent.config import SelectionConfig
+    from agent.loop.lineage import MemoryLineage
+    from agent.loop.pipeline import Item, Pipeline
+    from agent.proposers.answer import parse_answer
+    from agent.protocols import Entry, Proposal
+
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "agent"))
+    from answers import answer
+
+    sources = [answer(fake="speedup=1.1", variant=1), answer(fake="speedup=1.1", variant=1),
+               answer(fake="speedup=1.2", variant=2), answer(fake="speedup=1.3", variant=3)]
+    cands = [dataclasses.replace(parse_answer(s, task)[0], label=f"c{i:04d}") for i, s in enumerate(sources, 1)]
+    lineage = MemoryLineage(SelectionConfig())
+    with OutOfOrder(lose="c0003") as sandbox:
+        pipeline = Pipeline(sandbox, task, lineage, gate=lambda phase: None)
+        for c in cands:
+            pipeline.add(Item(c.label, c, Proposal(c, [], "llm"), 1, "model"))
+        out = []
+        while len(pipeline):
+            item = pipeline.head(0.1)
+            if item is not None:
+                out.append(item)
+                if item.result is not None and not item.duplicate_of:
+                    lineage.add(Entry(item.entry_id, item.candidate, item.result, [], "llm", 1), item.identity)
+    assert [i.entry_id for i in out] == ["c0001", "c0002", "c0003", "c0004"]
+    assert out[1].duplicate_of == "c0001"                    # the same build, still under evaluation ahead of it
+    assert sandbox.most == 2                                 # both slots were used, never more
+    assert out[0].result.ok and out[3].result.ok
+    assert out[2].lost == ["gpu-1: node died", "gpu-2: node died"] and out[2].result is None
 
 
 # ---- the Ray boundary is typed -----------------------------------------------------------------------------------
