@@ -5,7 +5,7 @@ The seam is one protocol, ``Sandbox`` (``sandbox.protocol``): ``compile``, ``eva
 ``submit_evaluate``, ``wait`` and ``slots``, with outcomes typed in ``sandbox.jobs``.
 
 Layout: the shared vocabulary at the top (task with task_spec and task_reference, candidate, plan, expr,
-dtypes, result, stats, compare, inputs, envinfo, cubin, compiler); ``host/`` orchestrates (the sandboxes, worker processes, screener),
+dtypes, result, stats, compare, inputs, envinfo, cubin, compiler, protocol, jobs); ``host/`` orchestrates (the sandboxes, worker processes, screener),
 ``worker/`` runs on the device, ``profile/`` profiles with Nsight Compute. Importing this package
 imports neither CuPy nor CUDA bindings, nor any of its modules until one of its names is used.
 """
