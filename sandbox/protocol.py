@@ -64,21 +64,22 @@ class Sandbox(Protocol):
     def submit_compile(self, task: Task, candidate: Candidate, tag: Any = None) -> Job:
         from .jobs import Job, compile_job
 
-        return self._one_slot().submit(Job("compile", tag), lambda: compile_job(self, task, candidate))
+        return _one_slot(self).submit(Job("compile", tag), lambda: compile_job(self, task, candidate))
 
     def submit_evaluate(self, task: Task, candidate: Candidate, tag: Any = None, sizes: dict[str, int] | None = None,
                         timing: bool = True) -> Job:
         from .jobs import Job, evaluate_job
 
-        return self._one_slot().submit(Job("evaluate", tag),
-                                       lambda: evaluate_job(self, task, candidate, sizes, timing))
+        return _one_slot(self).submit(Job("evaluate", tag), lambda: evaluate_job(self, task, candidate, sizes, timing))
 
     def wait(self, timeout: float = 0.5) -> list[Job]:
         """The jobs done since the last call, each with its ``outcome``; a local sandbox runs them now (and never
         waits: nothing else is running), a cluster waits up to ``timeout`` seconds for one to finish."""
-        return self._one_slot().wait()
+        return _one_slot(self).wait()
 
-    def _one_slot(self) -> OneSlot:
-        from .jobs import OneSlot
 
-        return vars(self).setdefault("_slot", OneSlot())
+def _one_slot(sandbox: Sandbox) -> OneSlot:
+    """A local sandbox's slot, made on first use (the sandboxes' own constructors need not know of it)."""
+    from .jobs import OneSlot
+
+    return vars(sandbox).setdefault("_slot", OneSlot())
