@@ -2,14 +2,14 @@
 evaluated, and handed back to the loop in the order they were proposed.
 
 One mode for one GPU and many (the sandbox's evaluation contract, ``sandbox.protocol``): every candidate's compile
-is submitted as soon as it is added; in proposal order, each compiled candidate is then judged (``_judge``: a
-GPU or wall limit forbids evaluating it, it did not compile, it is a build already in the lineage or ahead of it in
-the pipeline, so that the same candidates are skipped whatever finishes first) and, while fewer than the sandbox's
-``slots`` evaluations are under way, submitted for evaluation. A local sandbox has one slot and runs its jobs when
-waited on, so it compiles, judges and evaluates one candidate at a time, each judged after the one before it was
-recorded; a ``RaySandbox`` compiles on the cluster's CPUs and evaluates on up to ``slots`` GPUs at once. ``head``
-returns the oldest candidate only once it is settled, so what the loop records, and every decision it takes from
-the lineage, is the same whichever GPU finished first.
+is submitted as soon as it is added; then, in proposal order and while fewer than the sandbox's ``slots``
+evaluations are under way, each compiled candidate is judged (``_judge``: a GPU or wall limit forbids evaluating
+it, it did not compile, it is a build already in the lineage or under evaluation ahead of it, so that the same
+candidates are skipped whatever finishes first) and, if none of these, submitted for evaluation. A local sandbox
+has one slot and runs its jobs when waited on, so each candidate is judged after the one before it was recorded,
+against the lineage and the limits as that left them; a ``RaySandbox`` compiles on the cluster's CPUs and
+evaluates on up to ``slots`` GPUs at once. ``head`` returns the oldest candidate only once it is settled, so what
+the loop records, and every decision it takes from the lineage, is the same whichever GPU finished first.
 
 A request whose answer had no candidate holds a place too (an empty item), settled at once: its place in the
 order is what lets the loop send its next request at the same point whatever the sandbox.
