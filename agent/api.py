@@ -16,10 +16,10 @@ from typing import Any, Callable
 
 from . import config as config_mod
 from .loop import session as session_mod
-from .loop.stops import Stop, StopReason
+from .stops import Stop, StopReason
 from .protocols import Entry, Proposer
 from .report import notebook  # also gives Result and Entry their HTML in Jupyter
-from .report.summary import entry_row
+from .loop.summary import entry_row
 from .trace.reader import UNFINISHED_NOTE, read, resolve_run
 from .trace.records import Summary, TaskRef
 
@@ -96,7 +96,7 @@ class Run:
 
     def rows(self) -> list[dict]:
         from .loop.lineage import MemoryLineage
-        from .report.summary import rows
+        from .loop.summary import rows
 
         lineage = MemoryLineage()
         for e in self.entries:

@@ -15,11 +15,14 @@ answer had no code block), a candidate that failed carries its Result's status.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sandbox.candidate import Candidate
 from sandbox.result import Result
 from sandbox.task import Task
+
+if TYPE_CHECKING:
+    from .config import SelectionConfig
 
 
 @dataclass
@@ -71,6 +74,7 @@ class ProposalRequest:
     device: dict
     iteration: int
     extra: dict[str, Any] = field(default_factory=dict)
+    id: str = ""                     # the request's id in the trace (``r0003``); empty outside a run
 
 
 @dataclass
@@ -85,11 +89,32 @@ class Proposal:
     stage: str = "evaluate"          # "screen": measured cheaply in a batch, never a result (see Proposer)
 
 
+def score(entry: Entry) -> float | None:
+    """Speedup over the baseline (median ratio) of a correct, timed candidate; None otherwise."""
+    return score_of(entry.result)
+
+
+def score_of(result: Result) -> float | None:
+    """``score`` of a result not (yet) in the lineage."""
+    s = result.speedup("baseline") if result.ok else None
+    return s.value if s else None
+
+
+class ProposerFailed(RuntimeError):
+    """A proposer that cannot answer, for good (a model endpoint that refused or is down): the loop records the
+    failed proposal's ``attempts`` (its model calls) and ``usage`` (what they cost) and stops the phase."""
+
+    def __init__(self, message: str, attempts: list[dict] | None = None, usage: Usage | None = None):
+        super().__init__(message)
+        self.attempts = list(attempts or [])
+        self.usage = usage or Usage()
+
+
 @runtime_checkable
 class Proposer(Protocol):
-    """A proposer that marks proposals ``stage="screen"`` (the built-in search) also has
-    ``observe_screened(proposal, screened)``: the loop screens those in one batch (``sandbox.screen``) and
-    hands each its ``Screened`` record instead of an entry; they never enter the lineage."""
+    """Makes candidates from a request and sees what became of them. The built-in proposers subclass it and so
+    have the optional members below; a proposer of one's own needs only ``name``, ``propose`` and ``observe`` as
+    long as it marks no proposal ``stage="screen"``."""
 
     name: str
 
@@ -97,10 +122,27 @@ class Proposer(Protocol):
 
     def observe(self, entry: Entry) -> None: ...
 
+    def observe_screened(self, proposal: Proposal, screened) -> None:
+        """What screening measured (a ``sandbox.host.screener.Screened``) for a proposal marked
+        ``stage="screen"``: the loop screens those in one batch (``Sandbox.screen``) and hands each its record
+        instead of an entry; they never enter the lineage."""
+        raise NotImplementedError(f"proposer {self.name!r} proposed a screening but cannot observe one")
+
+    def summaries(self) -> list[dict]:
+        """What a search covered and why it stopped, one summary per search, for the run's summary."""
+        return []
+
+    def close(self) -> None:
+        """Release what the proposer opened for itself (a sandbox of its own)."""
+
 
 @runtime_checkable
 class Lineage(Protocol):
-    def add(self, entry: Entry) -> None: ...
+    """Every evaluated entry, and the choices the loop takes from them (``agent.loop.lineage.MemoryLineage``)."""
+
+    config: SelectionConfig
+
+    def add(self, entry: Entry, identity: str | None = None) -> None: ...
 
     def get(self, entry_id: str) -> Entry: ...
 
@@ -108,4 +150,20 @@ class Lineage(Protocol):
 
     def best(self) -> Entry | None: ...
 
+    def baseline(self) -> Entry | None: ...
+
     def select(self, k: int = 1) -> list[Entry]: ...
+
+    def would_lead(self, result: Result) -> bool:
+        """Whether ``result`` would be the new best."""
+        ...
+
+    def duplicate_of(self, identity: str | None) -> str | None:
+        """The entry already built as ``identity`` (``sandbox.plan.identity``), or None."""
+        ...
+
+    def recent_failures(self, n: int, exclude: set[str] = frozenset()) -> list[Entry]: ...
+
+    def failure_depth(self, entry: Entry) -> int:
+        """How many failed repairs in a row led to ``entry``."""
+        ...

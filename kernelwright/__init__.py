@@ -34,7 +34,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "optimize": "agent.api", "load_run": "agent.api", "Run": "agent.api",
-    "Entry": "agent.protocols", "Stop": "agent.loop.stops", "StopReason": "agent.loop.stops",
+    "Entry": "agent.protocols", "Stop": "agent.stops", "StopReason": "agent.stops",
     "evaluate": "kernelwright._evaluate", "compare": "kernelwright._compare", "Comparison": "kernelwright._compare",
     "RunRow": "kernelwright._compare",
     "Result": "sandbox.result", "Status": "sandbox.result", "Timing": "sandbox.result", "Interval": "sandbox.result",
@@ -45,7 +45,7 @@ _EXPORTS = {
 
 if TYPE_CHECKING:
     from agent.api import Run, load_run, optimize
-    from agent.loop.stops import Stop, StopReason
+    from agent.stops import Stop, StopReason
     from agent.protocols import Entry
     from sandbox.candidate import Candidate, CandidateError, load_candidate
     from sandbox.host.config import SandboxConfig

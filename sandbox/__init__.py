@@ -1,27 +1,20 @@
 """kernelwright's sandbox: everything that touches CUDA. Usable alone; imports nothing from agent.
 
-The seam, in one protocol::
-
-    class Sandbox(Protocol):
-        kind: str                      # "gpu", "compile-only" or "fake"
-        device: dict                   # the environment fingerprint of the device (gpu None without one)
-        def compile(self, task, candidate) -> Result       # status compiled / compile_error / rejected
-        def evaluate(self, task, candidate, sizes=None, timing=True) -> Result
-        def profile(self, task, candidate, result=None, parent_profile=None) -> dict   # ncu, or why not
-        def sanitize(self, task, candidate) -> SanitizeReport   # compute-sanitizer, or why not
-        def close(self) -> None
+The seam is one protocol, ``Sandbox`` (``sandbox.protocol``): ``compile``, ``evaluate``, ``profile``, ``sanitize``,
+``screen``, ``close``, and the evaluation contract shared by one GPU and a cluster of them: ``submit_compile``,
+``submit_evaluate``, ``wait`` and ``slots``, with outcomes typed in ``sandbox.jobs``.
 
 Layout: the shared vocabulary at the top (task with task_spec and task_reference, candidate, plan, expr,
-dtypes, result, stats, compare, inputs, envinfo, cubin, compiler, files, tools, tempdirs, torch_spec);
-``host/`` orchestrates (the sandboxes, worker processes, screener, profiler), ``worker/`` runs on the device,
-``profile/`` reads what Nsight Compute measured. Importing this package
+dtypes, result, stats, compare, inputs, envinfo, cubin, compiler, files, tools, tempdirs, torch_spec, protocol,
+jobs, wire); ``host/`` orchestrates (the sandboxes, worker processes, screener, profiler), ``worker/`` runs on the
+device, ``profile/`` reads what Nsight Compute measured. Importing this package
 imports neither CuPy nor CUDA bindings, nor any of its modules until one of its names is used.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 # The public names, each imported from its module on first use: a process that needs one part of the package (a
 # GPU worker, the program Nsight Compute profiles) starts without importing the rest.
@@ -29,6 +22,7 @@ _EXPORTS = {"Candidate": ".candidate", "CandidateError": ".candidate", "load_can
             "parse_candidate": ".candidate", "CompileOnlySandbox": ".host.compile_only", "SANDBOX_KINDS": ".host.config",
             "SandboxConfig": ".host.config", "SandboxKind": ".host.config", "FakeSandbox": ".host.fake",
             "GPUSandbox": ".host.gpu", "open_sandbox": ".host.open", "Result": ".result", "Status": ".result",
+            "Sandbox": ".protocol",
             "SanitizeReport": ".sanitizer_report", "Task": ".task", "TaskError": ".task", "load_task": ".task",
             "suite_names": ".task", "probe_device": ".host.probe", "confinement": ".host.probe",
             "NoDevice": ".host.probe"}
@@ -41,6 +35,7 @@ if TYPE_CHECKING:
     from .host.gpu import GPUSandbox
     from .host.open import open_sandbox
     from .host.probe import NoDevice, confinement, probe_device
+    from .protocol import Sandbox
     from .result import Result, Status
     from .sanitizer_report import SanitizeReport
     from .task import Task, TaskError, load_task, suite_names
@@ -57,24 +52,6 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
-
-
-@runtime_checkable
-class Sandbox(Protocol):
-    kind: str
-    device: dict
-
-    def compile(self, task: Task, candidate: Candidate) -> Result: ...
-
-    def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None,
-                 timing: bool = True) -> Result: ...
-
-    def profile(self, task: Task, candidate: Candidate, result: Result | None = None,
-                parent_profile: dict | None = None) -> dict: ...
-
-    def sanitize(self, task: Task, candidate: Candidate) -> SanitizeReport: ...
-
-    def close(self) -> None: ...
 
 
 __all__ = ["Sandbox", "Candidate", "CandidateError", "load_candidate", "parse_candidate", "CompileOnlySandbox",

@@ -9,7 +9,7 @@ import pytest
 from agent.config import SelectionConfig
 from agent.loop.lineage import MemoryLineage
 from agent.protocols import Entry, Lineage
-from agent.report.summary import rows
+from agent.loop.summary import rows
 from sandbox.candidate import load_candidate
 from sandbox import CompileOnlySandbox
 from sandbox.plan import identity

@@ -18,8 +18,10 @@ from agent.config import BudgetConfig, SelectionConfig
 from agent.loop.budget import Budget, Totals
 from agent.loop.lineage import MemoryLineage
 from agent.loop.loop import Loop
-from agent.loop.resume import open_requests, restore
-from agent.trace.events import PhaseEvent, ProposalEvent, RequestEvent, ScreenEvent, read_events
+from agent.loop.resume import restore
+from agent.trace.fold import open_requests
+from agent.trace.events import (EvaluationEvent, PhaseEvent, ProposalEvent, RequestEvent, ScreenEvent, SkipEvent,
+                                read_events)
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402
@@ -227,3 +229,25 @@ def test_a_screening_answers_the_search_request_it_came_from():
               ScreenEvent(phase="tune", parents=["c0000"], gpu_s=0.1, configurations=[])]
     assert open_requests(events) == ([], set())
     assert [r.request for r in open_requests(events + [_request("r0004", phase="tune")])[0]] == ["r0004"]
+
+
+def test_one_fold_of_the_events_gives_the_stored_runs_entries_and_the_proposals_left_pending(env, tmp_path):
+    from agent.trace.fold import fold
+
+    run = agent.optimize("vector_add", sandbox="fake", config={"tune": {"max_evaluations": 3}},
+                         traces=tmp_path / "t", run_id="r")
+    events = read_events(run.path)
+    state = fold(events)
+    assert [e.id for e in state.entries] == [e.id for e in agent.load_run(run.path).entries] and not state.pending
+    last = max(i for i, e in enumerate(events) if isinstance(e, ProposalEvent) and e.candidate is not None)
+    cut = events[:last + 1]
+    pending = fold(cut).pending
+    settled = {e.candidate_id for e in cut
+               if isinstance(e, EvaluationEvent) or (isinstance(e, SkipEvent) and e.reason == "duplicate")}
+    assert [p.entry_id for p in pending] == [e.candidate_id for e in cut if isinstance(e, ProposalEvent)
+                                             and e.candidate is not None and e.candidate_id not in settled]
+    pending, recorded = pending[-1], events[last]
+    assert (pending.entry_id, pending.phase, pending.iteration) == (recorded.candidate_id, recorded.phase,
+                                                                    recorded.iteration)
+    assert pending.proposal.candidate.key == recorded.candidate.candidate().key
+    assert pending.proposal.parent_ids == recorded.parents and pending.proposal.origin == recorded.origin

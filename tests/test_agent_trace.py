@@ -9,7 +9,7 @@ import pytest
 
 from agent.config import BudgetConfig
 from agent.loop.budget import Budget, Totals
-from agent.loop.stops import StopReason
+from agent.stops import StopReason
 from agent.protocols import Usage
 from agent.redact import Redactor
 from agent.trace.events import EVENTS_SCHEMA, ModelCallEvent, PhaseEvent, RequestEvent, StopEvent, read_events

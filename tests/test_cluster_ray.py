@@ -83,6 +83,7 @@ def test_optimize_on_2_and_4_gpu_actors_records_the_lineage_of_the_run_without_r
 
 def test_a_gpu_actor_killed_mid_evaluation_costs_only_a_retry_of_its_candidate(cluster):
     from sandbox.cluster import RaySandbox
+    from sandbox.jobs import Evaluated
 
     task = load_task("vector_add")
     cands = [dataclasses.replace(load_candidate(task.baseline_path), label="c0000")]
@@ -98,7 +99,7 @@ def test_a_gpu_actor_killed_mid_evaluation_costs_only_a_retry_of_its_candidate(c
         done = []
         while len(done) < len(jobs):
             done += sandbox.wait(1.0)
-        assert all("result" in j.outcome for j in jobs), [j.outcome for j in jobs]
+        assert all(isinstance(j.outcome, Evaluated) for j in jobs), [j.outcome for j in jobs]
         assert jobs[0].attempts == 1 and jobs[0].lost and jobs[0].actor != victim.name
         lost = sandbox.describe()["lost"]
         assert len(lost) == 1 and lost[0]["actor"] == victim.name

@@ -12,7 +12,7 @@ import pytest
 import agent
 from agent.cli.exits import ExitCode
 from agent.cli.optimize import _exit_code
-from agent.loop.stops import StopReason
+from agent.stops import StopReason
 from agent.trace.events import ModelCallEvent, StopEvent, read_events
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))

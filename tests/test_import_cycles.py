@@ -187,9 +187,8 @@ def test_sandbox_imports_nothing_from_agent():
 MAY_IMPORT = {
     "agent.claims": ("sandbox", "agent.protocols", "agent.trace"),
     "agent.proposers": ("sandbox", "agent.protocols", "agent.config", "agent.redact", "agent.trace"),
-    "agent.report": ("sandbox", "agent.protocols", "agent.trace", "agent.claims", "agent.loop.lineage",
-                     "agent.loop.budget", "agent.loop.stops"),
-    "agent.trace": ("sandbox", "agent.protocols", "agent.redact", "agent.loop.lineage", "agent.loop.stops"),
+    "agent.report": ("sandbox", "agent.protocols", "agent.stops", "agent.trace", "agent.claims"),
+    "agent.trace": ("sandbox", "agent.protocols", "agent.stops", "agent.redact"),
     "agent.tune": ("sandbox", "agent.protocols", "agent.trace"),
 }
 # ... or a deny-list, with the exceptions it names: (importer or its package, imported).

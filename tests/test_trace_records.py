@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.loop.stops import StopReason
+from agent.stops import StopReason
 from agent.trace.events import EVENTS_SCHEMA, EndEvent, EvaluationEvent, StopEvent, TraceError, read_events
 from agent.trace.reader import read
 from agent.trace.records import SUMMARY_SCHEMA, Summary

@@ -8,6 +8,7 @@ import math
 
 from agent.tune.search import Space
 from sandbox.candidate import Candidate
+from sandbox.protocol import Sandbox
 from sandbox.result import CompileInfo, Cost, ImplTiming, Interval, Result, Status, Timing
 from sandbox.task import Task
 
@@ -80,8 +81,9 @@ def failed_result(task: Task, candidate: Candidate, status: Status, error: str =
                   candidate_key=candidate.key, error=error, env=dict(H200_ENV))
 
 
-class ScriptedSandbox:
-    """A real sandbox implementation whose evaluations are answered by ``script(task, candidate, sizes)``."""
+class ScriptedSandbox(Sandbox):
+    """A real sandbox implementation whose evaluations are answered by ``script(task, candidate, sizes)``; what it
+    lacks (profiling, screening) it has from the protocol."""
 
     kind = "fake"
 

@@ -17,7 +17,7 @@ from rich.text import Text
 from sandbox import SANDBOX_KINDS
 from sandbox.host.config import TORCH_TF32_MODES
 
-from ..loop.stops import StopReason
+from ..stops import StopReason
 from ..trace.records import FlaggedWinner, HeldoutRow, Summary
 from .app import BadInput, app, console, err_console, error_line, input_errors, load_task, styled
 from .exits import ExitCode, epilog

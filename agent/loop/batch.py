@@ -19,7 +19,7 @@ from ..redact import redact_url, redact_urls_in
 from ..trace.events import EndEvent, read_events
 from ..trace.lock import FolderLock
 from ..trace.records import Summary
-from .stops import StopReason
+from ..stops import StopReason
 
 BATCH_SCHEMA = "kernelwright-batch-1"
 

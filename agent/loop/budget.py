@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ..config import BudgetConfig
 from ..protocols import Usage
-from .stops import Stop, StopReason
+from ..stops import Stop, StopReason
 
 
 @dataclass

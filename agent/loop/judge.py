@@ -1,54 +1,28 @@
-"""Judging one candidate: compile, skip a build already seen, run it in the sandbox, diagnose it.
-
-The sandbox's own infrastructure failures (a worker that broke, not the candidate's fault) are retried
-once with tenacity; a second failure is a ``SandboxFailure`` that ends the run cleanly.
+"""What the loop makes of a judged candidate: its diagnosis (profiled where it changes a later prompt), and the
+result of one that cannot be judged at all. The judgement itself (compile, skip a known build, evaluate) is the
+pipeline's (``agent.loop.pipeline``), the same for one GPU and many.
 """
 
 from __future__ import annotations
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
-
-from sandbox.candidate import Candidate, CandidateError
-from sandbox.plan import identity
+from sandbox.candidate import Candidate
+from sandbox.protocol import Sandbox
 from sandbox.result import Result, Status
-from sandbox.task import Task, TaskError
+from sandbox.task import Task
 
-from .lineage import MemoryLineage, score, score_of
+from ..protocols import Lineage, score, score_of
 
 PROMISING = 0.95   # profile a correct candidate within this fraction of the best speedup
 
 
-class SandboxFailure(RuntimeError):
-    """The sandbox itself failed twice on one candidate (a worker broke, the baseline is broken)."""
-
-
-def judge(sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate) -> tuple[Result, str | None, str | None]:
-    """(result, identity, duplicate_of): compile first, skip a known build, then run."""
-    try:
-        compiled = sandbox.compile(task, candidate)
-    except CandidateError as exc:
-        return invalid(task, candidate, str(exc)), None, None
-    if compiled.status is not Status.compiled:
-        return compiled, None, None
-    key = identity(task, candidate, compiled.compile)
-    duplicate = lineage.duplicate_of(key)
-    if duplicate or sandbox.kind == "compile-only":
-        return compiled, key, duplicate
-    retrying = Retrying(stop=stop_after_attempt(2), retry=retry_if_exception_type(RuntimeError), reraise=True)
-    try:
-        return retrying(sandbox.evaluate, task, candidate), key, None
-    except (RuntimeError, TaskError) as exc:
-        raise SandboxFailure(str(exc).splitlines()[0]) from exc
-
-
-def diagnose(sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate, result: Result,
+def diagnose(sandbox: Sandbox, task: Task, lineage: Lineage, candidate: Candidate, result: Result,
              parent_ids: list[str], policy: str, origin: str = "", prompts: bool = True) -> str | None:
     """Profile where the sandbox can (ncu) when ``should_profile`` says so; diagnose the rest from timing and
     resources. Simulated results get no diagnosis: there is nothing measured to diagnose."""
     ran = result.status in (Status.ok, Status.compiled) or (result.status is Status.wrong and result.compile is not None)
     if not ran or result.env.get("simulated"):
         return None
-    if hasattr(sandbox, "profile") and should_profile(policy, lineage, result, parent_ids, origin, prompts):
+    if should_profile(policy, lineage, result, parent_ids, origin, prompts):
         parent = next((e for e in lineage.entries() if parent_ids and e.id == parent_ids[0]), None)
         sandbox.profile(task, candidate, result=result, parent_profile=parent.result.profile if parent else None)
     if result.profile and result.profile.get("diagnosis"):
@@ -60,7 +34,7 @@ def diagnose(sandbox, task: Task, lineage: MemoryLineage, candidate: Candidate, 
     return from_timing(task, result).text
 
 
-def should_profile(policy: str, lineage: MemoryLineage, result: Result, parent_ids: list[str], origin: str,
+def should_profile(policy: str, lineage: Lineage, result: Result, parent_ids: list[str], origin: str,
                    prompts: bool) -> bool:
     """Whether Nsight Compute should profile this result (its seconds are the profile stage of the ledger).
 

@@ -25,23 +25,13 @@ import random
 from sandbox.result import Result, Status
 
 from ..config import SelectionConfig
-from ..protocols import Entry
+from ..protocols import Entry, score, score_of
 
 REPAIRABLE = (Status.compile_error, Status.wrong, Status.launch_error, Status.crashed, Status.timeout, Status.rejected)
 
 
-def score(entry: Entry) -> float | None:
-    """Speedup over the baseline (median ratio) of a correct, timed candidate; None otherwise."""
-    return score_of(entry.result)
-
-
 def _overlaps(a, b) -> bool:
     return a is not None and b is not None and a.low <= b.high and b.low <= a.high
-
-
-def score_of(result: Result) -> float | None:
-    s = result.speedup("baseline") if result.ok else None
-    return s.value if s else None
 
 
 class MemoryLineage:

@@ -16,25 +16,24 @@ import threading
 from collections import deque
 from typing import Callable
 
-from sandbox.candidate import Candidate
+from sandbox.protocol import Sandbox
 from sandbox.task import Task, TaskError
 
 from .budget import Budget, Totals
 from ..config import SelectionConfig
 from .judge import diagnose
-from .lineage import MemoryLineage, score
 from .pipeline import Item, Pipeline
-from ..proposers.llm import ModelEndpointError
-from ..protocols import Entry, Proposal, ProposalRequest, Proposer
+from ..protocols import Entry, Lineage, Proposal, ProposalRequest, Proposer, ProposerFailed, score
 from ..trace.events import (BestEvent, ErrorEvent, EvaluationEvent, ModelCallEvent, PhaseEvent, ProposalEvent,
                             RequestEvent, ScreenedConfig, ScreenEvent, SkipEvent, StopEvent)
+from ..trace.fold import Pending
 from ..trace.records import CandidateRecord
 from ..trace.writer import Trace
-from .stops import INTERRUPTED, NOTHING_LEFT, Stop, StopReason
+from ..stops import INTERRUPTED, NOTHING_LEFT, Stop, StopReason
 
 
 class Loop:
-    def __init__(self, task: Task, sandbox, lineage: MemoryLineage, trace: Trace, budget: Budget, totals: Totals,
+    def __init__(self, task: Task, sandbox: Sandbox, lineage: Lineage, trace: Trace, budget: Budget, totals: Totals,
                  selection: SelectionConfig, on_progress: Callable[[str, "Loop"], None] | None = None,
                  profile: str = "prompt", model_run: bool = True):
         self.task, self.sandbox, self.lineage, self.trace = task, sandbox, lineage, trace
@@ -85,17 +84,17 @@ class Loop:
     def take(self, answer: tuple, phase: str, proposer: Proposer, pipeline: Pipeline, stop: Stop | None) -> Stop | None:
         """Record an answer's proposals and queue their candidates (none once the sandbox failed)."""
         request, outcome = answer
-        if isinstance(outcome, ModelEndpointError):
+        if isinstance(outcome, ProposerFailed):
             self.record_failure(request, outcome)
             if stop is None or not stop.reason.failed:  # a limit reached meanwhile does not hide it
                 stop = StopReason.MODEL_ENDPOINT.because(f"model endpoint: {outcome}")
         elif isinstance(outcome, BaseException):
-            self.trace.event(ErrorEvent(request=request.extra["request_id"], error=repr(outcome)))
+            self.trace.event(ErrorEvent(request=request.id, error=repr(outcome)))
             raise outcome
         elif not outcome:
             stop = stop or NOTHING_LEFT
         failed = stop is not None and stop.reason is StopReason.SANDBOX
-        rid = request.extra["request_id"]
+        rid = request.id
         proposals = outcome if isinstance(outcome, list) else []
         screen = [p for p in proposals if p.stage == "screen"]
         if screen and not failed:
@@ -134,9 +133,9 @@ class Loop:
             rid, iteration = f"r{self.next_request:04d}", self.next_request + 1
             self.next_request += 1
         failures = self.lineage.recent_failures(self.selection.recent_failures, exclude={p.id for p in parents})
-        extra = {"sandbox": self.sandbox.kind, "request_id": rid, "phase": phase}
+        extra = {"sandbox": self.sandbox.kind, "phase": phase}
         request = ProposalRequest(self.task, parents, self.lineage.best(), self.lineage.baseline(), failures,
-                                  self.sandbox.device, iteration, extra)
+                                  self.sandbox.device, iteration, extra, id=rid)
         self.trace.event(RequestEvent(request=rid, iteration=request.iteration, phase=phase,
                                       parents=[p.id for p in parents]))
         return request
@@ -148,11 +147,11 @@ class Loop:
             except BaseException as exc:  # handed to the loop's thread, which decides
                 outcome = exc
             with arrived:
-                inbox[request.extra["request_id"]] = (request, outcome)
+                inbox[request.id] = (request, outcome)
                 arrived.notify_all()
 
         self.totals.in_flight += 1
-        threading.Thread(target=work, name=f"propose-{request.extra['request_id']}", daemon=True).start()
+        threading.Thread(target=work, name=f"propose-{request.id}", daemon=True).start()
         self.on_progress("request", self)
         return request
 
@@ -161,7 +160,7 @@ class Loop:
         nothing else to do), or None."""
         if not asked:
             return None
-        rid = asked[0].extra["request_id"]
+        rid = asked[0].id
         with arrived:
             arrived.wait_for(lambda: rid in inbox, timeout=wait)
             if rid not in inbox:
@@ -176,7 +175,7 @@ class Loop:
     def record_proposal(self, request: ProposalRequest, proposal: Proposal, phase: str,
                         answer_proposals: int) -> str | None:
         """Record one of an answer's ``answer_proposals`` proposals; returns its candidate's id (None without one)."""
-        rid = request.extra["request_id"]
+        rid = request.id
         exchange = proposal.exchange or {}
         for attempt in exchange.get("attempts", []):
             self.trace.event(ModelCallEvent(request=rid, **attempt))
@@ -197,10 +196,10 @@ class Loop:
         self.on_progress("proposal", self)
         return entry_id
 
-    def record_failure(self, request: ProposalRequest, error: ModelEndpointError) -> None:
-        """The model calls of a request the endpoint failed for good, and the tokens they cost."""
+    def record_failure(self, request: ProposalRequest, error: ProposerFailed) -> None:
+        """The model calls of a request the proposer failed for good (its endpoint), and the tokens they cost."""
         for attempt in error.attempts:
-            self.trace.event(ModelCallEvent(request=request.extra["request_id"], **{"response": "", **attempt}))
+            self.trace.event(ModelCallEvent(request=request.id, **{"response": "", **attempt}))
         self.totals.usage = self.totals.usage + error.usage
 
     # ---- screen, evaluate + record --------------------------------------------------------------
@@ -233,12 +232,11 @@ class Loop:
 
     # ---- evaluate + record --------------------------------------------------------------------
 
-    def evaluate(self, entry_id: str, candidate: Candidate, proposal: Proposal, iteration: int, phase: str,
-                 proposer: Proposer | None = None) -> Stop | None:
-        """Evaluate one candidate now (the baseline, a resumed proposal) unless a GPU or wall limit forbids;
-        returns why to stop, or None."""
-        item = Item(entry_id, candidate, proposal, iteration, phase, proposer)
-        Pipeline.judge_now(self.sandbox, self.task, self.lineage, self._gate, item)
+    def evaluate(self, pending: Pending) -> Stop | None:
+        """Evaluate a recorded proposal now (the baseline, one a resumed run found pending) unless a GPU or wall
+        limit forbids; returns why to stop, or None."""
+        item = Item(pending.entry_id, pending.proposal.candidate, pending.proposal, pending.iteration, pending.phase)
+        Pipeline(self.sandbox, self.task, self.lineage, self._gate).settle(item)
         return self.settle(item)
 
     def settle(self, item: Item, pipeline: Pipeline | None = None) -> Stop | None:

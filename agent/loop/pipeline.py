@@ -1,32 +1,36 @@
 """Candidates between their proposal and their record: compiled, checked against the builds already seen,
 evaluated, and handed back to the loop in the order they were proposed.
 
-With one sandbox (no Ray) the oldest candidate is judged when the loop asks for it (``judge``: compile, skip a
-known build, evaluate), exactly as before there was a pipeline. With a ``RaySandbox`` (``slots`` GPU actors)
-every candidate is compiled as soon as it is added (CPU tasks anywhere in the cluster), passes the duplicate
-check in proposal order (against the lineage and the candidates ahead of it in the pipeline, so the same
-candidates are skipped as in a run that judged them one by one), then waits for a free GPU; up to ``slots``
-evaluate at once. Either way ``head`` returns the oldest candidate only once it is settled, so what the loop
-records, and every decision it takes from the lineage, is the same whichever GPU finished first.
+One mode for one GPU and many (the sandbox's evaluation contract, ``sandbox.protocol``): every candidate's compile
+is submitted as soon as it is added; then, in proposal order and while fewer than the sandbox's ``slots``
+evaluations are under way, each compiled candidate is judged (``_judge``: a GPU or wall limit forbids evaluating
+it, it did not compile, it is a build already in the lineage or under evaluation ahead of it, so that the same
+candidates are skipped whatever finishes first) and, if none of these, submitted for evaluation. A local sandbox
+has one slot and runs its jobs when waited on, so each candidate is judged after the one before it was recorded,
+against the lineage and the limits as that left them; a ``RaySandbox`` compiles on the cluster's CPUs and
+evaluates on up to ``slots`` GPUs at once. ``head`` returns the oldest candidate only once it is settled, so what
+the loop records, and every decision it takes from the lineage, is the same whichever GPU finished first.
 
 A request whose answer had no candidate holds a place too (an empty item), settled at once: its place in the
-order is what lets the loop send its next request at the same point in either mode.
+order is what lets the loop send its next request at the same point whatever the sandbox.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from sandbox.candidate import Candidate
+from sandbox.jobs import Evaluated, Failed, Invalid, Job, Lost, Outcome
 from sandbox.plan import identity
+from sandbox.protocol import Sandbox
 from sandbox.result import Result, Status
 from sandbox.task import Task
 
-from .judge import SandboxFailure, invalid, judge
-from .lineage import MemoryLineage
-from ..protocols import Proposal, Proposer
+from .judge import invalid
+from ..protocols import Lineage, Proposal, Proposer
 
 
 @dataclass(eq=False)
@@ -51,19 +55,18 @@ class Item:
     blocked: Any = None
     failure: str | None = None
     lost: list[str] = field(default_factory=list)
-    checked: bool = False          # past the duplicate check (asynchronous mode)
-    compiled: Any = None           # what the compile job returned (asynchronous mode)
+    compiled: Outcome | None = None   # what its compile job returned
+    judged: bool = False              # past ``Pipeline._judge``: settled, or its evaluation under way
 
 
 class Pipeline:
     """See the module docstring. ``gate(phase)`` returns a limit that forbids evaluating now (GPU time, wall
     time), or None."""
 
-    def __init__(self, sandbox, task: Task, lineage: MemoryLineage, gate: Callable[[str], Any]):
+    def __init__(self, sandbox: Sandbox, task: Task, lineage: Lineage, gate: Callable[[str], Any]):
         self.sandbox, self.task, self.lineage, self.gate = sandbox, task, lineage, gate
-        self.spread = callable(getattr(sandbox, "submit_evaluate", None))
         self.items: deque[Item] = deque()
-        self._ahead: dict[str, str] = {}   # identities of candidates past the duplicate check, not yet recorded
+        self._ahead: dict[str, str] = {}   # identities of candidates under evaluation, not yet recorded
 
     def __len__(self) -> int:
         return len(self.items)
@@ -76,7 +79,7 @@ class Pipeline:
         self.items.append(item)
         if item.candidate is None:
             item.settled = True
-        elif self.spread:
+        else:
             self.sandbox.submit_compile(self.task, item.candidate, tag=item)
 
     def head(self, timeout: float = 0.0) -> Item | None:
@@ -84,9 +87,7 @@ class Pipeline:
         ``timeout`` seconds for work under way."""
         if not self.items:
             return None
-        if not self.spread:
-            self._judge(self.items[0])
-        elif not self.items[0].settled:
+        if not self.items[0].settled:
             self._advance(timeout)
         item = self.items[0]
         if not item.settled:
@@ -96,84 +97,84 @@ class Pipeline:
             del self._ahead[item.identity]
         return item
 
+    def settle(self, item: Item) -> Item:
+        """``item`` alone through an empty pipeline (the baseline, a resumed proposal), waited for until settled."""
+        self.add(item)
+        while self.head(0.5) is None:
+            pass
+        return item
+
     def abandon(self) -> list[Item]:
         """Drop what is left (the run stopped): its proposals stay in the trace, unevaluated, for a resume."""
         left, self.items = list(self.items), deque()
         self._ahead.clear()
         return left
 
-    # ---- one sandbox -------------------------------------------------------------------------
-
-    def _judge(self, item: Item) -> None:
-        self.judge_now(self.sandbox, self.task, self.lineage, self.gate, item)
-
-    @staticmethod
-    def judge_now(sandbox, task: Task, lineage: MemoryLineage, gate: Callable[[str], Any], item: Item) -> None:
-        """Settle ``item`` on this thread: compile, skip a known build, evaluate (``agent.loop.judge``)."""
-        if item.settled:
-            return
-        item.settled = True
-        limit = gate(item.phase)
-        if limit is not None:
-            item.blocked = limit
-            return
-        try:
-            item.result, item.identity, item.duplicate_of = judge(sandbox, task, lineage, item.candidate)
-        except SandboxFailure as exc:
-            item.failure = str(exc)
-
-    # ---- a cluster ---------------------------------------------------------------------------
-
     def _advance(self, timeout: float) -> None:
-        for job in self.sandbox.wait(timeout):
-            item = job.tag
-            if job.op == "compile":
-                item.compiled = job.outcome
-            else:
-                self._evaluated(item, job.outcome)
-        for item in self.items:  # the duplicate check, in proposal order
-            if item.settled or item.checked:
-                continue
-            if item.compiled is None:
-                break
-            self._check(item)
+        """Judge what can be judged, then take the jobs done, until the oldest item is settled or nothing more came
+        back within ``timeout``. Nothing is judged once the oldest is settled: the loop records it first."""
+        deadline = time.monotonic() + timeout
+        while not self.items[0].settled:
+            self._judge_in_order()
+            done = self.sandbox.wait(max(0.0, deadline - time.monotonic()))
+            for job in done:
+                self._took(job)
+            if not done:
+                return
 
-    def _check(self, item: Item) -> None:
-        item.checked = True
-        out = item.compiled
-        if "invalid" in out or "failure" in out:
-            if "invalid" in out:
-                item.result = invalid(self.task, item.candidate, out["invalid"])
-            else:
-                item.failure = out["failure"]
-            item.settled = True
-            return
-        compiled = Result.model_validate(out["result"])
-        if compiled.status is not Status.compiled:
-            item.result, item.settled = compiled, True
-            return
-        item.identity = identity(self.task, item.candidate, compiled.compile)
-        item.duplicate_of = self.lineage.duplicate_of(item.identity) or self._ahead.get(item.identity)
-        if item.duplicate_of:
-            item.result, item.settled = compiled, True
-            return
+    def _judge_in_order(self) -> None:
+        """Judge the compiled items in proposal order while fewer than ``slots`` evaluations are under way."""
+        under_way = sum(1 for item in self.items if item.judged and not item.settled)
+        for item in self.items:
+            if item.settled or item.judged:
+                continue
+            if item.compiled is None or under_way >= self.sandbox.slots:
+                return
+            if self._judge(item):
+                under_way += 1
+
+    def _judge(self, item: Item) -> bool:
+        """The one judgement of a compiled candidate: settle it (a limit forbids evaluating, it did not compile, a
+        known build, a compile-only sandbox), or submit its evaluation (True)."""
+        item.judged = True
         limit = self.gate(item.phase)
         if limit is not None:
             item.blocked, item.settled = limit, True
-            return
-        if item.identity:
-            self._ahead[item.identity] = item.entry_id
-        self.sandbox.submit_evaluate(self.task, item.candidate, tag=item)
-
-    def _evaluated(self, item: Item, outcome: dict) -> None:
+            return False
+        match item.compiled:
+            case Evaluated(result) if result.status is Status.compiled:
+                item.identity = identity(self.task, item.candidate, result.compile)
+                item.duplicate_of = self.lineage.duplicate_of(item.identity) or self._ahead.get(item.identity)
+                if not item.duplicate_of and self.sandbox.kind != "compile-only":
+                    if item.identity:
+                        self._ahead[item.identity] = item.entry_id
+                    self.sandbox.submit_evaluate(self.task, item.candidate, tag=item)
+                    return True
+                item.result = result
+            case _:
+                self._outcome(item, item.compiled)
         item.settled = True
-        if "result" in outcome:
-            item.result = Result.model_validate(outcome["result"])
-        elif "invalid" in outcome:
-            item.result = invalid(self.task, item.candidate, outcome["invalid"])
-        elif "lost" in outcome:
-            item.lost = list(outcome["lost"])
-            if self._ahead.get(item.identity) == item.entry_id:
-                del self._ahead[item.identity]
+        return False
+
+    def _took(self, job: Job) -> None:
+        item = job.tag
+        if not any(i is item for i in self.items):   # a job of a pipeline the loop abandoned
+            return
+        if job.op == "compile":
+            item.compiled = job.outcome
         else:
-            item.failure = outcome.get("failure", "the sandbox failed")
+            self._outcome(item, job.outcome)
+            item.settled = True
+
+    def _outcome(self, item: Item, outcome: Outcome) -> None:
+        match outcome:
+            case Evaluated(result):
+                item.result = result
+            case Invalid(reason):
+                item.result = invalid(self.task, item.candidate, reason)
+            case Failed(reason):
+                item.failure = reason
+            case Lost(reasons):
+                item.lost = list(reasons)
+                if item.identity and self._ahead.get(item.identity) == item.entry_id:
+                    del self._ahead[item.identity]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..report import summary as summary_mod
+from . import summary as summary_mod
 
 
 @dataclass
@@ -45,7 +45,7 @@ def snapshot(session, clock: Clock) -> dict:
     snap["requests"] = loop.totals.usage.requests
     phase = loop.phase or ""
     search = session.searching if phase in ("search", "tune") else None
-    found = search.progress() if search is not None and callable(getattr(search, "progress", None)) else None
+    found = search.progress() if search is not None else None
     if found is not None:
         work = {"what": "configurations measured", "done": found["measured"], "total": found["budget"] or None,
                 "finalists": found["finalists"], "finalists_total": found["finalists_total"]}

@@ -18,18 +18,20 @@ import secrets as pysecrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from sandbox import open_sandbox
 from sandbox.candidate import CandidateError, load_candidate, validate_for_task
+from sandbox.protocol import Sandbox
 from sandbox.result import Status
 from sandbox.task import Task, TaskError, load_task
 
 from ..config import ConfigError, RunConfig, api_key, run_name
 from ..protocols import Entry, Proposal, Proposer
 from ..redact import Redactor
-from ..report import summary as summary_mod
+from . import summary as summary_mod
 from ..trace.events import EndEvent, Event, ProposalEvent, ScreenEvent, StopEvent, read_events
+from ..trace.fold import Pending
 from ..trace.lock import FolderLock
 from ..trace.reader import check_events, read_record
 from ..trace.records import (CandidateRecord, HeldoutRow, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary,
@@ -39,8 +41,11 @@ from . import progress
 from .budget import Budget, Totals
 from .lineage import MemoryLineage
 from .loop import Loop
-from .resume import FastForward, pending_proposals, recorded_search, restore
-from .stops import Stop, StopReason
+from .resume import FastForward, recorded_search, restore
+from ..stops import Stop, StopReason
+
+if TYPE_CHECKING:
+    from ..tune.proposer import TunerProposer
 
 
 @dataclass
@@ -48,7 +53,7 @@ class Session:
     task: Task
     config: RunConfig
     trace: Trace
-    sandbox: Any
+    sandbox: Sandbox
     proposer: Proposer
     main_phase: str
     lineage: MemoryLineage
@@ -56,17 +61,17 @@ class Session:
     loop: Loop
     stops: dict[str, Stop] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    tuners: list = field(default_factory=list)
+    tuners: list[TunerProposer] = field(default_factory=list)
     screened: list[ScreenEvent] = field(default_factory=list)   # a resumed run's recorded screenings (tuners reuse them)
     events: list[Event] = field(default_factory=list)   # what a resumed run had recorded
-    searching: Any = None   # the built-in search now running (its progress against its budget)
+    searching: TunerProposer | None = None   # the built-in search now running (its progress against its budget)
 
 
 def new_run_id(task: Task) -> str:
     return f"{dt.datetime.now():%Y%m%d-%H%M%S}-{task.name}-{pysecrets.token_hex(2)}"
 
 
-def tuner(cfg: RunConfig, sandbox=None):
+def tuner(cfg: RunConfig, sandbox: Sandbox | None = None) -> TunerProposer:
     try:
         from ..tune.proposer import TunerProposer
     except ImportError as exc:
@@ -76,7 +81,7 @@ def tuner(cfg: RunConfig, sandbox=None):
 
 
 def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, replay: str | None,
-                    start: int, sandbox=None) -> tuple[Proposer, str, ProposerInfo]:
+                    start: int, sandbox: Sandbox | None = None) -> tuple[Proposer, str, ProposerInfo]:
     """(proposer, main phase, what run.json records about it)."""
     if proposer is not None:
         return proposer, "model", ProposerInfo(kind="custom", name=proposer.name)
@@ -92,7 +97,7 @@ def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, 
     return tuner(cfg, sandbox), "search", ProposerInfo(kind="tuner")
 
 
-def open_run_sandbox(cfg: RunConfig):
+def open_run_sandbox(cfg: RunConfig) -> Sandbox:
     """This machine's sandbox, or with ``[cluster]`` (``--ray``) a ``RaySandbox`` over the cluster's GPUs of one
     model; a cluster that cannot run the sandbox (Ray missing, no GPU, a compile-only run) is a ``ConfigError``."""
     if cfg.cluster is None:
@@ -106,13 +111,9 @@ def open_run_sandbox(cfg: RunConfig):
         raise ConfigError(f"cluster: {exc}") from None
 
 
-def _cluster(sandbox) -> dict | None:
-    return sandbox.describe() if callable(getattr(sandbox, "describe", None)) else None
-
-
-def cluster_notes(sandbox) -> list[str]:
+def cluster_notes(sandbox: Sandbox) -> list[str]:
     """What the summary says of a cluster run: the GPUs that measured, how busy they were, the actors lost."""
-    about = _cluster(sandbox)
+    about = sandbox.describe()
     if about is None:
         return []
     use = sandbox.usage()
@@ -127,8 +128,7 @@ def cluster_notes(sandbox) -> list[str]:
 def model_window(s: "Session") -> int:
     """Requests open at once in the model phase: ``parallel``, and on a cluster of N GPUs at least N + 1 (N
     candidates evaluating while the next answer is written)."""
-    slots = getattr(s.sandbox, "slots", None)
-    return max(s.config.parallel, slots + 1) if slots else s.config.parallel
+    return max(s.config.parallel, s.sandbox.slots + 1) if s.config.cluster is not None else s.config.parallel
 
 
 def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None = None, key: str | None = None,
@@ -157,7 +157,7 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
                    task=TaskInfo(name=task.name, version=task.spec.version, fingerprint=task.fingerprint,
                                  folder=str(task.folder.resolve())),
                    config=cfg.public(), proposer=about, sandbox=SandboxInfo(kind=sandbox.kind, device=sandbox.device,
-                                                                   cluster=_cluster(sandbox)),
+                                                                   cluster=sandbox.describe()),
                    environment=software(), sessions=[SessionInfo(started=time.time(), resumed=False)])
     try:
         trace = Trace.create(Path(traces) / run_id, info, redactor(cfg, key))
@@ -179,7 +179,7 @@ def check_baseline(task: Task) -> None:
 
 
 def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | None = None,
-           proposer: Proposer | None = None, on_progress: Callable | None = None) -> tuple[Session, list[dict]]:
+           proposer: Proposer | None = None, on_progress: Callable | None = None) -> tuple[Session, list[Pending]]:
     """Reopen a run folder. ``overrides_cfg`` turns the recorded config into the one to use now."""
     path = Path(path)
     if not (path / "run.json").is_file():
@@ -192,7 +192,7 @@ def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | No
         raise
 
 
-def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progress) -> tuple[Session, list[dict]]:
+def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progress) -> tuple[Session, list[Pending]]:
     info = read_record(path / "run.json", RunInfo, required=True)
     events = read_events(path, repair=True)  # a damaged line is refused, only a torn last line is cut
     check_events(path / "events.jsonl", events)
@@ -217,11 +217,11 @@ def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progr
     trace = Trace.resume(path, redactor(cfg, key), lock)
     trace.update_run_info(config=cfg.public(), sessions=info.sessions + [SessionInfo(started=time.time(), resumed=True)])
     session = _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
-    restore(session.loop, events)
+    state = restore(session.loop, events)
     session.events = events
     session.stops = {e.phase: Stop(e.reason, e.message) for e in events if isinstance(e, StopEvent)}
     session.screened = [e for e in events if isinstance(e, ScreenEvent)]
-    return session, pending_proposals(events)
+    return session, state.pending
 
 
 def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session:
@@ -230,11 +230,21 @@ def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session
     session = Session(task, cfg, trace, sandbox, proposer, phase, lineage, totals, None)
     if cfg.sandbox == "auto" and sandbox.kind == "compile-only":
         session.notes.append("--sandbox auto: no CUDA device answered, so this run only compiles")
-    clock = progress.Clock()
-    hook = (lambda kind, loop: on_progress(kind, progress.snapshot(session, clock))) if on_progress else None
+    hook = progress_hook(session, on_progress) if on_progress else None
     session.loop = Loop(task, sandbox, lineage, trace, Budget(cfg.budget), totals, cfg.selection, hook, cfg.profile,
                         model_run=phase == "model")
     return session
+
+
+def progress_hook(session: Session, on_progress: Callable[[str, dict], None]) -> Callable[[str, Loop], None]:
+    """The loop's progress hook: at each step, ``on_progress`` gets the step's kind and the session's snapshot
+    (``agent.loop.progress``), timed from when the session opened."""
+    clock = progress.Clock()
+
+    def hook(kind: str, loop: Loop) -> None:
+        on_progress(kind, progress.snapshot(session, clock))
+
+    return hook
 
 
 def reachable(cfg: RunConfig, key: str | None) -> None:
@@ -255,17 +265,17 @@ def redactor(cfg: RunConfig, key: str | None) -> Redactor:
 # ---- driving a session ---------------------------------------------------------------------------
 
 
-def drive(session: Session, pending: list[dict] = ()) -> Summary:
+def drive(session: Session, pending: list[Pending] = ()) -> Summary:
     """Evaluate what is pending, run the phases that are not finished, write the summary; returns it."""
     s, loop = session, session.loop
     try:
         has_baseline = s.task.has_baseline
-        if has_baseline and loop.lineage.baseline() is None and not any(p["origin"] == "baseline" for p in pending):
+        if has_baseline and loop.lineage.baseline() is None and not any(p.proposal.origin == "baseline" for p in pending):
             pending = [_baseline_proposal(s)] + list(pending)
         for p in pending:
-            skip = loop.evaluate(p["candidate_id"], p["candidate_obj"], p["proposal"], p["iteration"], p["phase"])
+            skip = loop.evaluate(p)
             if skip:
-                s.stops[p["phase"]] = skip
+                s.stops[p.phase] = skip
         base = loop.lineage.baseline()
         if has_baseline and (base is None or base.result.status not in (Status.ok, Status.compiled)):
             why = f"{base.result.status.value}: {base.result.error}" if base else "not evaluated"
@@ -307,7 +317,7 @@ def _phases(s: Session) -> None:
         s.tuners.append(tune)
 
 
-def _search(s: Session, search: Proposer, phase: str) -> Stop:
+def _search(s: Session, search: TunerProposer, phase: str) -> Stop:
     """Run the built-in search from the best so far; a resumed one first retraces its recorded steps."""
     lineage = s.loop.lineage
     s.searching = search
@@ -325,20 +335,19 @@ def _should_run(s: Session, phase: str) -> bool:
     return s.loop.limit(phase) is None
 
 
-def _baseline_proposal(s: Session) -> dict:
+def _baseline_proposal(s: Session) -> Pending:
     cand = dataclasses.replace(load_candidate(s.task.baseline_path), label="c0000")
     s.loop.next_candidate = max(s.loop.next_candidate, 1)
     s.trace.save_candidate("c0000", cand.render())
     s.trace.event(ProposalEvent(request=None, iteration=0, phase="setup", candidate_id="c0000", parents=[],
                                 origin="baseline", note="the task's starting kernel", candidate=CandidateRecord.of(cand)))
-    return {"candidate_id": "c0000", "candidate_obj": cand, "origin": "baseline", "iteration": 0, "phase": "setup",
-            "proposal": Proposal(cand, [], "baseline", note="the task's starting kernel")}
+    return Pending("c0000", Proposal(cand, [], "baseline", note="the task's starting kernel"), 0, "setup")
 
 
 def finish(s: Session) -> Summary:
     loop = s.loop
     loop.totals.wall_s = s.trace.wall_s
-    if getattr(s.proposer, "name", "") == "tuner":
+    if s.main_phase == "search":
         s.tuners.append(s.proposer)
     extra = _extras(s)
     _offer_best(s, extra.get("heldout"))
@@ -353,7 +362,7 @@ def finish(s: Session) -> Summary:
     s.trace.event(EndEvent(summary=summary))
     s.trace.close()
     for t in s.tuners:
-        getattr(t, "close", lambda: None)()
+        t.close()
     s.sandbox.close()
     return summary
 
@@ -399,7 +408,7 @@ def _extras(s: Session) -> dict:
     for e in loop.lineage.entries():
         ledger.add_result(e.result)
     for t in s.tuners:
-        for r in getattr(t, "compile_results", []):
+        for r in t.compile_results:
             ledger.add_compile(r)
     ledger.add_screening(loop.totals.screened, loop.totals.screen_gpu_s)
     ledger.add_usage(loop.totals.usage)

@@ -27,24 +27,19 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 from . import prompts
 from .answer import FormatError, parse_answer, split_reasoning
 from ..config import ModelConfig, Price
-from ..protocols import Proposal, ProposalRequest, Usage
+from ..protocols import Proposal, ProposalRequest, Proposer, ProposerFailed, Usage
 from ..redact import Redactor, redact_url
 
 KEPT_OF_LONG_ANSWER = 2000
 
 
-class ModelEndpointError(RuntimeError):
+class ModelEndpointError(ProposerFailed):
     """The endpoint failed after the SDK's own retries: a refusal (bad key, unknown model), a server down, an
     answer that is not a chat completion, the request deadline passed. ``attempts`` and ``usage`` are the
     model calls the failed proposal made, for the trace and the totals."""
 
-    def __init__(self, message: str, attempts: list[dict] | None = None, usage: Usage | None = None):
-        super().__init__(message)
-        self.attempts = list(attempts or [])
-        self.usage = usage or Usage()
 
-
-class LLMProposer:
+class LLMProposer(Proposer):
     name = "llm"
 
     def __init__(self, config: ModelConfig, api_key: str, price: Price | None = None, client: Any = None,

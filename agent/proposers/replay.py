@@ -15,11 +15,11 @@ import threading
 from pathlib import Path
 
 from .answer import FormatError, parse_answer
-from ..protocols import Proposal, ProposalRequest
+from ..protocols import Proposal, ProposalRequest, Proposer
 from ..trace.events import ProposalEvent, read_events
 
 
-class ReplayProposer:
+class ReplayProposer(Proposer):
     name = "replay"
 
     def __init__(self, run_path: str | Path, start: int = 0):
@@ -35,7 +35,7 @@ class ReplayProposer:
 
     def propose(self, request: ProposalRequest) -> list[Proposal]:
         with self._lock:
-            index = self.by_request.get(request.extra.get("request_id"), self._next)
+            index = self.by_request.get(request.id, self._next)
             if index >= len(self.answers):
                 return []
             self._next = max(self._next, index + 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 
-from ..loop.lineage import score
+from ..protocols import score
 from ..trace.reader import RunTrace
 
 AXES = {

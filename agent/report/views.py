@@ -15,8 +15,7 @@ from sandbox.task import describe_sizes
 
 from ..claims.heldout import regression_note, set_aside_note
 from . import search
-from ..loop.lineage import score
-from ..protocols import Entry
+from ..protocols import Entry, score
 from ..trace.events import ProposalEvent
 from ..trace.reader import RunTrace
 from ..trace.records import Summary
@@ -313,7 +312,7 @@ def candidate_view(stored: RunTrace, entry: Entry) -> dict:
 
 
 def rows_view(rows: list[dict]) -> list[dict]:
-    """``Run.rows()`` (``agent.report.summary.entry_row`` records) with numbers formatted for a table."""
+    """``Run.rows()`` (``agent.loop.summary.entry_row`` records) with numbers formatted for a table."""
     out = []
     for r in rows:
         ci = r.get("ci_ms")

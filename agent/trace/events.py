@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from sandbox.result import Interval, Result
 from sandbox.sanitizer_report import SanitizeReport
 
-from ..loop.stops import StopReason
+from ..stops import StopReason
 from ..protocols import Usage
 from .records import CandidateRecord, Summary, legacy_stop
 

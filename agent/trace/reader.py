@@ -17,7 +17,6 @@ rewrites the hashes too. A run written before the hashes existed is read, with `
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -26,43 +25,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from sandbox.candidate import CandidateError
-from sandbox.result import Interval
-
-from ..loop.lineage import score
 from ..protocols import Entry
-from .events import (BestEvent, EndEvent, EvaluationEvent, Event, ProposalEvent, SanitizeEvent, SkipEvent, TraceError,
-                     read_events)
+from .events import EndEvent, EvaluationEvent, Event, TraceError, read_events
+from .fold import Step, Unevaluated, fold
 from .records import RunInfo, Summary
 
 UNFINISHED_NOTE = "no summary.json: the run did not finish (it was killed, or it is still running)"
-
-
-@dataclass
-class Step:
-    """One evaluation, in the order the run made it, with what had been spent up to and including it."""
-
-    n: int                      # 1-based
-    entry: Entry
-    wall_s: float
-    tokens: int
-    usd: float
-    gpu_s: float
-    best_id: str | None         # the winner after this evaluation, as the run recorded it (the baseline counts)
-    best: Interval | None       # its speedup over the baseline
-
-
-@dataclass
-class Unevaluated:
-    """A proposal that never became an entry: skipped (duplicate, budget, sandbox) or without a candidate."""
-
-    id: str | None
-    parents: list[str]
-    origin: str
-    phase: str
-    iteration: int
-    reason: str
-    note: str = ""
 
 
 @dataclass
@@ -168,9 +136,9 @@ def read(ref: str | Path, traces: str | Path = "traces") -> RunTrace:
     info = read_record(path / "run.json", RunInfo, required=True)
     events = read_events(path, strict=True)
     summary = read_record(path / "summary.json", Summary, required=False)
-    entries, steps, unevaluated = _replay(path / "events.jsonl", events)
+    state = fold(events, path / "events.jsonl")
     check_integrity(path, events, summary)
-    return RunTrace(path, info, events, summary, entries, steps, unevaluated)
+    return RunTrace(path, info, events, summary, state.entries, state.steps, state.unevaluated)
 
 
 def check_integrity(path: Path, events: list[Event], summary: Summary | None) -> None:
@@ -213,59 +181,4 @@ def read_record(path: Path, model: type[BaseModel], required: bool):
 def check_events(events_file: Path, events: list[Event]) -> None:
     """A TraceError naming the line where the events do not hold together (an evaluation of a candidate never
     proposed, a sanitize event for one never evaluated, a candidate that cannot be read)."""
-    _replay(events_file, events)
-
-
-def _replay(events_file: Path, events: list[Event]) -> tuple[list[Entry], list[Step], list[Unevaluated]]:
-    proposals: dict[str, ProposalEvent] = {}
-    entries: list[Entry] = []
-    steps: list[Step] = []
-    unevaluated: list[Unevaluated] = []
-    tokens, usd, gpu_s = 0, 0.0, 0.0
-    best: Entry | None = None  # the winner after each evaluation: the baseline, then what the run's best events say
-    for ev in events:
-        where = f"{events_file}: line {ev.seq + 1}"
-        if isinstance(ev, ProposalEvent):
-            tokens += ev.usage.prompt_tokens + ev.usage.completion_tokens
-            usd += ev.usage.cost_usd
-            if ev.candidate_id:
-                proposals[ev.candidate_id] = ev
-            else:
-                unevaluated.append(_unevaluated(ev, ev.error or "no candidate"))
-        elif isinstance(ev, SkipEvent) and ev.candidate_id:
-            p = proposals.get(ev.candidate_id)
-            if p is not None:
-                reason = f"{ev.reason} of {ev.duplicate_of}" if ev.duplicate_of else ev.reason
-                unevaluated.append(_unevaluated(p, reason))
-        elif isinstance(ev, EvaluationEvent):
-            p = proposals.get(ev.candidate_id)
-            if p is None or p.candidate is None:
-                raise TraceError(f"{where}: evaluation of {ev.candidate_id!r}, which no earlier proposal made")
-            try:
-                candidate = p.candidate.candidate()
-            except CandidateError as exc:
-                raise TraceError(f"{where}: candidate {ev.candidate_id!r} cannot be read: {exc}") from None
-            entry = Entry(ev.candidate_id, candidate, ev.result, list(p.parents), p.origin, p.iteration, p.note,
-                          ev.diagnosis)
-            entries.append(entry)
-            gpu_s += entry.result.cost.gpu_s
-            if best is None and entry.origin == "baseline" and score(entry) is not None:
-                best = entry
-            steps.append(Step(len(steps) + 1, entry, ev.wall_s, tokens, usd, gpu_s, best.id if best else None,
-                              best.result.speedup("baseline") if best else None))
-        elif isinstance(ev, BestEvent):  # written right after the evaluation that made the new winner
-            best = next((e for e in entries if e.id == ev.candidate_id), None)
-            if best is None:
-                raise TraceError(f"{where}: best event for {ev.candidate_id!r}, which was never evaluated")
-            if steps and steps[-1].entry is best:
-                steps[-1] = dataclasses.replace(steps[-1], best_id=best.id, best=best.result.speedup("baseline"))
-        elif isinstance(ev, SanitizeEvent):
-            sanitized = next((e for e in entries if e.id == ev.candidate_id), None)
-            if sanitized is None:
-                raise TraceError(f"{where}: sanitize event for {ev.candidate_id!r}, which was never evaluated")
-            sanitized.result.record_sanitize(ev.report)
-    return entries, steps, unevaluated
-
-
-def _unevaluated(p: ProposalEvent, reason: str) -> Unevaluated:
-    return Unevaluated(p.candidate_id, list(p.parents), p.origin, p.phase, p.iteration, reason, p.note)
+    fold(events, events_file)

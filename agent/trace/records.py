@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validat
 from sandbox.candidate import Candidate, parse_candidate
 from sandbox.result import Interval
 
-from ..loop.stops import Stop, StopReason
+from ..stops import Stop, StopReason
 
 RUN_SCHEMA = "kernelwright-run-1"
 SUMMARY_SCHEMA = "kernelwright-summary-2"

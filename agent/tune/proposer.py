@@ -43,10 +43,11 @@ import hashlib
 import math
 
 from sandbox.candidate import Candidate, load_candidate
+from sandbox.protocol import Sandbox
 from sandbox.result import Result
 from sandbox.task import Task
 
-from ..protocols import Entry, Proposal, ProposalRequest
+from ..protocols import Entry, Proposal, ProposalRequest, Proposer
 from ..trace.events import ScreenedConfig, ScreenEvent
 from .search import INF, Search, Space
 from .source import SourceSearch
@@ -101,7 +102,7 @@ def tuner_search(space: Space, strategy: str, budget: int, seed: int, start, pat
                   max_points=default_max_points(strategy, budget))
 
 
-class TunerProposer:
+class TunerProposer(Proposer):
     """Search knobs x flags of the parent candidate; see the module docstring.
 
     strategy: ``default`` (random start, then coordinate sweeps and iterated local search),
@@ -111,8 +112,8 @@ class TunerProposer:
         the space, 20 to 200; the whole space for exhaustive).
     seed: the strategy's random seed (same seed, same proposals).
     flags: search the compiler-option catalogue too (False: knobs only).
-    sandbox: compiles before proposing, and screens (any ``sandbox.Sandbox``; screening where it has
-        ``screen``); None: a compile-only sandbox for the request's device arch, opened on first use and
+    sandbox: compiles before proposing, and screens (any ``sandbox.Sandbox``; screening where it
+        ``can_screen``); None: a compile-only sandbox for the request's device arch, opened on first use and
         closed by ``close()``.
     patience: evaluations without a 1% gain before stopping; "auto": ``default_patience``; None: never.
     screen: measure the search's configurations by screening and evaluate finalists in full; None: where
@@ -123,7 +124,7 @@ class TunerProposer:
     name = "tuner"
 
     def __init__(self, strategy: str = "default", max_evaluations: int | None = None, seed: int = 0,
-                 flags: bool = True, sandbox=None, patience: int | str | None = "auto", screen: bool | None = None,
+                 flags: bool = True, sandbox: Sandbox | None = None, patience: int | str | None = "auto", screen: bool | None = None,
                  finalists: int = 3):
         get_strategy(strategy)
         if max_evaluations is not None and max_evaluations < 1:
@@ -247,7 +248,7 @@ class TunerProposer:
         PyTorch) has every configuration evaluated in full."""
         if self.screen is not None:
             return self.screen and task.has_baseline
-        return task.has_baseline and self.sandbox is not None and callable(getattr(self.sandbox, "screen", None))
+        return task.has_baseline and self.sandbox is not None and self.sandbox.can_screen
 
     def _finalist_proposals(self, source: SourceSearch) -> list[Proposal]:
         out = []
@@ -275,8 +276,7 @@ class TunerProposer:
         sandbox, task = self._sandbox(request), request.task
         source = SourceSearch(task, tspace, search, parent.id, cand.label.split(".tune")[0], objective(parent.result),
                               compile=lambda c: sandbox.compile(task, c),
-                              prefetch=(lambda cs: sandbox.prefetch(task, cs)) if hasattr(sandbox, "prefetch") else None,
-                              speculate=getattr(sandbox, "kind", "") == "gpu")
+                              prefetch=lambda cs: sandbox.prefetch(task, cs), speculate=sandbox.kind == "gpu")
         self._sources[ident] = source
         key = source.key_of(tspace.start)
         if key is not None:
@@ -285,7 +285,7 @@ class TunerProposer:
             source.shared.resolve(key, objective(parent.result), counted=False)
         return source
 
-    def _sandbox(self, request: ProposalRequest):
+    def _sandbox(self, request: ProposalRequest) -> Sandbox:
         if self.sandbox is None:
             from sandbox import CompileOnlySandbox
 
@@ -365,7 +365,7 @@ class TuneOutcome:
         return f"no significant gain over the start configuration: best {what}, {ivl}"
 
 
-def tune(sandbox, task: Task, candidate: Candidate | None = None, proposer: TunerProposer | None = None,
+def tune(sandbox: Sandbox, task: Task, candidate: Candidate | None = None, proposer: TunerProposer | None = None,
          ledger=None) -> TuneOutcome:
     """Evaluate ``candidate`` (default: the task's baseline), then run the tuner on it to the end: screening
     where the sandbox can, then the finalists in full. The outcome's entries are the full evaluations only.
@@ -384,7 +384,7 @@ def tune(sandbox, task: Task, candidate: Candidate | None = None, proposer: Tune
     screened = []
     while True:
         request = ProposalRequest(task=task, parents=[start], best=None, baseline=start, recent_failures=[],
-                                  device=dict(getattr(sandbox, "device", {})), iteration=len(entries))
+                                  device=dict(sandbox.device), iteration=len(entries))
         proposals = proposer.propose(request)
         if not proposals:
             break

@@ -7,19 +7,40 @@ GPU and one worker process, exactly as without Ray. Every result an actor return
 (``Result.env["measured_on"]``: host, GPU model, its UUID or, for the fake sandbox, Ray's GPU number).
 
 Nothing here imports Ray at module level: the driver wraps these in ``ray.remote`` (``sandbox.cluster.pool``).
-Expected failures come back as values; an infrastructure failure (a worker that broke twice on one candidate,
-a broken baseline) comes back as ``{"failure": reason}`` for the driver to end the run with.
+Every reply is a record: ``Hello`` when an actor starts, a job outcome (``sandbox.jobs``) for a compile or an
+evaluation (an infrastructure failure, a worker that broke twice on one candidate or a broken baseline, is
+``Failed`` for the driver to end the run with), ``Profiled`` for a profile.
 """
 
 from __future__ import annotations
 
 import platform
+from dataclasses import dataclass
 
-from ..candidate import Candidate, CandidateError
+from ..candidate import Candidate
 from ..host.config import SandboxConfig
+from ..jobs import Evaluated, Failed, Invalid, compile_job, evaluate_job
 from ..result import Result
 from ..task import TaskError
 from .ship import PackedTask, TaskShelf
+
+
+@dataclass(frozen=True)
+class Hello:
+    """What an actor answers when it starts: its sandbox's kind and device, where it measures, whether it screens."""
+
+    kind: str
+    device: dict
+    where: dict
+    can_screen: bool
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """A profile, and the result as the profiler left it (profiling seconds in its cost, the profile in it)."""
+
+    profile: dict
+    result: Result | None
 
 
 def where_measured(device: dict) -> dict:
@@ -45,37 +66,26 @@ class SandboxActor:
         self.shelf = TaskShelf()
         self.where = where_measured(self.sandbox.device)
 
-    def hello(self) -> dict:
-        return {"kind": self.sandbox.kind, "device": self.sandbox.device, "where": self.where,
-                "can_screen": callable(getattr(self.sandbox, "screen", None))}
+    def hello(self) -> Hello:
+        return Hello(self.sandbox.kind, self.sandbox.device, self.where, self.sandbox.can_screen)
 
-    def evaluate(self, packed: PackedTask, candidate: Candidate, sizes: dict | None = None, timing: bool = True) -> dict:
-        """``{"result": Result JSON}``, or ``{"failure": reason}`` when the sandbox itself failed twice (a worker
-        that broke is retried once, as ``agent.loop.judge`` does without Ray) or the task is broken."""
+    def evaluate(self, packed: PackedTask, candidate: Candidate, sizes: dict | None = None,
+                 timing: bool = True) -> Evaluated | Invalid | Failed:
+        """The outcome of one evaluation (``sandbox.jobs.evaluate_job``: a worker that broke is retried once, as
+        without Ray); its result names the GPU that measured it."""
         try:
             task = self.shelf.get(packed)
         except TaskError as exc:
-            return {"failure": str(exc).splitlines()[0]}
-        for attempt in (1, 2):
-            try:
-                result = self.sandbox.evaluate(task, candidate, sizes, timing)
-            except CandidateError as exc:
-                return {"invalid": str(exc)}
-            except TaskError as exc:
-                return {"failure": str(exc).splitlines()[0]}
-            except RuntimeError as exc:
-                if attempt == 2:
-                    return {"failure": str(exc).splitlines()[0]}
-                continue
-            result.env["measured_on"] = self.where
-            return {"result": result.model_dump(mode="json")}
-        raise AssertionError("unreachable")
+            return Failed(str(exc).splitlines()[0])
+        outcome = evaluate_job(self.sandbox, task, candidate, sizes, timing)
+        if isinstance(outcome, Evaluated):
+            outcome.result.env["measured_on"] = self.where
+        return outcome
 
-    def profile(self, packed: PackedTask, candidate: Candidate, result: dict | None, parent_profile: dict | None) -> dict:
-        """The profile, and the result as the profiler left it (profiling seconds in its cost, the profile in it)."""
-        res = Result.model_validate(result) if result is not None else None
-        prof = self.sandbox.profile(self.shelf.get(packed), candidate, result=res, parent_profile=parent_profile)
-        return {"profile": prof, "result": res.model_dump(mode="json") if res is not None else None}
+    def profile(self, packed: PackedTask, candidate: Candidate, result: Result | None,
+                parent_profile: dict | None) -> Profiled:
+        prof = self.sandbox.profile(self.shelf.get(packed), candidate, result=result, parent_profile=parent_profile)
+        return Profiled(prof, result)
 
     def sanitize(self, packed: PackedTask, candidate: Candidate, kwargs: dict):
         return self.sandbox.sanitize(self.shelf.get(packed), candidate, **kwargs)
@@ -88,15 +98,12 @@ class SandboxActor:
         self.shelf.close()
 
 
-def compile_on_cpu(packed: PackedTask, candidate: Candidate, arch: str, device: dict, config: dict) -> dict:
-    """A compile on any CPU of the cluster (a Ray task): ``{"result": Result JSON}`` (``compiled``, a compile
-    error, a plan that cannot launch on ``device``) or ``{"invalid": reason}``."""
+def compile_on_cpu(packed: PackedTask, candidate: Candidate, arch: str, device: dict,
+                   config: dict) -> Evaluated | Invalid:
+    """A compile on any CPU of the cluster (a Ray task): its result (``compiled``, a compile error, a plan that
+    cannot launch on ``device``) or ``Invalid``."""
     sandbox = _PER_PROCESS.compiler(arch, device, config)
-    try:
-        result = sandbox.compile(_PER_PROCESS.shelf.get(packed), candidate)
-    except CandidateError as exc:
-        return {"invalid": str(exc)}
-    return {"result": result.model_dump(mode="json")}
+    return compile_job(sandbox, _PER_PROCESS.shelf.get(packed), candidate)
 
 
 class _ProcessCompilers:

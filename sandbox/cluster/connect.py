@@ -15,6 +15,10 @@ from __future__ import annotations
 import socket
 import threading
 from collections import defaultdict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .actor import Hello
 
 CONNECT_DEADLINE_S = 5.0
 JOIN_DEADLINE_S = 60.0   # a real head answers a join in seconds
@@ -98,13 +102,12 @@ def gpu_count(ray) -> int:
     return int(ray.cluster_resources().get("GPU", 0))
 
 
-def model_of(hello: dict) -> tuple[str, str, str]:
+def model_of(hello: Hello) -> tuple[str, str, str]:
     """What makes two GPUs interchangeable for a claim: the sandbox kind, the GPU model and its arch."""
-    device = hello["device"]
-    return hello["kind"], str(device.get("gpu")), str(device.get("arch"))
+    return hello.kind, str(hello.device.get("gpu")), str(hello.device.get("arch"))
 
 
-def choose_group(hellos: dict[str, dict], gpu_model: str | None) -> tuple[tuple, list[str], list[str]]:
+def choose_group(hellos: dict[str, Hello], gpu_model: str | None) -> tuple[tuple, list[str], list[str]]:
     """(the chosen model, the actors of that model, a note per model left out). Without ``gpu_model``, the model
     with the most GPUs (the first seen on a tie); with it, the model whose name contains it."""
     groups: dict[tuple, list[str]] = defaultdict(list)

@@ -1,11 +1,11 @@
-"""The driver's side of the GPU actors: ``Job`` (one call to make on some GPU) and ``GpuActors`` (the actors of
+"""The driver's side of the GPU actors: ``ActorJob`` (one call to make on some GPU) and ``GpuActors`` (the actors of
 one GPU model, which of them is free, and what to do when one is lost).
 
 Ray places the actors (``num_gpus=1`` each) and runs their calls; ``GpuActors`` only hands each job to a free
 actor in the order the jobs came, so that one GPU runs one thing at a time (an evaluation's timing never
 shares its GPU). A lost actor (its process killed, its node gone) costs only the job it was running: the job
 goes back to the front of the queue once, a replacement actor is asked of Ray, and a job lost twice comes back
-as ``{"lost": [reasons]}``.
+as ``Lost(reasons)`` (``sandbox.jobs``).
 """
 
 from __future__ import annotations
@@ -13,28 +13,27 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..jobs import Failed, Job, Lost
+
+if TYPE_CHECKING:
+    from .actor import Hello
 START_TIMEOUT_S = 600.0   # a replacement actor that has not answered by then no longer holds up a run
 ATTEMPTS = 2              # a job runs at most twice when actors are lost under it
 
 
 @dataclass(eq=False)
-class Job:
+class ActorJob(Job):
     """One call: ``op`` is an actor method (``evaluate``, ``profile``, ``screen``, ...) or ``compile`` (a CPU
-    task). ``outcome`` is what came back (a dict, or the method's return value), or ``{"lost": [...]}`` /
-    ``{"failure": reason}``."""
+    task). ``outcome`` is what came back (the method's return value), or ``Lost`` / ``Failed``."""
 
-    op: str
-    args: tuple
-    tag: Any = None
+    args: tuple = ()
     prefer: str | None = None      # an actor's name: run there when it is free
     sync: bool = False             # a call the driver waits for itself (not returned by ``wait``)
     attempts: int = 0
     lost: list[str] = field(default_factory=list)
     actor: str | None = None
-    outcome: Any = None
-    done: bool = False
     queued_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None
     finished_at: float | None = None
@@ -45,7 +44,7 @@ class Actor:
     name: str
     handle: Any
     where: dict
-    busy: Job | None = None
+    busy: ActorJob | None = None
     busy_s: float = 0.0
 
 
@@ -56,8 +55,8 @@ class GpuActors:
         self.ray, self.remote_cls, self.kind, self.config, self.model = ray, remote_cls, kind, config, model
         self.lost_errors = lost_errors
         self.actors: dict[str, Actor] = {}
-        self.queue: deque[Job] = deque()
-        self.running: dict[Any, Job] = {}          # ObjectRef -> job
+        self.queue: deque[ActorJob] = deque()
+        self.running: dict[Any, ActorJob] = {}          # ObjectRef -> job
         self.starting: dict[Any, tuple[str, Any, float]] = {}   # hello ref -> (name, handle, since)
         self.lost_log: list[dict] = []
         self._serial = 0
@@ -71,8 +70,8 @@ class GpuActors:
         handle = self.remote_cls.remote(self.kind, self.config)
         return name, handle, handle.hello.remote()
 
-    def add(self, name: str, handle, hello: dict) -> None:
-        self.actors[name] = Actor(name, handle, hello["where"])
+    def add(self, name: str, handle, hello: Hello) -> None:
+        self.actors[name] = Actor(name, handle, hello.where)
 
     def _lose(self, actor: Actor, reason: str) -> None:
         """Forget a lost actor and ask Ray for a replacement (of the same model, checked when it answers)."""
@@ -87,7 +86,7 @@ class GpuActors:
 
     # ---- jobs --------------------------------------------------------------------------------
 
-    def submit(self, job: Job, front: bool = False) -> None:
+    def submit(self, job: ActorJob, front: bool = False) -> None:
         (self.queue.appendleft if front else self.queue.append)(job)
         self.dispatch()
 
@@ -107,7 +106,7 @@ class GpuActors:
         self.check_alive()
         return list(self.running) + list(self.starting)
 
-    def collect(self, ready: list) -> list[Job]:
+    def collect(self, ready: list) -> list[ActorJob]:
         """Take the finished calls among ``ready`` (other refs are ignored); the jobs that finished, lost twice
         included. Free actors then take the next jobs."""
         finished = []
@@ -121,7 +120,7 @@ class GpuActors:
         self.dispatch()
         return finished
 
-    def _finished(self, ref) -> Job | None:
+    def _finished(self, ref) -> ActorJob | None:
         job = self.running.pop(ref)
         actor = self.actors.get(job.actor)
         now = time.monotonic()
@@ -135,9 +134,9 @@ class GpuActors:
             if job.attempts < ATTEMPTS:
                 self.queue.appendleft(job)
                 return None
-            outcome = {"lost": list(job.lost)}
+            outcome = Lost(tuple(job.lost))
         except Exception as exc:  # the actor's method raised: a bug, reported as the sandbox failing
-            outcome = {"failure": f"{type(exc).__name__}: {_first_line(exc)}"}
+            outcome = Failed(f"{type(exc).__name__}: {_first_line(exc)}")
         if actor is not None:
             actor.busy = None
             actor.busy_s += now - (job.started_at or now)
@@ -155,8 +154,8 @@ class GpuActors:
         from .connect import model_of
 
         if model_of(hello) != self.model:
-            self.lost_log.append({"actor": name, "where": hello["where"], "at": time.time(),
-                                  "reason": f"replacement landed on another model ({hello['device'].get('gpu')}): not used"})
+            self.lost_log.append({"actor": name, "where": hello.where, "at": time.time(),
+                                  "reason": f"replacement landed on another model ({hello.device.get('gpu')}): not used"})
             self.ray.kill(handle)
             return
         self.add(name, handle, hello)

@@ -7,7 +7,7 @@ the agent's loop keep every GPU busy:
 
     job = sandbox.submit_compile(task, candidate, tag)     # a CPU task, started at once
     job = sandbox.submit_evaluate(task, candidate, tag)    # waits for a free GPU actor, in order
-    for job in sandbox.wait(timeout=0.5): ...              # finished jobs: job.tag, job.outcome
+    for job in sandbox.wait(timeout=0.5): ...              # finished jobs: job.tag, job.outcome (sandbox.jobs)
 
 ``screen`` spreads a batch of configurations over the free actors and returns their results in order; every
 screened time is relative to the baseline timed in the same worker on the same GPU. ``profile`` runs on the
@@ -22,17 +22,19 @@ from typing import Any
 
 from ..candidate import Candidate, CandidateError
 from ..host.config import SandboxConfig
+from ..jobs import Evaluated, Failed, Invalid, Job, Lost, Outcome
+from ..protocol import Sandbox
 from ..result import Result
 from ..task import Task
 from .connect import ClusterError, choose_group, connect, gpu_count, require_ray
-from .jobs import GpuActors, Job
+from .jobs import ActorJob, GpuActors
 from .ship import PackedTask, pack
 
 HELLO_TIMEOUT_S = 600.0
 KEEP_COMPILES = 4096
 
 
-class RaySandbox:
+class RaySandbox(Sandbox):
     """See the module docstring. ``kind``: the sandbox each actor opens (``gpu``, ``fake`` or ``auto``: a GPU
     sandbox where the GPU answers). ``gpus``: at most this many actors (default: every GPU of the chosen
     model); ``gpu_model``: which model in a cluster that mixes them (default: the one with the most GPUs)."""
@@ -88,14 +90,14 @@ class RaySandbox:
         self.pool = pool
         self.start_errors = errors
         first = hellos[names[0]]
-        self.kind = first["kind"]
-        self.device = dict(first["device"])
+        self.kind = first.kind
+        self.device = dict(first.device)
         self.arch = self.device.get("arch")
-        self._can_screen = all(hellos[n]["can_screen"] for n in names)
+        self.can_screen = all(hellos[n].can_screen for n in names)
         self._packed: dict[str, tuple[PackedTask, Any]] = {}
-        self._compiles: dict[tuple[str, str], Job] = {}
-        self._compiling: dict[Any, Job] = {}
-        self._done: list[Job] = []
+        self._compiles: dict[tuple[str, str], ActorJob] = {}
+        self._compiling: dict[Any, ActorJob] = {}
+        self._done: list[ActorJob] = []
 
     # ---- what the run records ----------------------------------------------------------------
 
@@ -127,7 +129,7 @@ class RaySandbox:
             self._packed[task.fingerprint] = (p, self.ray.put(p))
         return self._packed[task.fingerprint][1]
 
-    def submit_compile(self, task: Task, candidate: Candidate, tag: Any = None) -> Job:
+    def submit_compile(self, task: Task, candidate: Candidate, tag: Any = None) -> ActorJob:
         """A compile on the cluster's CPUs. With a ``tag`` it is returned by ``wait`` when done (a compile that
         ``prefetch`` started is taken over); without one it is for ``compile`` and ``prefetch``."""
         key = (task.fingerprint, candidate.key)
@@ -138,7 +140,7 @@ class RaySandbox:
                 if job.done:
                     self._done.append(job)
             return job
-        job = Job("compile", (), tag=tag, sync=tag is None)
+        job = ActorJob("compile", tag=tag, sync=tag is None)
         ref = self._compile_remote.remote(self.packed(task), candidate, self.arch, self.device,
                                           self.config.model_dump(mode="json"))
         self._compiling[ref] = job
@@ -148,8 +150,8 @@ class RaySandbox:
         return job
 
     def submit_evaluate(self, task: Task, candidate: Candidate, tag: Any = None, sizes: dict | None = None,
-                        timing: bool = True) -> Job:
-        job = Job("evaluate", (self.packed(task), candidate, sizes, timing), tag=tag)
+                        timing: bool = True) -> ActorJob:
+        job = ActorJob("evaluate", tag=tag, args=(self.packed(task), candidate, sizes, timing))
         self.pool.submit(job)
         return job
 
@@ -177,18 +179,18 @@ class RaySandbox:
                 job.outcome = self.ray.get(ref)
             except Exception as exc:  # the task raised, or its worker died twice
                 text = str(exc).strip()
-                job.outcome = {"failure": f"compile task: {text.splitlines()[-1][:300] if text else type(exc).__name__}"}
+                job.outcome = Failed(f"compile task: {text.splitlines()[-1][:300] if text else type(exc).__name__}")
             job.done = True
             if not job.sync:
                 self._done.append(job)
 
-    def _until(self, job: Job) -> Any:
+    def _until(self, job: ActorJob) -> Any:
         while not job.done:
             self._poll(0.5)
         return job.outcome
 
     def _call(self, op: str, *args, prefer: str | None = None) -> Any:
-        job = Job(op, args, prefer=prefer, sync=True)
+        job = ActorJob(op, args=args, prefer=prefer, sync=True)
         self.pool.submit(job, front=True)
         return self._until(job)
 
@@ -210,19 +212,19 @@ class RaySandbox:
         """Nsight Compute on the GPU that measured ``result`` where it is free, else on another of the same model."""
         where = (result.env.get("measured_on") or {}).get("id") if result is not None else None
         prefer = next((a.name for a in self.pool.actors.values() if a.where.get("id") == where), None)
-        out = self._call("profile", self.packed(task), candidate, result.model_dump(mode="json") if result else None,
-                         parent_profile, prefer=prefer)
-        if "profile" not in out:
-            raise RuntimeError(f"profiling on the cluster failed: {out}")
-        if result is not None and out["result"] is not None:
-            updated = Result.model_validate(out["result"])
-            result.profile, result.cost = updated.profile, updated.cost
-        return out["profile"]
+        from .actor import Profiled
+
+        out = self._call("profile", self.packed(task), candidate, result, parent_profile, prefer=prefer)
+        if not isinstance(out, Profiled):
+            raise RuntimeError(f"profiling on the cluster failed: {refusal(out)}")
+        if result is not None and out.result is not None:
+            result.profile, result.cost = out.result.profile, out.result.cost
+        return out.profile
 
     def sanitize(self, task: Task, candidate: Candidate, **kwargs):
         out = self._call("sanitize", self.packed(task), candidate, kwargs)
-        if isinstance(out, dict):
-            raise RuntimeError(f"compute-sanitizer on the cluster failed: {out}")
+        if isinstance(out, (Failed, Lost)):
+            raise RuntimeError(f"compute-sanitizer on the cluster failed: {refusal(out)}")
         return out
 
     def close(self) -> None:
@@ -242,44 +244,47 @@ class RaySandbox:
     def __exit__(self, *exc):
         self.close()
 
-    def __getattr__(self, name: str):
-        # ``screen`` exists where the actors' sandboxes can screen (the loop and the tuner ask with hasattr)
-        if name == "screen" and self.__dict__.get("_can_screen"):
-            return self._screen
-        raise AttributeError(name)
-
-    def _screen(self, task: Task, candidates: list[Candidate], **kwargs) -> list:
+    def screen(self, task: Task, candidates: list[Candidate], **kwargs) -> list:
         """Screen ``candidates`` in contiguous chunks, one per free actor, each against the baseline on its own
         GPU; the results in the order of ``candidates``. A chunk lost twice is screened as ``crashed``."""
         from ..host.screener import Screened
 
+        if not self.can_screen:
+            return super().screen(task, candidates, **kwargs)
         if not candidates:
             return []
         n = max(1, min(self.slots, len(candidates)))
         size = math.ceil(len(candidates) / n)
         chunks = [candidates[i:i + size] for i in range(0, len(candidates), size)]
-        jobs = [Job("screen", (self.packed(task), chunk, kwargs), sync=True) for chunk in chunks]
+        jobs = [ActorJob("screen", args=(self.packed(task), chunk, kwargs), sync=True) for chunk in chunks]
         for job in reversed(jobs):
             self.pool.submit(job, front=True)
         out = []
         for job, chunk in zip(jobs, chunks):
             found = self._until(job)
-            if isinstance(found, dict):
-                why = "; ".join(found.get("lost", [])) or found.get("failure", "?")
-                if "failure" in found:
-                    raise RuntimeError(f"screening on the cluster failed: {why}")
-                found = [Screened("crashed", error=f"lost with its GPU actor: {why}") for _ in chunk]
+            if isinstance(found, Failed):
+                raise RuntimeError(f"screening on the cluster failed: {found.reason}")
+            if isinstance(found, Lost):
+                found = [Screened("crashed", error=f"lost with its GPU actor: {refusal(found)}") for _ in chunk]
             out.extend(found)
         return out
 
 
-def job_result(outcome: dict) -> Result:
+def job_result(outcome: Outcome) -> Result:
     """The result a compile task or an actor returned; a CandidateError, or a RuntimeError when the sandbox failed
     or the job was lost twice (as a sandbox that breaks raises)."""
-    if "invalid" in outcome:
-        raise CandidateError(outcome["invalid"])
-    if "failure" in outcome:
-        raise RuntimeError(outcome["failure"])
-    if "lost" in outcome:
-        raise RuntimeError("its GPU actor was lost twice: " + "; ".join(outcome["lost"]))
-    return Result.model_validate(outcome["result"])
+    match outcome:
+        case Evaluated(result):
+            return result
+        case Invalid(reason):
+            raise CandidateError(reason)
+        case Failed() | Lost():
+            raise RuntimeError(refusal(outcome))
+    raise TypeError(f"not a job outcome: {outcome!r}")
+
+
+def refusal(outcome: Failed | Lost) -> str:
+    """Why a job came back without an answer, in words."""
+    if isinstance(outcome, Lost):
+        return "its GPU actor was lost twice: " + "; ".join(outcome.reasons)
+    return outcome.reason

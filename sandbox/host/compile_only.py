@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import compiler
+from .. import compiler, tempdirs
 from ..candidate import Candidate
 from ..plan import PlanError, resolve, shared_limit
-from .profiler import Profiler
+from ..protocol import Sandbox
 from ..result import CompileInfo, Result, Status
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..task import Task
 from .builder import Builder, new_result
 from .config import SandboxConfig
-from .. import tempdirs
+from .profiler import Profiler
 
 
 def labelled_sizes(task: Task, bench: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
@@ -25,8 +25,9 @@ def labelled_sizes(task: Task, bench: dict[str, int]) -> list[tuple[str, dict[st
     return labelled
 
 
-class CompileOnlySandbox:
-    """Compile and resource reports only: works on machines with no GPU and no driver."""
+class CompileOnlySandbox(Sandbox):
+    """Compile and resource reports only: works on machines with no GPU and no driver. One slot, as every local
+    sandbox (``sandbox.protocol``)."""
 
     kind = "compile-only"
 

@@ -82,6 +82,7 @@ class FakeSandbox(CompileOnlySandbox):
     """Compiles for real; every run, check and time is simulated and marked ``simulated``."""
 
     kind = "fake"
+    can_screen = True
 
     def __init__(self, config: SandboxConfig | None = None, arch: str | None = None):
         super().__init__(config, arch)

@@ -45,6 +45,7 @@ class GPUSandbox(CompileOnlySandbox):
     """The full sandbox on a CUDA device (``screen`` for cheap sweeps: ``sandbox.host.screener``)."""
 
     kind = "gpu"
+    can_screen = True
 
     def __init__(self, config: SandboxConfig | None = None):
         config = config or SandboxConfig()

@@ -7,10 +7,10 @@ from collections import Counter
 
 from sandbox.result import Status
 
-from ..loop.budget import Totals
-from ..loop.lineage import MemoryLineage, score
-from ..loop.stops import Stop
-from ..protocols import Entry
+from .budget import Totals
+from .lineage import MemoryLineage
+from ..protocols import Entry, score
+from ..stops import Stop
 from ..trace.records import EntryRow, Summary, TaskRef, TotalsRecord
 
 SIMULATED_NOTE = "SIMULATED: the fake sandbox models run times; no kernel ran on a GPU and no figure here is a measurement"
