@@ -61,3 +61,21 @@ def kw(tmp_path):
                               timeout=timeout, cwd=ROOT, env={**env, **extra_env})
     run.env = env
     return run
+
+
+@pytest.fixture(scope="session")
+def kernelbench_task(tmp_path_factory):
+    """``kernelbench_task("5_gemm_bias_gelu_scale")``: the task folder the importer writes for that problem of
+    tests/fixtures/kernelbench, imported once per session (an import runs the problem under PyTorch: seconds each).
+    Shared: a test that changes the task works on a copy. Skips without the torch extra."""
+    pytest.importorskip("torch")
+    from sandbox.pytorch.importer import import_problem
+
+    folders: dict[str, Path] = {}
+
+    def folder(stem: str) -> Path:
+        if stem not in folders:
+            source = ROOT / "tests" / "fixtures" / "kernelbench" / f"{stem}.py"
+            folders[stem] = import_problem(source, tmp_path_factory.mktemp(stem)).folder
+        return folders[stem]
+    return folder
