@@ -48,13 +48,29 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def compiled_kernels(tmp_path_factory) -> Path:
+    """One folder of compiled kernels for the session's private caches, as a user's runs share theirs: entries are
+    keyed by source, options, architecture and compiler version, so a kernel one test compiled is the same for
+    the next; compiling every kernel again in each test's cache took minutes of the suite."""
+    return tmp_path_factory.mktemp("cubins")
+
+
+def private_cache(folder: Path, cubins: Path) -> Path:
+    """A cache folder of its own (best-known kernels, device ceilings) whose compiled kernels are ``cubins``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cubins").symlink_to(cubins, target_is_directory=True)
+    return folder
+
+
 @pytest.fixture
-def kw(tmp_path):
+def kw(tmp_path, compiled_kernels):
     """``kw("optimize", ...)`` runs the kernelwright CLI in a subprocess, as a user would: from the checkout,
-    with no ``OPENAI_*`` variables and a private cache. Keyword arguments add environment variables;
-    ``kw.env`` is the environment it uses."""
+    with no ``OPENAI_*`` variables and a private cache (its compiled kernels shared by the session). Keyword
+    arguments add environment variables; ``kw.env`` is the environment it uses."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env.update(KERNELWRIGHT_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
+    cache = private_cache(tmp_path / "cache", compiled_kernels)
+    env.update(KERNELWRIGHT_CACHE_DIR=str(cache), COLUMNS="200")
 
     def run(*args, timeout=150, **extra_env):
         return subprocess.run([sys.executable, "-m", "agent", *map(str, args)], capture_output=True, text=True,
