@@ -7,9 +7,9 @@ from __future__ import annotations
 import functools
 import os
 
-# One BLAS thread: the search's Gaussian-process model factors matrices of a few dozen rows, for which OpenBLAS's
-# threads only wait for each other; on a loaded 2-core machine a 40-point search took 5.3 s with them and 0.8 s
-# without. Set before anything imports NumPy; worker subprocesses get a scrubbed environment of their own.
+# One BLAS thread for the whole test process: its NumPy work is on small arrays, for which OpenBLAS's threads only
+# wait for each other (the search's Gaussian-process model limits itself to one thread as well, in the product).
+# Set before anything imports NumPy; worker subprocesses get a scrubbed environment of their own.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 import subprocess
