@@ -7,9 +7,9 @@ from __future__ import annotations
 import functools
 import os
 
-# One BLAS thread: the search's Gaussian-process model factors matrices of a few dozen rows, for which OpenBLAS's
-# threads only wait for each other; on a loaded 2-core machine a 40-point search took 5.3 s with them and 0.8 s
-# without. Set before anything imports NumPy; worker subprocesses get a scrubbed environment of their own.
+# One BLAS thread for the whole test process: its NumPy work is on small arrays, for which OpenBLAS's threads only
+# wait for each other (the search's Gaussian-process model limits itself to one thread as well, in the product).
+# Set before anything imports NumPy; worker subprocesses get a scrubbed environment of their own.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 import subprocess
@@ -48,16 +48,51 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def compiled_kernels(tmp_path_factory) -> Path:
+    """One folder of compiled kernels for the session's private caches, as a user's runs share theirs: entries are
+    keyed by source, options, architecture and compiler version, so a kernel one test compiled is the same for
+    the next; compiling every kernel again in each test's cache took minutes of the suite."""
+    return tmp_path_factory.mktemp("cubins")
+
+
+def private_cache(folder: Path, cubins: Path) -> Path:
+    """A cache folder of its own (best-known kernels, device ceilings) whose compiled kernels are ``cubins``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "cubins").is_symlink():   # a fixture and the test it serves may both ask for the same folder
+        (folder / "cubins").symlink_to(cubins, target_is_directory=True)
+    return folder
+
+
 @pytest.fixture
-def kw(tmp_path):
+def kw(tmp_path, compiled_kernels):
     """``kw("optimize", ...)`` runs the kernelwright CLI in a subprocess, as a user would: from the checkout,
-    with no ``OPENAI_*`` variables and a private cache. Keyword arguments add environment variables;
-    ``kw.env`` is the environment it uses."""
+    with no ``OPENAI_*`` variables and a private cache (its compiled kernels shared by the session). Keyword
+    arguments add environment variables; ``kw.env`` is the environment it uses."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env.update(KERNELWRIGHT_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
+    cache = private_cache(tmp_path / "cache", compiled_kernels)
+    env.update(KERNELWRIGHT_CACHE_DIR=str(cache), COLUMNS="200")
 
     def run(*args, timeout=150, **extra_env):
         return subprocess.run([sys.executable, "-m", "agent", *map(str, args)], capture_output=True, text=True,
                               timeout=timeout, cwd=ROOT, env={**env, **extra_env})
     run.env = env
     return run
+
+
+@pytest.fixture(scope="session")
+def kernelbench_task(tmp_path_factory):
+    """``kernelbench_task("5_gemm_bias_gelu_scale")``: the task folder the importer writes for that problem of
+    tests/fixtures/kernelbench, imported once per session (an import runs the problem under PyTorch: seconds each).
+    Shared: a test that changes the task works on a copy. Skips without the torch extra."""
+    pytest.importorskip("torch")
+    from sandbox.pytorch.importer import import_problem
+
+    folders: dict[str, Path] = {}
+
+    def folder(stem: str) -> Path:
+        if stem not in folders:
+            source = ROOT / "tests" / "fixtures" / "kernelbench" / f"{stem}.py"
+            folders[stem] = import_problem(source, tmp_path_factory.mktemp(stem)).folder
+        return folders[stem]
+    return folder

@@ -17,6 +17,7 @@ from sandbox.task import load_task  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402
+from conftest import private_cache  # noqa: E402
 from scripted_server import Script  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
@@ -36,8 +37,8 @@ def cluster():
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
+def _isolated(tmp_path, monkeypatch, compiled_kernels):
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(private_cache(tmp_path / "cache", compiled_kernels)))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 

@@ -17,7 +17,6 @@ from agent.report.export_torch import python_expr, render  # noqa: E402
 from sandbox.candidate import load_candidate  # noqa: E402
 from sandbox.compiler import DEFAULT_ARCH, nvrtc_compile, compile_source, include_dirs  # noqa: E402
 from sandbox.plan import resolve  # noqa: E402
-from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.task import load_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,9 +38,8 @@ def _export(task, cand, tmp_path, name="mykernel"):
 
 
 @pytest.fixture(scope="module")
-def gemm(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tasks")
-    return load_task(import_problem(KB / "5_gemm_bias_gelu_scale.py", out).folder)
+def gemm(kernelbench_task):
+    return load_task(kernelbench_task("5_gemm_bias_gelu_scale"))
 
 
 def _meta(task, sizes):

@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 
 from agent.cli import app
 
+from conftest import private_cache
+
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "kernels" / "vector_add" / "baseline.cu"
 pytestmark = pytest.mark.timeout(300)
@@ -38,8 +40,8 @@ def _has_json(command) -> bool:
     return any("--json" in getattr(p, "opts", []) for p in command.params)
 
 
-def test_every_json_command_prints_json_or_nothing_on_stdout(tmp_path, monkeypatch):
-    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
+def test_every_json_command_prints_json_or_nothing_on_stdout(tmp_path, monkeypatch, compiled_kernels):
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(private_cache(tmp_path / "cache", compiled_kernels)))
     cfg = tmp_path / "small.toml"
     cfg.write_text("[tune]\nmax_evaluations = 1\n")
     invocations = _invocations(tmp_path / "t", cfg)

@@ -21,6 +21,7 @@ from agent.trace.writer import Trace
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402
+from conftest import private_cache  # noqa: E402
 from scripted_server import Script, serve_in_background  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,9 +29,9 @@ KILLS = 5
 
 
 @pytest.fixture
-def answers_run(tmp_path, monkeypatch):
+def answers_run(tmp_path, monkeypatch, compiled_kernels):
     """A stored run whose model answers the others replay: good ones, a compile error, one without code."""
-    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(private_cache(tmp_path / "cache", compiled_kernels)))
     steps = [answer(fake="speedup=1.2", variant=1), answer(broken=True, variant=2), "I would unroll the loop.",
              answer(fake="speedup=1.4", variant=3), answer(fake="speedup=1.1", variant=4),
              answer(fake="speedup=1.5", variant=5)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,6 @@ from sandbox.task import load_task
 from tests.test_agent_prompts import DEVICE, _result, _timed
 
 pytestmark = pytest.mark.timeout(120)
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kernelbench"
 
 
 def _entries(task, cand):
@@ -58,12 +56,8 @@ def _assert_one_item_per_line(text: str, task) -> None:
 
 
 @pytest.fixture(scope="module")
-def imported_task(tmp_path_factory):
-    pytest.importorskip("torch")
-    from sandbox.pytorch.importer import import_problem
-
-    done = import_problem(FIXTURES / "5_gemm_bias_gelu_scale.py", tmp_path_factory.mktemp("imported"))
-    return load_task(done.folder)
+def imported_task(kernelbench_task):
+    return load_task(kernelbench_task("5_gemm_bias_gelu_scale"))
 
 
 @pytest.mark.parametrize("name", ["softmax", "bias_gelu_residual", "layernorm"])

@@ -23,6 +23,16 @@ def kw(*args, timeout=120):
                           timeout=timeout, cwd=ROOT, env=env)
 
 
+def cli(*args):
+    """The command in this process, through the app ``python -m agent`` runs: for the many error answers, where
+    starting a process per answer would cost a second each."""
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200"}, catch_exceptions=False)
+
+
 def _events(run: Path) -> list[str]:
     return (run / "events.jsonl").read_text().splitlines(keepends=True)
 
@@ -190,8 +200,8 @@ def _no_events(run: Path) -> None:
 ], ids=["truncated", "garbage", "schema", "orphan-evaluation", "no-events"])
 def test_a_damaged_trace_is_one_clear_error_and_exit_2(simulated_run, command, damage, message):
     damage(simulated_run)
-    out = kw(command, simulated_run)
-    assert out.returncode == 2, (out.stdout, out.stderr)
+    out = cli(command, simulated_run)
+    assert out.exit_code == 2, (out.stdout, out.stderr)
     assert message in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) <= 3
     assert not (simulated_run / "report.html").exists()
@@ -203,5 +213,5 @@ def test_no_such_run_and_a_folder_that_is_not_a_run_exit_2(command, tmp_path):
     missing = kw(command, "no-such-run", "--traces", tmp_path)
     assert missing.returncode == 2 and "no-such-run: no such run" in missing.stderr
     (tmp_path / "empty").mkdir()
-    empty = kw(command, tmp_path / "empty")
-    assert empty.returncode == 2 and "not a run folder" in empty.stderr
+    empty = cli(command, tmp_path / "empty")
+    assert empty.exit_code == 2 and "not a run folder" in empty.stderr

@@ -195,8 +195,14 @@ COMMANDS = ("tasks", "compile", "eval", "check-task", "doctor", "profile", "opti
 
 @pytest.mark.timeout(300)
 def test_every_help_has_exit_codes_and_environment_and_no_type_placeholders(kw):
-    for command in COMMANDS:
-        text = " ".join(kw(command, "--help").stdout.split())
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+
+    for command in COMMANDS:   # in this process (the same app python -m agent runs); optimize's also as a user runs it
+        shown = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+        assert shown.exit_code == 0, shown.output
+        text = " ".join(shown.output.split())
         assert "Exit codes: 0" in text and "Environment:" in text, command
         assert not re.search(r"<(bool|str|int|float|path|list\[)", text), command
     optimize = " ".join(kw("optimize", "--help").stdout.split())

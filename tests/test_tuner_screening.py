@@ -16,6 +16,8 @@ from sandbox import CompileOnlySandbox, FakeSandbox, load_candidate, load_task
 from sandbox.plan import identity
 from sandbox.result import Status
 
+from conftest import private_cache
+
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -150,11 +152,11 @@ def test_a_non_adaptive_strategy_hands_out_many_points_at_once_and_says_which_co
     assert set(adaptive.upcoming(8)) == {(0, 1), (2, 1), (1, 0), (1, 2), (1, 3)}
 
 
-def test_an_optimize_run_without_a_model_records_its_screening_and_only_finalists_as_candidates(tmp_path, monkeypatch):
+def test_an_optimize_run_without_a_model_records_its_screening_and_only_finalists_as_candidates(tmp_path, monkeypatch, compiled_kernels):
     import agent
     from agent.trace.events import ScreenEvent, read_events
 
-    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(private_cache(tmp_path / "cache", compiled_kernels)))
     run = agent.optimize("softmax", sandbox="fake", traces=tmp_path / "t", config={"tune": {"max_evaluations": 8}})
     events = read_events(run.path)
     screens = [e for e in events if isinstance(e, ScreenEvent)]
@@ -171,21 +173,21 @@ def test_an_optimize_run_without_a_model_records_its_screening_and_only_finalist
     assert again.summary["totals"]["screened"] >= len(configs)
 
 
-def test_a_gpu_time_budget_stops_the_screening(tmp_path, monkeypatch):
+def test_a_gpu_time_budget_stops_the_screening(tmp_path, monkeypatch, compiled_kernels):
     import agent
 
-    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(private_cache(tmp_path / "cache", compiled_kernels)))
     run = agent.optimize("softmax", sandbox="fake", traces=tmp_path / "t",
                          config={"tune": {"max_evaluations": 40}, "budget": {"gpu_seconds": 0.1}})
     assert run.summary["stops"]["search"]["reason"] == "gpu_time"
     assert run.summary["totals"]["screened"] < 40
 
 
-def test_a_resumed_search_takes_back_what_it_screened_and_measures_none_of_it_again(tmp_path, monkeypatch):
+def test_a_resumed_search_takes_back_what_it_screened_and_measures_none_of_it_again(tmp_path, monkeypatch, compiled_kernels):
     import agent
     from agent.trace.events import ScreenEvent, read_events
 
-    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(private_cache(tmp_path / "cache", compiled_kernels)))
     first = agent.optimize("softmax", sandbox="fake", traces=tmp_path / "t",
                            config={"tune": {"max_evaluations": 12}, "budget": {"gpu_seconds": 0.12}})
     assert first.summary["stops"]["search"]["reason"] == "gpu_time"

@@ -183,3 +183,26 @@ def test_the_models_picks_hold_the_held_dimensions_as_the_best_has_them():
         picks.add(p)
         memory.record(p, 2.2)
     assert picks == {(k, 1, 2) for k in (0, 3, 4, 5)}   # every knob value with the best's options, then none left
+
+
+def test_the_surrogate_fits_and_predicts_on_one_blas_thread_whatever_the_process_allows(monkeypatch):
+    import numpy as np
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from agent.tune import surrogate
+
+    seen = []
+    real = surrogate._matern52
+
+    def matern52(*args):
+        seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+        return real(*args)
+
+    monkeypatch.setattr(surrogate, "_matern52", matern52)
+    x = np.linspace(0, 1, 9)[:, None]
+    with threadpool_limits(limits=2, user_api="blas"):
+        gp = surrogate.GaussianProcess(x, (x[:, 0] - 0.7) ** 2)
+        gp.predict(x)
+        after = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    assert seen and all(s == {1} for s in seen), seen
+    assert after == {2}   # the process's own setting is back once the model is done

@@ -24,6 +24,16 @@ def kw(*args, timeout=300):
                           timeout=timeout, cwd=ROOT, env={**os.environ, "COLUMNS": "200"})
 
 
+def cli(*args):
+    """``verify`` in this process, through the app ``python -m agent`` runs: its refusals come before any sandbox
+    opens, and a process per refusal would cost a start-up each (the answer without a GPU runs as a process)."""
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200"}, catch_exceptions=False)
+
+
 @pytest.fixture
 def measured_run(simulated_run) -> Path:
     """The simulated fixture with its simulation markers stripped (reaches the paths that refuse simulated runs)."""
@@ -122,8 +132,8 @@ def test_verify_re_measures_the_winners_file_through_a_sandbox(measured_run):
 
 @pytest.mark.timeout(60)
 def test_verify_refuses_a_simulated_run(simulated_run):
-    out = kw("verify", simulated_run)
-    assert out.returncode == 2
+    out = cli("verify", simulated_run)
+    assert out.exit_code == 2
     assert "is SIMULATED (fake sandbox): its figures were modelled, not measured" in out.stderr
 
 
@@ -133,8 +143,8 @@ def test_verify_refuses_a_compile_only_run(tmp_path):
 
     run = agent.optimize("vector_add", sandbox="compile-only", config={"tune": {"max_evaluations": 2}},
                          traces=tmp_path, run_id="compiled")
-    out = kw("verify", run.path)
-    assert out.returncode == 2 and "has no timed winner to verify (a compile-only run times nothing)" in out.stderr
+    out = cli("verify", run.path)
+    assert out.exit_code == 2 and "has no timed winner to verify (a compile-only run times nothing)" in out.stderr
 
 
 @pytest.mark.timeout(60)
@@ -142,8 +152,8 @@ def test_verify_refuses_when_the_task_changed_since_the_run(measured_run):
     info = json.loads((measured_run / "run.json").read_text())
     info["task"]["fingerprint"] = "0000000000000000"
     (measured_run / "run.json").write_text(json.dumps(info))
-    out = kw("verify", measured_run)
-    assert out.returncode == 2 and "was not found unchanged" in out.stderr
+    out = cli("verify", measured_run)
+    assert out.exit_code == 2 and "was not found unchanged" in out.stderr
 
 
 @pytest.mark.timeout(60)
@@ -153,14 +163,14 @@ def test_verify_refuses_a_winner_file_that_is_not_what_the_run_evaluated(measure
     best = read(measured_run).best.id
     path = measured_run / "candidates" / best / "candidate.cu"
     path.write_text(path.read_text().replace("BLOCK = [512, 256, 128]", "BLOCK = [128, 256, 512]"))
-    out = kw("verify", measured_run)
-    assert out.returncode == 2 and "differ from those the run evaluated" in out.stderr
+    out = cli("verify", measured_run)
+    assert out.exit_code == 2 and "differ from those the run evaluated" in out.stderr
 
 
 @pytest.mark.timeout(60)
 def test_verify_rejects_a_tolerance_outside_zero_to_one(measured_run):
-    out = kw("verify", measured_run, "--tolerance", "1.5")
-    assert out.returncode == 2 and "--tolerance: expected a fraction in [0, 1), got 1.5" in out.stderr
+    out = cli("verify", measured_run, "--tolerance", "1.5")
+    assert out.exit_code == 2 and "--tolerance: expected a fraction in [0, 1), got 1.5" in out.stderr
 
 
 @pytest.mark.timeout(120)
