@@ -112,4 +112,4 @@ def test_the_harness_compiles_with_every_kernel_the_worker_looks_up():
 
     cubin, lowered = compile_harness("sm_90")
     assert cubin and set(HARNESS_NAMES) == set(lowered)
-    assert set(ag.DEVICE_NAMES) | {"l2_flush_read", "hash_words", "hold_stream"} == set(HARNESS_NAMES)
+    assert set(ag.DEVICE_NAMES) | {"l2_flush_read", "hash_words", "hash_many", "hold_stream"} == set(HARNESS_NAMES)
