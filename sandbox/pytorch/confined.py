@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,11 +41,19 @@ class Outcome:
     cpu_s: float = 0.0   # CPU time of the child that ran the call (its own threads included)
 
 
+_ENTERED: ContextVar[Session | None] = ContextVar("confined_session", default=None)  # the innermost ``with Session()``
+
+
 def call(target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: list[str | Path] = (),
          **kwargs) -> Outcome:
     """``target`` ("sandbox.module:function") called with JSON-able ``args`` in a confined child that may also read
     beneath ``read`` (a task folder, say); ``label`` names the problem in errors. Raises ProblemCodeError (where
-    the function refused with a ProblemError, its message as it is). One call: a session of its own."""
+    the function refused with a ProblemError, its message as it is). Runs in the session the caller is inside
+    (``with Session():``), so that what an import calls through other modules (check-task's judgement of the task it
+    wrote) forks from the process that has torch imported already; outside one, in a session of its own."""
+    entered = _ENTERED.get()
+    if entered is not None:
+        return entered.call(target, *args, label=label, deadline_s=deadline_s, read=read, **kwargs)
     with Session() as session:
         return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, **kwargs)
 
@@ -56,11 +65,14 @@ class Session:
     def __init__(self):
         self.proc: subprocess.Popen | None = None
         self.calls = 0
+        self._token = None
 
     def __enter__(self) -> "Session":
+        self._token = _ENTERED.set(self)
         return self
 
     def __exit__(self, *exc) -> None:
+        _ENTERED.reset(self._token)
         self.close()
 
     def _start(self) -> None:
