@@ -23,6 +23,14 @@ pytestmark = pytest.mark.timeout(300)
 KEY = "sk-test-0123456789abcdef"
 SECRET = "BEGIN-PRIVATE-KEY-do-not-leak"
 
+
+@pytest.fixture(scope="module", autouse=True)
+def confined_session():
+    """One confined process for the module's imports and check-task runs: torch is imported once, not per call."""
+    with confined.Session() as session:
+        yield session
+
+
 HOSTILE = '''import os, socket, sys, time
 import torch
 import torch.nn as nn

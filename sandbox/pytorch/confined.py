@@ -51,11 +51,16 @@ def call(target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: l
     the function refused with a ProblemError, its message as it is). Runs in the session the caller is inside
     (``with Session():``), so that what an import calls through other modules (check-task's judgement of the task it
     wrote) forks from the process that has torch imported already; outside one, in a session of its own."""
-    entered = _ENTERED.get()
-    if entered is not None:
-        return entered.call(target, *args, label=label, deadline_s=deadline_s, read=read, **kwargs)
+    session = entered()
+    if session is not None:
+        return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, **kwargs)
     with Session() as session:
         return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, **kwargs)
+
+
+def entered() -> Session | None:
+    """The session the caller is inside (the innermost ``with Session():``), if any."""
+    return _ENTERED.get()
 
 
 class Session:
@@ -65,6 +70,7 @@ class Session:
     def __init__(self):
         self.proc: subprocess.Popen | None = None
         self.calls = 0
+        self.cpu_s = 0.0   # CPU time of every child that ended, summed: what its problems cost
         self._token = None
 
     def __enter__(self) -> "Session":
@@ -158,8 +164,10 @@ class Session:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        cpu_s = float(ended.get("cpu_s") or 0.0)
+        self.cpu_s += cpu_s
         outcome = _outcome(home, ended["status"], label)
-        outcome.cpu_s = float(ended.get("cpu_s") or 0.0)
+        outcome.cpu_s = cpu_s
         return outcome
 
 
