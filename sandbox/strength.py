@@ -86,8 +86,10 @@ def _passes(got: np.ndarray, expected: np.ndarray, dtype: str, tol) -> bool:
 
 
 def measure(task, cases: list[Case], extra: dict[str, tuple[Callable[[Case], dict | None], str]] | None = None) -> Strength:
-    """Run every impostor through ``task``'s comparison on ``cases``; ``extra`` adds named impostors: a function
-    returning whole outputs for a case (None where it does not apply) and the reason it does not apply."""
+    """Run every impostor through ``task``'s comparison on ``cases``, in their order, up to the first check that
+    rejects it; ``extra`` adds named impostors: a function returning whole outputs for a case (None where it does not
+    apply: it is asked of the first case, and an impostor applies to every case or to none) and the reason it does
+    not apply."""
     strength = Strength()
     rng = np.random.default_rng(20261202)
     for out in task.spec.outputs:
@@ -95,15 +97,20 @@ def measure(task, cases: list[Case], extra: dict[str, tuple[Callable[[Case], dic
         shape_of = lambda c: tuple(np.shape(c.expected[out.name]))  # noqa: E731
 
         def run(name: str, make: Callable[[Case], np.ndarray | None], why_na: str = "") -> None:
-            made = [make(c) for c in cases]
-            if not cases or any(m is None for m in made):
+            # in the cases' order (check-task's: the check sizes in turn, an imported task's smallest first): one
+            # failed check rejects an impostor, so the checks after it are not run (a skipped operation runs the
+            # module at each)
+            for i, c in enumerate(cases):
+                made = make(c)
+                if made is None:
+                    strength.results.append(ImpostorResult(name, out.name, "not_applicable", why_na))
+                    return
+                if not _passes(_store(made, out.dtype), c.expected[out.name], out.dtype, tol):
+                    strength.results.append(ImpostorResult(name, out.name, "rejected",
+                                                           f"fails {c.label} ({i + 1} of {len(cases)} checks run)"))
+                    return
+            if not cases:
                 strength.results.append(ImpostorResult(name, out.name, "not_applicable", why_na))
-                return
-            failing = [c.label for c, m in zip(cases, made)
-                       if not _passes(_store(m, out.dtype), c.expected[out.name], out.dtype, tol)]
-            if failing:
-                strength.results.append(ImpostorResult(name, out.name, "rejected",
-                                                       f"fails {len(failing)} of {len(cases)} checks, first {failing[0]}"))
             elif out.constant:
                 strength.results.append(ImpostorResult(name, out.name, "right_answer",
                                                        f"{out.name} is marked constant: this writes its value"))

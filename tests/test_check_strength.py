@@ -13,12 +13,20 @@ import numpy as np
 import pytest
 
 from sandbox.host.check_task import check_task
+from sandbox.pytorch import confined
 from sandbox.task import TaskError, load_task, suite_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ROOT / "tests" / "fixtures" / "kernelbench" / "checks"
 EXAMPLES = ROOT / "examples" / "tasks"
 pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def confined_session():
+    """One confined process for the module's imports and check-task runs: torch is imported once, not per call."""
+    with confined.Session() as session:
+        yield session
 
 
 def _verdicts(report) -> dict[tuple[str, str], str]:

@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from sandbox.compare import compare  # noqa: E402
+from sandbox.pytorch import confined  # noqa: E402
 from sandbox.inputs import generate_all as reference_inputs  # noqa: E402
 from sandbox.inputs import input_specs  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
@@ -24,6 +25,13 @@ from sandbox.task import TaskError, load_task  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "tests" / "fixtures" / "kernelbench"
 pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def confined_session():
+    """One confined process for the module's imports and check-task runs: torch is imported once, not per call."""
+    with confined.Session() as session:
+        yield session
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,14 @@ pytestmark = pytest.mark.timeout(300)
 KEY = "sk-test-0123456789abcdef"
 SECRET = "BEGIN-PRIVATE-KEY-do-not-leak"
 
+
+@pytest.fixture(scope="module", autouse=True)
+def confined_session():
+    """One confined process for the module's imports and check-task runs: torch is imported once, not per call."""
+    with confined.Session() as session:
+        yield session
+
+
 HOSTILE = '''import os, socket, sys, time
 import torch
 import torch.nn as nn
@@ -117,7 +125,7 @@ def test_a_hostile_problem_is_refused_in_one_line_and_none_of_its_effects_happen
     env = {**os.environ, "OPENAI_API_KEY": KEY, "COLUMNS": "300", "KERNELWRIGHT_CACHE_DIR": str(tmp_path / "cache")}
     # a connection from this process still reaches the listener: a refused one below is the confinement's doing
     socket.create_connection(("127.0.0.1", listener.port), timeout=3).close()
-    out = subprocess.run([sys.executable, "-m", "agent", "import", folder, "-o", tmp_path / "tasks", "--deadline", "25"],
+    out = subprocess.run([sys.executable, "-m", "agent", "import", folder, "-o", tmp_path / "tasks", "--deadline", "15"],
                          capture_output=True, text=True, timeout=280, cwd=ROOT, env=env)
     text = out.stdout + out.stderr
     assert out.returncode == 2, text
@@ -131,7 +139,7 @@ def test_a_hostile_problem_is_refused_in_one_line_and_none_of_its_effects_happen
     assert "home:PermissionError" in by_stem["a_raises"]  # the user's real home folder cannot even be listed
     assert "sys.exit(0)" in by_stem["b_exits"]
     assert "exited (code 0) before it finished" in by_stem["c_exits_hard"]
-    assert "ran past its 25 s deadline" in by_stem["d_hangs"]
+    assert "ran past its 15 s deadline" in by_stem["d_hangs"]
     assert "printed 'hello from the problem'" in by_stem["e_prints"]
     assert "crashed (SIGSEGV)" in by_stem["f_crashes"]
     assert f"0 of {len(ACTIONS)} problems imported, {len(ACTIONS)} refused" in out.stdout

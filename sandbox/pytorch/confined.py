@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,13 +41,26 @@ class Outcome:
     cpu_s: float = 0.0   # CPU time of the child that ran the call (its own threads included)
 
 
+_ENTERED: ContextVar[Session | None] = ContextVar("confined_session", default=None)  # the innermost ``with Session()``
+
+
 def call(target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: list[str | Path] = (),
          **kwargs) -> Outcome:
     """``target`` ("sandbox.module:function") called with JSON-able ``args`` in a confined child that may also read
     beneath ``read`` (a task folder, say); ``label`` names the problem in errors. Raises ProblemCodeError (where
-    the function refused with a ProblemError, its message as it is). One call: a session of its own."""
+    the function refused with a ProblemError, its message as it is). Runs in the session the caller is inside
+    (``with Session():``), so that what an import calls through other modules (check-task's judgement of the task it
+    wrote) forks from the process that has torch imported already; outside one, in a session of its own."""
+    session = entered()
+    if session is not None:
+        return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, **kwargs)
     with Session() as session:
         return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, **kwargs)
+
+
+def entered() -> Session | None:
+    """The session the caller is inside (the innermost ``with Session():``), if any."""
+    return _ENTERED.get()
 
 
 class Session:
@@ -56,11 +70,15 @@ class Session:
     def __init__(self):
         self.proc: subprocess.Popen | None = None
         self.calls = 0
+        self.cpu_s = 0.0   # CPU time of every child that ended, summed: what its problems cost
+        self._token = None
 
     def __enter__(self) -> "Session":
+        self._token = _ENTERED.set(self)
         return self
 
     def __exit__(self, *exc) -> None:
+        _ENTERED.reset(self._token)
         self.close()
 
     def _start(self) -> None:
@@ -146,8 +164,10 @@ class Session:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        cpu_s = float(ended.get("cpu_s") or 0.0)
+        self.cpu_s += cpu_s
         outcome = _outcome(home, ended["status"], label)
-        outcome.cpu_s = float(ended.get("cpu_s") or 0.0)
+        outcome.cpu_s = cpu_s
         return outcome
 
 

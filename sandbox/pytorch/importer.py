@@ -271,7 +271,7 @@ class Imported:
     folder: Path
     summary: Summary
     confinement: dict
-    cpu_s: float = 0.0   # CPU time the confined process spent on it
+    cpu_s: float = 0.0   # CPU time its confined processes spent on it: the survey and, in a session entered, the vet
 
 
 def survey(source: str, path: str, name: str, category_: str | None = None, own_inputs: bool = False) -> dict:
@@ -302,7 +302,8 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
                    own_inputs: bool = False) -> Imported:
     """Import one problem file into ``out_dir/<name>``; raises ProblemError (a TaskError) naming what failed.
     The problem's code runs only in a confined child process (sandbox.pytorch.confined), never here: in
-    ``session`` (a ``confined.Session``, shared by the problems of a folder) or a session of its own.
+    ``session`` (a ``confined.Session``, shared by the problems of a folder; by default the one the caller is inside;
+    where the caller has entered it, the vet's confined calls fork from it as well) or a session of its own.
     ``vet(folder)``, given, checks the written task before it takes its place (check strength: the caller's
     ``sandbox.host.check_task``) and raises a TaskError to refuse it."""
     from . import confined
@@ -315,9 +316,13 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
     target = Path(out_dir) / name
     if target.exists() and not replace:
         raise ProblemError(f"{target} already exists (--replace overwrites it)")
-    run = session.call if session is not None else confined.call
-    outcome = run("sandbox.pytorch.importer:survey", problem.source, str(path), name, category_, own_inputs,
-                  label=str(path), deadline_s=deadline_s or confined.DEADLINE_S)
+    session = session or confined.entered()
+    if session is None:
+        with confined.Session() as session:   # entered: the vet's confined calls fork from it too
+            return import_problem(path, out_dir, name, category_, replace, deadline_s, session, vet, own_inputs)
+    spent = session.cpu_s
+    outcome = session.call("sandbox.pytorch.importer:survey", problem.source, str(path), name, category_, own_inputs,
+                           label=str(path), deadline_s=deadline_s or confined.DEADLINE_S)
     try:
         text, summary = outcome.result["toml"], Summary(**outcome.result["summary"])
     except (TypeError, KeyError):
@@ -343,7 +348,7 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
             os.replace(tmp, target)
     finally:
         shutil.rmtree(holder, ignore_errors=True)
-    return Imported(target, summary, outcome.confinement, outcome.cpu_s)
+    return Imported(target, summary, outcome.confinement, session.cpu_s - spent)
 
 
 def _validate(tmp: Path, name: str, source: Path) -> None:

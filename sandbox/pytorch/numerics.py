@@ -138,6 +138,7 @@ def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]], variant
     labelled = [(f"check[{i}]", v) for i, v in enumerate(checks)]
     if bench not in checks and (not a.symbols or sizer.cheap(bench)):
         labelled.append(("benchmark", bench))
+    medium = None   # the module's own outputs at the last check size, which _shrinking starts from
     for label, values in labelled:
         overrides = {s: v for s, v in values.items() if v != bench[s]}
         for variant in ("module", *variants):
@@ -158,11 +159,14 @@ def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]], variant
                 if not all(torch_equal(o, p) for o, p in zip(got, again)):
                     raise ProblemError(f"{problem.path}: forward is not deterministic (two runs on the same inputs differ: "
                                        "dropout or other randomness in training mode?)")
+                if label == f"check[{len(checks) - 1}]":
+                    medium = got, got64
             expected = got64 if ref64 else got
             for key, o, e in zip(outs, got, expected):
                 if key in samples:
                     samples[key].append(_sample(label, variant, o, e, RTOL[a.base.dtypes[key]]))
-    shrink = _shrinking(problem, a, sizer, checks[-1], floating, ref64) if a.symbols and "benchmark" not in dict(labelled) else {}
+    shrink = _shrinking(problem, a, sizer, checks[-1], medium, floating, ref64) \
+        if a.symbols and "benchmark" not in dict(labelled) else {}
     kept = [v for v in variants if all(any(s.variant == v for s in samples[k]) for k in floating)] if floating else list(variants)
     for v in variants:
         if v not in kept:
@@ -233,13 +237,14 @@ def _settle(problem: Problem, a: Analysis, samples: dict[str, list[Sample]], shr
     return None
 
 
-def _shrinking(problem: Problem, a: Analysis, sizer: Sizer, medium: dict[str, int], outs: list[str],
+def _shrinking(problem: Problem, a: Analysis, sizer: Sizer, medium: dict[str, int], found: tuple, outs: list[str],
                float64: bool) -> dict[str, float]:
     """Each output's spread at the benchmark size where the CPU cannot run it: the spread at ``medium`` (the
-    last check size) carried to the benchmark size by doubling each symbol, following only a shrinking spread
-    (a growing one would loosen nothing: the tolerance is capped by the smallest spread anyway)."""
+    last check size, where the module's own inputs gave the outputs ``found``: float32's and float64's) carried
+    to the benchmark size by doubling each symbol, following only a shrinking spread (a growing one would loosen
+    nothing: the tolerance is capped by the smallest spread anyway)."""
     bench = a.benchmark
-    _, _, o, o64 = _run(problem, {s: v for s, v in medium.items() if v != bench[s]}, float64)
+    o, o64 = found
     base = {k: float(e.double().std(unbiased=False)) for k, e in zip([k for k in a.base.shapes if k.startswith("out")],
                                                                     o64 or o) if k in outs}
     estimate = dict(base)

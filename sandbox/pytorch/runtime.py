@@ -73,6 +73,18 @@ def tf32(mode: str):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
+_KEEP = False   # see keep_modules
+
+
+def keep_modules() -> None:
+    """From now on a runtime keeps the last module it built for the reference and for the eager baseline at a size,
+    instead of building one per call: for a process that runs one task's checks and ends (the confined process of
+    check-task runs them on every check of a size in turn). A worker, which lives on and plans its memory per call,
+    keeps none."""
+    global _KEEP
+    _KEEP = True
+
+
 class TorchRuntime:
     """One task's problem, bound to the task's names for inputs, parameters and outputs."""
 
@@ -84,6 +96,7 @@ class TorchRuntime:
         self.problem.ties = {k: list(v) for k, v in self.spec.tied.items()}
         self.inputs = {t.name: t for t in task.spec.inputs}
         self.scalars = {s.name for s in task.spec.scalars}
+        self._kept: dict[bool, tuple] = {}   # float64? -> ((sizes, device), module): see keep_modules
         _configure()
 
     def overrides(self, sizes: dict[str, int]) -> dict[str, int]:
@@ -91,6 +104,19 @@ class TorchRuntime:
 
     def _model(self, sizes: dict[str, int], device: str, seed: int | None = None):
         return self.problem.build(self.overrides(sizes), device, seed)
+
+    def _module_for(self, sizes: dict[str, int], device: str, float64: bool):
+        """The module at ``sizes`` for a call that passes in every parameter and buffer (the reference, the eager
+        baseline): built per call, or where ``keep_modules()`` was called, the last one of each dtype kept."""
+        key = (tuple(sorted(sizes.items())), device)
+        kept = self._kept.get(float64)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        model, _ = self._model(sizes, device)
+        model = model.double() if float64 else model
+        if _KEEP:
+            self._kept[float64] = (key, model)
+        return model
 
     @staticmethod
     def _state(model) -> dict:
@@ -130,9 +156,7 @@ class TorchRuntime:
         """The module at the task's sizes, with the given parameters, in float64 (or its own dtypes)."""
         sizes = {s: kw[s] for s in self.task.symbols}
         float64 = self.spec.reference_dtype == "float64"
-        model, _ = self._model(sizes, "cuda" if _is_cupy(xp) else "cpu")
-        if float64:
-            model = model.double()
+        model = self._module_for(sizes, "cuda" if _is_cupy(xp) else "cpu", float64)
         params, args = self._call_args(xp, kw, self._state(model), float64)
         return self._outputs(xp, run_forward(model, args, params), sizes)
 
@@ -140,7 +164,7 @@ class TorchRuntime:
         """``produce(xp, **arrays_sizes_scalars) -> {output: array}`` running the module on ``device``: ``eager``
         as written, or ``compile``d by ``torch.compile`` (compiled at its first call), in ``tf32_mode``."""
         torch = require_torch()
-        model, _ = self._model(sizes, device)
+        model = self._module_for(sizes, device, False) if kind == "eager" else self._model(sizes, device)[0]
         state = self._state(model)
 
         def forward(params, args):

@@ -90,6 +90,7 @@ def serve(request: dict, offline: str) -> None:
     os.environ.update(HOME=str(home), TMPDIR=str(home / "tmp"))
     try:
         fn = _target(request["target"])
+        _one_call_only()
     except Exception as exc:
         reply = {"ok": False, "kind": "setup", "error": _first_line(exc)}
     else:
@@ -111,6 +112,13 @@ def serve(request: dict, offline: str) -> None:
     (home / "reply.part").write_bytes(data)
     os.replace(home / "reply.part", home / "reply.json")
     os._exit(0)  # no atexit handler a problem registered runs
+
+
+def _one_call_only() -> None:
+    """This child runs one request and ends: a PyTorch task's runtime may keep the modules it builds."""
+    from ..pytorch.runtime import keep_modules  # imports no torch
+
+    keep_modules()
 
 
 def _die_with_parent() -> None:
