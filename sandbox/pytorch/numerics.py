@@ -102,15 +102,42 @@ def variant_args(args: list, variant: str, seed: int) -> list:
     return out
 
 
-def _run(problem: Problem, overrides: dict[str, int], float64: bool, variant: str = "module"):
-    model, args = problem.build(overrides, "cpu", seed=SEED)
+def _run(problem: Problem, overrides: dict[str, int], float64: bool, variant: str = "module", built=None):
+    """The module's outputs at one size on one input variant, and in float64 with ``float64``. ``built``: a
+    ``_Built`` of this size to run again instead of building the module anew (the build is seeded, so it is the
+    same module: a deep network's construction and float64 copy cost more than its runs at a check size)."""
+    if built is None:
+        built = _Built(problem, overrides)
+    model, args = built.fresh(float64=False)
     args = variant_args(args, variant, SEED)
     outs = run_forward(model, args)
     if not float64:
         return model, args, outs, None
-    m64 = copy.deepcopy(model).double()
+    m64, _ = built.fresh(float64=True)
     args64 = [_to64(a) if hasattr(a, "dtype") else a for a in args]
     return model, args, outs, run_forward(m64, args64)
+
+
+class _Built:
+    """The module and the problem's own inputs at one size, built once, with its float64 copy made on first use;
+    ``fresh`` restores the parameters and buffers as built before each run (a forward in training mode updates a
+    batch norm's running statistics)."""
+
+    def __init__(self, problem: Problem, overrides: dict[str, int]):
+        self.model, self.args = problem.build(overrides, "cpu", seed=SEED)
+        self.state = copy.deepcopy(self.model.state_dict())
+        self.m64 = self.state64 = None
+
+    def fresh(self, float64: bool):
+        if not float64:
+            self.model.load_state_dict(self.state)
+            return self.model, self.args
+        if self.m64 is None:
+            self.model.load_state_dict(self.state)
+            self.m64 = copy.deepcopy(self.model).double()
+            self.state64 = copy.deepcopy(self.m64.state_dict())
+        self.m64.load_state_dict(self.state64)
+        return self.m64, None
 
 
 def _sample(label: str, variant: str, o, e, rtol: float) -> Sample:
@@ -141,9 +168,10 @@ def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]], variant
     medium = None   # the module's own outputs at the last check size, which _shrinking starts from
     for label, values in labelled:
         overrides = {s: v for s, v in values.items() if v != bench[s]}
+        built = _Built(problem, overrides)
         for variant in ("module", *variants):
             try:
-                model, args, got, got64 = _run(problem, overrides, ref64, variant)
+                model, args, got, got64 = _run(problem, overrides, ref64, variant, built)
             except ProblemError:
                 raise
             except Exception as exc:
@@ -153,7 +181,7 @@ def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]], variant
                     raise ProblemError(f"{problem.path}: forward fails on the CPU at {values}: {type(exc).__name__}: {exc}") from None
                 ref64 = False
                 reasons.append(f"the reference runs in the module's own precision: forward fails in float64 ({type(exc).__name__})")
-                model, args, got, got64 = _run(problem, overrides, False, variant)
+                model, args, got, got64 = _run(problem, overrides, False, variant, built)
             if variant == "module":
                 again = run_forward(model, args)
                 if not all(torch_equal(o, p) for o, p in zip(got, again)):
