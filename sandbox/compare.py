@@ -33,11 +33,10 @@ def compare(xp, got, expected, atol: float, rtol: float, spread: float = 0.0) ->
     grown to ``spread`` times expected's standard deviation where that is larger (``spread_atol``).
     Returns the error statistics and the first mismatch (C order).
     """
-    if tuple(got.shape) == tuple(expected.shape):
-        atol = spread_atol(xp, expected, atol, spread)
     if tuple(got.shape) != tuple(expected.shape):
         return dict(passed=False, mismatches=int(math.prod(got.shape)), max_abs_error=None, max_rel_error=None,
                     first_mismatch=None, note=f"shape {tuple(got.shape)} != reference shape {tuple(expected.shape)}")
+    atol = spread_atol(xp, expected, atol, spread)
     if xp is not np:
         return DevicePass.of(xp).compare(got, expected, atol, rtol)
     with np.errstate(invalid="ignore", over="ignore"):

@@ -132,23 +132,25 @@ def release_cached(cp) -> None:
     the device has more than ``1 / HELD_SHARE`` times as much free, the cache stays and the next stage reuses
     it instead of asking the device again for each of its buffers. (Within the process nothing is lost either
     way: both allocators hand their cache back and retry when an allocation fails.)"""
-    pool = cp.get_default_memory_pool()
-    cuda = _torch_cuda()
-    held = int(pool.free_bytes()) + (int(cuda.memory_reserved()) - int(cuda.memory_allocated()) if cuda else 0)
+    held = _cached_unused(cp)
     if held == 0 or held <= HELD_SHARE * int(cp.cuda.runtime.memGetInfo()[0]):
         return
-    pool.free_all_blocks()
+    cp.get_default_memory_pool().free_all_blocks()
+    cuda = _torch_cuda()
     if cuda is not None:
         cuda.empty_cache()
 
 
+def _cached_unused(cp) -> int:
+    """What CuPy's pool and PyTorch's caching allocator hold without using it."""
+    cuda = _torch_cuda()
+    torch_unused = int(cuda.memory_reserved()) - int(cuda.memory_allocated()) if cuda is not None else 0
+    return int(cp.get_default_memory_pool().free_bytes()) + torch_unused
+
+
 def free_device_bytes(cp) -> int:
     """Device memory this process could allocate: free on the device, and what its allocators hold unused."""
-    free = int(cp.cuda.runtime.memGetInfo()[0]) + int(cp.get_default_memory_pool().free_bytes())
-    cuda = _torch_cuda()
-    if cuda is not None:
-        free += int(cuda.memory_reserved()) - int(cuda.memory_allocated())
-    return free
+    return int(cp.cuda.runtime.memGetInfo()[0]) + _cached_unused(cp)
 
 
 @contextmanager

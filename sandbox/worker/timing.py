@@ -320,26 +320,21 @@ class TimingStage:
 
     # ---- writes outside a launch's own buffers -------------------------------------------------
 
-    def _note_inputs(self, index: int) -> None:
-        """Hash the inputs of a set about to be generated anew, for ``_check_inputs`` to compare at the end of
-        the rounds: queued on the device, nothing waited for here (a round does not pay a transfer for it)."""
+    def _note_inputs(self, index: int, when: str = "while another set was in use") -> None:
+        """Hash the inputs of a set (one about to be generated anew, say), for ``_check_inputs`` to compare with
+        their hashes as generated: queued on the device, nothing waited for here (a round pays no transfer)."""
         before = self.input_hashes.get(index)
         if before:
             now = self.h.hash_arrays([self.sets[index][n].view for n in before], self.req.hash_seed)
-            self.input_notes.append((index, list(before), now, [d.ravel() for d in before.values()]))
+            self.input_notes.append((index, list(before), now, [d.ravel() for d in before.values()], when))
 
     def _check_inputs(self, indices, when: str) -> None:
         """The inputs of these rotating sets still hash as generated, and those of sets generated anew did just
         before (``_note_inputs``): each candidate launch on a set checked them after it ran; this sees a write
         from a launch on another set. One transfer for all of them."""
-        seed = self.req.hash_seed
-        notes = [(i, names, now, then, "while another set was in use") for i, names, now, then in self.input_notes]
-        self.input_notes = []
         for i in indices:
-            before = self.input_hashes.get(i, {})
-            if before:
-                now = self.h.hash_arrays([self.sets[i][n].view for n in before], seed)
-                notes.append((i, list(before), now, [d.ravel() for d in before.values()], when))
+            self._note_inputs(i, when)
+        notes, self.input_notes = self.input_notes, []
         if not notes:
             return
         values = self.cp.concatenate([part for _, _, now, then, _ in notes for part in (now, *then)]).tolist()
