@@ -162,7 +162,8 @@ def test_an_optimize_run_without_a_model_records_its_screening_and_only_finalist
     screens = [e for e in events if isinstance(e, ScreenEvent)]
     configs = [c for e in screens for c in e.configurations]
     assert len(configs) == run.summary["totals"]["screened"] == run.summary["tuning"][0]["screened"]
-    assert all(c.status == "ok" and c.relative > 0 and 6 <= c.rounds <= 15 for c in configs)
+    assert all(c.status == "ok" and c.relative > 0 and (6 <= c.rounds <= 15 or c.stopped == "slower" and c.rounds >= 3)
+               for c in configs)
     assert sum(e.gpu_s for e in screens) == pytest.approx(run.summary["totals"]["screen_gpu_s"], abs=1e-3)
     ids = [e.id for e in run.entries]
     assert sorted(p.name for p in (run.path / "candidates").iterdir()) == ids   # screened ones are no candidates

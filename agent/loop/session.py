@@ -272,6 +272,8 @@ def drive(session: Session, pending: list[Pending] = ()) -> Summary:
         has_baseline = s.task.has_baseline
         if has_baseline and loop.lineage.baseline() is None and not any(p.proposal.origin == "baseline" for p in pending):
             pending = [_baseline_proposal(s)] + list(pending)
+        if s.main_phase == "search" and _should_run(s, "search"):
+            s.sandbox.warm()   # the search's compile workers start while the baseline is evaluated
         for p in pending:
             skip = loop.evaluate(p)
             if skip:
@@ -311,6 +313,7 @@ def _phases(s: Session) -> None:
         s.notes.append(f"tuning skipped: {exc}")
         return
     tune.restore_screened(s.screened)
+    s.sandbox.warm()
     try:
         s.stops["tune"] = _search(s, tune, "tune")
     finally:
