@@ -77,7 +77,7 @@ def tuner(cfg: RunConfig, sandbox: Sandbox | None = None) -> TunerProposer:
     except ImportError as exc:
         raise ConfigError(f"the built-in search (agent.tune.proposer) is not available: {exc}") from None
     return TunerProposer(strategy=cfg.tune.strategy, max_evaluations=cfg.tune.max_evaluations, seed=cfg.tune.seed,
-                         sandbox=sandbox, finalists=cfg.tune.finalists)
+                         flags=cfg.tune.flags, sandbox=sandbox, finalists=cfg.tune.finalists)
 
 
 def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, replay: str | None,
