@@ -94,7 +94,8 @@ def optimize_part(folder: Path, sandbox: str) -> dict:
     task_dir = row_sum_task(folder)
     config = folder / "run.toml"
     config.write_text(RUN_CONFIG)
-    kt = _timed([sys.executable, str(Path(__file__).resolve()), "--kt-process", str(task_dir)])
+    kt = _timed([sys.executable, str(Path(__file__).resolve()), "--kt-process", str(task_dir)]) if sandbox != "fake" \
+        else dict(wall_s=float("nan"), stdout=json.dumps(dict(tune_s=float("nan"), configurations=0, best=None)))
     traces = folder / "traces"
     kw = _timed([sys.executable, "-m", "agent", "optimize", str(task_dir), "--config", str(config),
                  "--traces", str(traces), "--quiet", "--json", "--run-id", "throughput", "--sandbox", sandbox])
@@ -124,7 +125,10 @@ def _timeline(run: Path) -> list[tuple[str, float]]:
     marks, screens = [], 0
     for e in read_events(run):
         if e.kind == "evaluation":
-            marks.append((f"evaluated {e.candidate_id} ({e.status})", e.wall_s))
+            c = e.result.cost
+            marks.append((f"evaluated {e.candidate_id} ({e.status}; its wall {c.wall_s:.2f} s: compile {c.compile_s:.2f}, "
+                          f"checks {c.check_gpu_s:.2f}, reference {c.reference_s:.2f}, timing {c.time_gpu_s:.2f})",
+                          e.wall_s))
         elif e.kind == "screen":
             screens += len(e.configurations)
             marks.append((f"screened {len(e.configurations)} (total {screens})", e.wall_s))
@@ -209,16 +213,16 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
                          config={"budget": {"iterations": len(answers)}, "parallel": parallel,
                                  "tune": {"enabled": False}, "sanitize": {"enabled": False}})
     wall = time.perf_counter() - t0
-    timeline = dict((what, t) for what, t in _timeline(run.path))
+    timeline = _timeline(run.path)
     evaluated = [e for e in run.entries if e.origin != "baseline"]
-    phase_s = max(t for t in timeline.values()) - next(t for w, t in timeline.items() if "c0000" in w)
+    phase_s = max(t for _, t in timeline) - next(t for w, t in timeline if "c0000" in w)
     gpu = sum(e.result.cost.check_gpu_s + e.result.cost.time_gpu_s + e.result.cost.profile_gpu_s for e in evaluated)
     profiles = [e.result.cost.profile_gpu_s for e in evaluated if e.result.cost.profile_gpu_s > 0]
     walls = [e.result.cost.wall_s for e in evaluated]
     out = dict(candidates=len(evaluated), statuses=_count(e.result.status.value for e in evaluated), run_wall_s=wall,
                phase_s=phase_s, per_gpu_hour=3600 * len(evaluated) / phase_s, busy=gpu / phase_s,
                evaluation_wall_median_s=statistics.median(walls) if walls else None,
-               profiles=len(profiles), profile_s=profiles, parallel=parallel)
+               profiles=len(profiles), profile_s=profiles, parallel=parallel, baseline=timeline[0][0])
     print(f"\n## LLM-style candidates on softmax at its benchmark size ({parallel} requests open)")
     print("\n| candidates | statuses | phase wall s | per GPU-hour | GPU busy | evaluation wall (median) s | "
           "profiles of a new best: n, median s, max s |")
@@ -226,6 +230,7 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
     prof = f"{len(profiles)}, {statistics.median(profiles):.2f}, {max(profiles):.2f}" if profiles else "0"
     print(f"| {out['candidates']} | {out['statuses']} | {phase_s:.1f} | {out['per_gpu_hour']:,.0f} | {out['busy']:.0%} | "
           f"{out['evaluation_wall_median_s']:.2f} | {prof} |")
+    print(f"\nBefore the phase (run wall {wall:.1f} s in all): {out['baseline']}")
     return out
 
 

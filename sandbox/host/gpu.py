@@ -61,6 +61,7 @@ class GPUSandbox(CompileOnlySandbox):
         info = expect(hello, DeviceInfo).info
         arch = config.arch or info["arch"]
         harness_cubin, harness_names = compile_harness(arch)
+        self._gpu.trust(harness_cubin)
         super().__init__(config, arch=arch, harness_cubin=harness_cubin)
         self.device = info
         self.harness = HarnessCode(self.arch, harness_cubin, harness_names)
@@ -157,6 +158,7 @@ class GPUSandbox(CompileOnlySandbox):
             res, info, cubin = self.builder.build(task, cand)
             if res.status is not Status.compiled:
                 raise TaskError(f"{task.baseline_path}: the baseline does not compile: {res.error}")
+            self._gpu.trust(cubin)   # the task's own code: running it keeps the worker's kernels harvested
             labelled = labelled_sizes(task, task.spec.sizes.benchmark)
             try:
                 plans = self.plans(task, cand, info, labelled)

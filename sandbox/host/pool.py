@@ -1,13 +1,15 @@
 """Disposable worker processes with a wall-clock limit per request.
 
 Each worker is ``python -m sandbox.worker.main ROLE`` in its own process group (session), with a scrubbed
-environment and private temp, home and cache folders. Requests and replies (the records of ``sandbox.wire``)
+environment and private temp, home and cache folders (a GPU or reference worker's CuPy kernel cache starts as a
+copy of the kernels trusted processes compiled before: ``sandbox.host.kernel_cache``). Requests and replies (the records of ``sandbox.wire``)
 travel over two private pipes (not stdout, which device ``printf`` may flood). On a timeout the whole process group
 is killed; a worker that died or reported a poisoned CUDA context is replaced on the next request.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -21,12 +23,15 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..files import cache_dir
+from . import kernel_cache
 from ..hostpaths import redact
 from .. import tempdirs
 from ..tools import scrubbed_env
 from ..wire import Reply, Request, WorkerError, checked
 
 R = TypeVar("R", bound=Reply)
+
+SEEDED = ("gpu", "reference")   # roles whose CuPy kernel cache starts from the seed (``sandbox.host.kernel_cache``)
 
 OUTPUT_LIMIT = 16_384
 
@@ -61,6 +66,9 @@ class WorkerProcess:
         self.started = 0
         self._closing = threading.Lock()  # close() runs from any thread (a pool's, a finaliser), once per process
         self._retired = False
+        self._trusted: set[str] = set()   # sha256 of the device code this worker may load and stay trusted
+        self.tainted = False              # given other device code since it started: its kernels are not harvested
+        self._harvested = 0               # the private cache folder's mtime when it was last harvested
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -68,6 +76,8 @@ class WorkerProcess:
         home = tempdirs.make(self.role, self.root)
         for sub in ("tmp", "cache"):
             (home / sub).mkdir()
+        if self.role in SEEDED:
+            kernel_cache.seed_into(home / "cache")
         env = scrubbed_env(home, home / "cache")
         env.setdefault("KERNELWRIGHT_CACHE_DIR", str(cache_dir()))
         env.update(self.extra_env)
@@ -87,6 +97,30 @@ class WorkerProcess:
             self.proc = proc
         self.started += 1
         self.requests = 0
+        self.tainted, self._harvested = False, 0
+
+    def trust(self, code: bytes) -> None:
+        """Device code (the harness, a task's own baseline) that this worker may load and stay trusted: the CuPy
+        kernels it compiles still go to the seed (``sandbox.host.kernel_cache``)."""
+        self._trusted.add(hashlib.sha256(code).hexdigest())
+
+    def _note_code(self, request: Request) -> None:
+        """A GPU worker is tainted by any bytes in a request that are not trusted code (the reference worker loads
+        no code: the bytes it gets are data, such as CUDA IPC handles)."""
+        if self.role == "gpu" and not self.tainted:
+            self.tainted = any(hashlib.sha256(c).hexdigest() not in self._trusted for c in kernel_cache.cubins(request))
+
+    def _harvest(self) -> None:
+        """A trusted worker's newly compiled CuPy kernels into the seed (only when its cache folder changed)."""
+        if self.role not in SEEDED or self.tainted:
+            return
+        try:
+            stamp = (self.home / "cache").stat().st_mtime_ns
+        except OSError:
+            return
+        if stamp != self._harvested:
+            kernel_cache.harvest(self.home / "cache")
+            self._harvested = stamp
 
     @property
     def alive(self) -> bool:
@@ -101,6 +135,7 @@ class WorkerProcess:
             self.close()
             self._start()
         self.requests += 1
+        self._note_code(request)
         try:
             self._send.send(request)
         except (BrokenPipeError, OSError):
@@ -119,6 +154,7 @@ class WorkerProcess:
                     tail = self.tail()
                     self.close()
                     raise WorkerDied(reply.error or "poisoned CUDA context", tail, poisoned=True)
+                self._harvest()
                 return checked(reply, Reply)
             if not self.alive:
                 break
