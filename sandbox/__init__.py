@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING
 
 # The public names, each imported from its module on first use: a process that needs one part of the package (a
 # GPU worker, the program Nsight Compute profiles) starts without importing the rest.
-_EXPORTS = {"Candidate": ".candidate", "CandidateError": ".candidate", "load_candidate": ".candidate",
-            "parse_candidate": ".candidate", "CompileOnlySandbox": ".host.compile_only", "SANDBOX_KINDS": ".host.config",
+_EXPORTS = {"Candidate": ".candidates.candidate", "CandidateError": ".candidates.candidate", "load_candidate": ".candidates.candidate",
+            "parse_candidate": ".candidates.candidate", "CompileOnlySandbox": ".host.compile_only", "SANDBOX_KINDS": ".host.config",
             "SandboxConfig": ".host.config", "SandboxKind": ".host.config", "FakeSandbox": ".host.fake",
-            "GPUSandbox": ".host.gpu", "open_sandbox": ".host.open", "Result": ".result", "Status": ".result",
+            "GPUSandbox": ".host.gpu", "open_sandbox": ".host.open", "Result": ".judging.result", "Status": ".judging.result",
             "Sandbox": ".protocol",
-            "SanitizeReport": ".sanitizer_report", "Task": ".task", "TaskError": ".task", "load_task": ".task",
-            "suite_names": ".task", "probe_device": ".host.probe", "confinement": ".host.probe",
+            "SanitizeReport": ".judging.sanitizer_report", "Task": ".tasks.task", "TaskError": ".tasks.task", "load_task": ".tasks.task",
+            "suite_names": ".tasks.task", "probe_device": ".host.probe", "confinement": ".host.probe",
             "NoDevice": ".host.probe"}
 
 if TYPE_CHECKING:
-    from .candidate import Candidate, CandidateError, load_candidate, parse_candidate
+    from .candidates.candidate import Candidate, CandidateError, load_candidate, parse_candidate
     from .host.compile_only import CompileOnlySandbox
     from .host.config import SANDBOX_KINDS, SandboxConfig, SandboxKind
     from .host.fake import FakeSandbox
@@ -36,9 +36,9 @@ if TYPE_CHECKING:
     from .host.open import open_sandbox
     from .host.probe import NoDevice, confinement, probe_device
     from .protocol import Sandbox
-    from .result import Result, Status
-    from .sanitizer_report import SanitizeReport
-    from .task import Task, TaskError, load_task, suite_names
+    from .judging.result import Result, Status
+    from .judging.sanitizer_report import SanitizeReport
+    from .tasks.task import Task, TaskError, load_task, suite_names
 
 
 def __getattr__(name: str):
