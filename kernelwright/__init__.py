@@ -37,9 +37,11 @@ _EXPORTS = {
     "Entry": "agent.protocols", "Stop": "agent.stops", "StopReason": "agent.stops",
     "evaluate": "kernelwright._evaluate", "compare": "kernelwright._compare", "Comparison": "kernelwright._compare",
     "RunRow": "kernelwright._compare",
-    "Result": "sandbox.judging.result", "Status": "sandbox.judging.result", "Timing": "sandbox.judging.result", "Interval": "sandbox.judging.result",
+    "Result": "sandbox.judging.result", "Status": "sandbox.judging.result", "Timing": "sandbox.judging.result",
+    "Interval": "sandbox.judging.result",
     "Task": "sandbox.tasks.task", "load_task": "sandbox.tasks.task", "TaskError": "sandbox.tasks.task",
-    "Candidate": "sandbox.candidates.candidate", "load_candidate": "sandbox.candidates.candidate", "CandidateError": "sandbox.candidates.candidate",
+    "Candidate": "sandbox.candidates.candidate", "load_candidate": "sandbox.candidates.candidate",
+    "CandidateError": "sandbox.candidates.candidate",
     "open_sandbox": "sandbox.host.open", "SandboxConfig": "sandbox.host.config",
 }
 

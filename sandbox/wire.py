@@ -14,8 +14,9 @@ Each request names the reply it gets, or ``WorkerError``:
 
 Every record checks its fields' types when it is made (``WireError`` names the record and the field); the
 worker and ``WorkerProcess.call`` refuse anything that is not a request or a reply. Payloads that other modules
-define and check (input and output specs of ``sandbox.tasks.inputs``, resolved launch plans of ``sandbox.candidates.plan``,
-compile reports of ``sandbox.judging.result.CompileInfo``, device facts of ``sandbox.plumbing.envinfo``) travel as plain dicts.
+define and check (input and output specs of ``sandbox.tasks.inputs``, resolved launch plans of
+``sandbox.candidates.plan``, compile reports of ``sandbox.judging.result.CompileInfo``, device facts of
+``sandbox.plumbing.envinfo``) travel as plain dicts.
 """
 
 from __future__ import annotations

@@ -104,7 +104,8 @@ class Candidate:
     @property
     def key(self) -> str:
         """A hash of what is compiled: source, flags and knob values. Two keys can share one identity
-        (``sandbox.candidates.plan.identity``: the machine code and launch plans), which is what a search deduplicates on."""
+        (``sandbox.candidates.plan.identity``: the machine code and launch plans), which is what a search
+        deduplicates on."""
         h = hashlib.sha256(self.source.encode())
         h.update(repr((self.flags, sorted(self.knob_values.items()))).encode())
         return h.hexdigest()[:16]

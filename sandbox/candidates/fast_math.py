@@ -8,8 +8,8 @@ from pieces with ``##`` or stringized into an ``asm`` text. The text is read int
 functions (``expf``, ``rsqrtf``, ...) stay allowed at their documented accuracy.
 
 The source rule is a fast first pass; ``compiled_problems`` is the judge. It reads the approximate instructions
-in the PTX (``sandbox.candidates.approx_ptx``), and each must be accounted for by a function named on its source line that
-emits exactly that instruction when compiled without fast math: ``LIBRARY`` (CUDA's math functions at their
+in the PTX (``sandbox.candidates.approx_ptx``), and each must be accounted for by a function named on its source
+line that emits exactly that instruction when compiled without fast math: ``LIBRARY`` (CUDA's math functions at their
 documented accuracy, allowed in every task) or ``HALF`` / ``BFLOAT16`` (the functions of ``cuda_fp16.h`` and
 ``cuda_bf16.h``, allowed where every output's tolerance admits a rounding to that type; their result is rounded
 to it, and the approximate step inside errs far less). An approximate instruction on a line with inline PTX
