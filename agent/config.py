@@ -99,6 +99,8 @@ class TuneConfig(_Strict):
     finalists: int = Field(3, ge=1, description="The best screened configurations evaluated in full (every check size, "
                            "the full timing protocol) after the search; only those can win.")
     seed: int = Field(0, description="Seed of the tuner's random choices.")
+    flags: bool = Field(True, description="Search the NVRTC option catalogue as well as the kernel's knobs (false: "
+                        "the knobs only, the space the kernel declares).")
 
     @field_validator("strategy")
     @classmethod

@@ -101,7 +101,9 @@ def case_task(case: Case, folder: Path) -> Task:
 
 
 def kernelwright(sb, task: Task, cand, finalists: int = 3) -> dict:
-    """The exhaustive screened search and its finalists, timed apart; the full evaluation of the start first."""
+    """The exhaustive screened search and its finalists, timed apart; the full evaluation of the start first (the
+    compile workers start meanwhile, as ``optimize`` and ``tune`` start them)."""
+    sb.warm()
     start = Entry("e0", cand, sb.evaluate(task, cand), [], "start", 0)
     tuner = TunerProposer(strategy="exhaustive", flags=False, sandbox=sb, finalists=finalists)
     entries, screened_gpu, search_s, split = [start], 0.0, None, dict(propose=0.0, screen=0.0)

@@ -476,7 +476,10 @@ class ScreenSetup(Request):
 
 @dataclass(frozen=True)
 class ScreenReady(Reply):
+    """The screening state is set up; ``noise``: the spread of the baseline timed against itself (``stats.pair_noise``)."""
+
     setup_id: int
+    noise: float
 
 
 @dataclass(frozen=True)

@@ -82,8 +82,8 @@ def test_simulated_screening_ranks_builds_as_the_simulated_evaluation_does_and_s
         assert s.relative == pytest.approx(1 / r.speedup("baseline").value, rel=0.03)
         lo, hi = s.relative_ci
         assert lo <= s.relative <= hi
-    # a bar far below every candidate stops each of them at the minimum of six rounds
-    assert all(s.stopped == "slower" and s.rounds == 6 for s in fake.screen(task, cands, best=0.1))
+    # a bar far below every candidate, by many times the noise, stops each of them after three rounds
+    assert all(s.stopped == "slower" and s.rounds == 3 for s in fake.screen(task, cands, best=0.1))
 
 
 def test_simulated_screening_fails_as_annotated_and_passes_a_kernel_wrong_only_at_a_check_size(fake, task):

@@ -82,3 +82,18 @@ def test_a_candidate_that_breaks_a_rule_starts_no_compile_and_is_rejected_when_b
         assert sb.prefetch(task, [bad]) == 0
         result = sb.compile(task, bad)
     assert result.status is Status.rejected and "include" in result.error
+
+
+def test_warming_starts_every_compile_worker_ahead_and_compiles_then_start_none():
+    task = load_task("softmax")
+    base = load_candidate(task.baseline_path)
+    with CompileOnlySandbox(SandboxConfig(compile_workers=2)) as sb:
+        sb.warm()
+        assert sb.builder.workers == 2 and sb.builder.warm() == 0     # all started; a second warm starts none
+        up = [sb.builder._idle.get(timeout=120) for _ in range(2)]    # each is idle once it answered
+        assert len(set(up)) == 2 and all(w.alive and w.requests == 1 for w in up)
+        for worker in up:
+            sb.builder._idle.put(worker)
+        results = sb.compile_many(task, [base.with_flags(f) for f in [(), ("--fmad=false",), ("--ptxas-options=-O1",)]])
+        assert sb.builder.workers == 2 and all(w.started == 1 for w in sb.builder._workers)
+    assert all(r.status is Status.compiled for r in results)

@@ -120,7 +120,7 @@ SCREEN_STATUS = {n: s for n, (s, _) in CHEAT_STATUS.items()
                  if n not in ("warmup_counter.cu", "partial_write.cu", "hang.cu")}
 
 
-# Screening runs each candidate about 20 times, too few for a counter that turns at 40 launches, and at the
+# Screening runs each candidate at most 13 times here, too few for a counter that turns at 40 launches, and at the
 # benchmark size alone, where partial_write's skipped tail is empty (n is a multiple of 256): the full evaluation
 # that confirms a screened winner catches both. A hang is screened alone below.
 @pytest.mark.timeout(600)

@@ -38,7 +38,7 @@ def _stub(monkeypatch, behaviour: dict[int, str]):
             worker.alive, worker.started = True, worker.started + 1
         if isinstance(req, ScreenSetup):
             worker.setups.append(worker.started)
-            return ScreenReady(req.setup_id)
+            return ScreenReady(req.setup_id, 0.01)
         labels = [int(c.cubin.decode()) for c in req.candidates]
         calls.append(labels)
         assert worker.setups[-1] == worker.started, "a batch reached a worker that was not set up"
@@ -154,6 +154,25 @@ def test_screening_stops_a_candidate_once_settled_or_surely_slower_and_never_bef
     slow = [1.5, 1.6, 1.55, 1.7, 1.45, 1.5]
     assert screening_stop(slow, 6, 0.0, 1.1) == "slower"             # every ratio above the bar
     assert screening_stop(slow, 6, 0.0, 1.5) == ""                   # the interval reaches below the bar
+
+
+def test_a_candidate_far_slower_than_the_bar_stops_after_three_rounds_by_the_measured_noise():
+    from sandbox.judging.stats import NOISE_FLOOR, pair_noise, screening_stop
+
+    quiet = pair_noise([1.0, 1.002, 0.999, 1.001, 0.998, 1.0, 1.003, 0.997])
+    assert quiet == NOISE_FLOOR                                         # never below the floor
+    loud = pair_noise([1.0, 1.1, 0.9, 1.05, 0.95, 1.2, 0.85, 1.0])
+    assert 0.05 < loud < 0.2
+    assert pair_noise([1.0, 1.0, 1.0, 1.0, 5.0]) == NOISE_FLOOR         # one outlier does not set the spread
+    far = [2.0, 2.1, 1.9]
+    assert screening_stop(far[:2], 6, 0.01, 1.1, quiet) == ""           # two rounds are never enough
+    assert screening_stop(far, 6, 0.01, 1.1, quiet) == "slower"
+    assert screening_stop(far, 6, 0.01, 1.1, None) == ""                # no measured noise: the minimum holds
+    assert screening_stop(far, 6, 0.01, None, quiet) == ""              # no bar yet
+    assert screening_stop([1.6, 1.7, 1.65], 6, 0.01, 1.1, quiet) == "slower"
+    assert screening_stop([1.6, 1.7, 1.65], 6, 0.01, 1.1, loud) == ""   # above the bar, but not by 4x this noise
+    assert screening_stop([1.2, 1.25, 1.15], 6, 0.01, 1.1, quiet) == "slower"
+    assert screening_stop([1.2, 1.25, 1.11], 6, 0.01, 1.1, quiet) == ""  # one round within 4x the noise of the bar
 
 
 class _HostArray(np.ndarray):

@@ -77,7 +77,7 @@ def tuner(cfg: RunConfig, sandbox: Sandbox | None = None) -> TunerProposer:
     except ImportError as exc:
         raise ConfigError(f"the built-in search (agent.tune.proposer) is not available: {exc}") from None
     return TunerProposer(strategy=cfg.tune.strategy, max_evaluations=cfg.tune.max_evaluations, seed=cfg.tune.seed,
-                         sandbox=sandbox, finalists=cfg.tune.finalists)
+                         flags=cfg.tune.flags, sandbox=sandbox, finalists=cfg.tune.finalists)
 
 
 def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, replay: str | None,
@@ -272,6 +272,8 @@ def drive(session: Session, pending: list[Pending] = ()) -> Summary:
         has_baseline = s.task.has_baseline
         if has_baseline and loop.lineage.baseline() is None and not any(p.proposal.origin == "baseline" for p in pending):
             pending = [_baseline_proposal(s)] + list(pending)
+        if s.main_phase == "search" and _should_run(s, "search"):
+            s.sandbox.warm()   # the search's compile workers start while the baseline is evaluated
         for p in pending:
             skip = loop.evaluate(p)
             if skip:
@@ -311,6 +313,7 @@ def _phases(s: Session) -> None:
         s.notes.append(f"tuning skipped: {exc}")
         return
     tune.restore_screened(s.screened)
+    s.sandbox.warm()
     try:
         s.stops["tune"] = _search(s, tune, "tune")
     finally:

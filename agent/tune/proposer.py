@@ -378,6 +378,7 @@ def tune(sandbox: Sandbox, task: Task, candidate: Candidate | None = None, propo
     if proposer.sandbox is None:
         proposer.sandbox = sandbox
     origin = "baseline" if candidate.key == load_candidate(task.baseline_path).key else "start"
+    sandbox.warm()   # the search's compile workers start while the start is evaluated
     start = Entry(id="e0", candidate=candidate, result=sandbox.evaluate(task, candidate), parent_ids=[],
                   origin=origin, iteration=0)
     entries = [start]

@@ -5,7 +5,7 @@ hands candidates to the pool and returns at once, so that a later ``build`` of a
 done or under way (a search compiles the configurations it will measure next while the GPU measures the
 current ones). Each worker is a ``WorkerProcess("compile")`` that confines itself (``sandbox.worker.confine``);
 workers start on demand, up to ``SandboxConfig.compile_workers``, so a sandbox that compiles one candidate at
-a time runs one.
+a time runs one; ``warm`` starts them all ahead, in the background, for a search about to compile many.
 
 Two requests that compile the same thing share one compile: the key is the source, the flags, the arch
 and the knob values the source reads. A knob the source never names (``unread_knobs``: used only in the
@@ -28,7 +28,7 @@ from ..candidates.candidate import Candidate, strip_plan, static_problems, valid
 from ..candidates.fast_math import compiled_problems
 from ..judging.result import CompileInfo, Cost, Result, Status
 from ..tasks.task import Task
-from ..wire import Compile, Compiled, Reply, WorkerError
+from ..wire import Compile, Compiled, Confinement, Reply, WorkerError
 from .config import SandboxConfig
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout
 
@@ -148,6 +148,19 @@ class Builder:
             future = self._done.get(repr(req))
         return future is not None and future.done()
 
+    def warm(self) -> int:
+        """Start every compile worker the pool may have, in the background (each answers a ``Confinement`` request
+        once its interpreter, NVRTC and confinement are up), so that a search's first compiles do not wait for
+        processes to start; returns how many it started. Compiles asked for meanwhile take the first one ready."""
+        started = 0
+        with self._lock:
+            while len(self._workers) < max(1, self.config.compile_workers):
+                worker = WorkerProcess("compile")
+                self._workers.append(worker)
+                self._threads.submit(self._start, worker)
+                started += 1
+        return started
+
     @property
     def workers(self) -> int:
         """Compile worker processes started so far."""
@@ -181,6 +194,13 @@ class Builder:
             return worker.call(req, timeout=self.config.compile_timeout_s)
         finally:
             self._idle.put(worker)
+
+    def _start(self, worker: WorkerProcess) -> None:
+        try:
+            worker.call(Confinement(), timeout=self.config.compile_timeout_s)
+        except (WorkerTimeout, WorkerDied):
+            pass   # the compile that takes it starts it again, and says what went wrong
+        self._idle.put(worker)
 
     def _checkout(self) -> WorkerProcess:
         try:

@@ -64,6 +64,10 @@ class CompileOnlySandbox(Sandbox):
         ``evaluate`` or ``screen`` of one of them waits only for what is left of its compile."""
         return self.builder.prefetch(task, candidates)
 
+    def warm(self) -> None:
+        """Start every compile worker in the background (``Builder.warm``)."""
+        self.builder.warm()
+
     def plans(self, task: Task, candidate: Candidate, info: CompileInfo, labelled) -> dict[str, dict]:
         """The plan resolved at each labelled size, within this device's (or target's) shared memory per block."""
         limit = shared_limit(self.device, self.arch)

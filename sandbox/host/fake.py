@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 
 import numpy as np
@@ -183,7 +184,8 @@ class FakeSandbox(CompileOnlySandbox):
         base = np.maximum(base_ms * (1 + noise * rng.standard_normal(rounds)), 1e-6).tolist()
         stop_above, stopped, n = None if best is None else best * SCREEN_MARGIN, "", rounds
         for n in range(1, rounds):
-            stopped = stats.screening_stop([c / b for c, b in zip(cand[:n], base[:n])], SCREEN_MIN_ROUNDS, 0.01, stop_above)
+            stopped = stats.screening_stop([c / b for c, b in zip(cand[:n], base[:n])], SCREEN_MIN_ROUNDS, 0.01, stop_above,
+                                           noise * math.sqrt(2))   # a ratio of two times, each with this noise
             if stopped:
                 break
         else:

@@ -77,6 +77,7 @@ class Screener:
         self.setups = 0                               # set-ups sent to the worker (a cost worth seeing)
         self.setup_s = 0.0                            # and their wall seconds
         self.best: dict[str, float] = {}              # task fingerprint -> the best ratio screened so far
+        self.noise: dict[str, float] = {}             # task fingerprint -> the spread of a paired ratio at its set-up
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
                timeout_s: float = 10.0, best: float | None = None, min_rounds: int = 6, target: float = 0.01,
@@ -88,7 +89,8 @@ class Screener:
         each allowed ``timeout_s`` seconds. A candidate runs ``min_rounds`` to ``rounds`` timed rounds: it
         stops once its ratio to the baseline is settled within ``target``, or is surely above the best ratio
         known (``best``, or the best this screener measured for the task, in this call or an earlier one) times
-        ``margin``. A batch whose
+        ``margin``; one far above that bar (by the noise measured at the set-up) stops after three rounds
+        (``sandbox.judging.stats.screening_stop``). A batch whose
         worker dies or passes its limit is split and retried until the candidate responsible is alone; that
         candidate is ``crashed`` or ``timeout``."""
         if rounds < 5:
@@ -155,7 +157,8 @@ class Screener:
         setup = self._setup[1]
         if self._set_up_in is None or not self.gpu.alive or self.gpu.started != self._set_up_in:
             t0 = time.perf_counter()
-            expect(self.gpu.call_ok(setup, self.setup_timeout_s), ScreenReady)
+            ready = expect(self.gpu.call_ok(setup, self.setup_timeout_s), ScreenReady)
+            self.noise[task.fingerprint] = ready.noise
             self._set_up_in = self.gpu.started
             self.setups += 1
             self.setup_s += time.perf_counter() - t0

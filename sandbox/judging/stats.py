@@ -110,11 +110,36 @@ def relative_time(candidate: list[float], baseline: list[float]) -> float:
     return 1.0 / float(np.median(baseline) / np.median(candidate))
 
 
-def screening_stop(ratios: list[float], min_rounds: int, target: float, stop_above: float | None) -> str:
+EARLY_ROUNDS = 3      # a candidate far slower than the bar may stop after this many timed rounds
+SLOWER_Z = 4.0        # ... when each of them is above the bar by this many times the measured noise
+NOISE_FLOOR = 0.005   # the least noise assumed, however quiet the baseline was against itself
+
+
+def pair_noise(ratios: list[float]) -> float:
+    """The spread of a paired ratio measured on a GPU: a robust standard deviation (1.4826 x the median absolute
+    deviation) of the logarithms of ``ratios``, each an implementation's time over another's in one round (the
+    baseline against itself, when screening is set up). Never below ``NOISE_FLOOR``."""
+    logs = np.log(np.asarray(ratios, dtype=np.float64))
+    if logs.size < 2:
+        return math.inf
+    mad = float(np.median(np.abs(logs - np.median(logs))))
+    return max(NOISE_FLOOR, 1.4826 * mad)
+
+
+def screening_stop(ratios: list[float], min_rounds: int, target: float, stop_above: float | None,
+                   noise: float | None = None) -> str:
     """Whether screening may stop timing a candidate after these rounds (``ratios``: its time over the
     baseline's, paired by round): ``slower`` when the median ratio's interval lies above ``stop_above``,
-    ``settled`` when it is within +-``target`` of the median, else "" (go on). Never before ``min_rounds``."""
-    if len(ratios) < min_rounds:
+    ``settled`` when it is within +-``target`` of the median, else "" (go on). Never before ``min_rounds``,
+    except for ``slower`` where the spread of a paired ratio is known (``noise``, from ``pair_noise``): after
+    ``EARLY_ROUNDS`` rounds that are each above ``stop_above`` by ``SLOWER_Z`` times that spread. A candidate
+    whose true ratio is at the bar shows that with a chance far below one in a billion under normal noise, and
+    below one in eight thousand even if one round in twenty were a far-out outlier."""
+    n = len(ratios)
+    if (noise is not None and stop_above is not None and EARLY_ROUNDS <= n < min_rounds
+            and min(ratios) > stop_above * math.exp(SLOWER_Z * max(noise, NOISE_FLOOR))):
+        return "slower"
+    if n < min_rounds:
         return ""
     bounds = median_bounds(ratios)
     if stop_above is not None and bounds is not None and bounds[0] > stop_above:

@@ -102,7 +102,7 @@ class GpuRole:
 
                 self.screening = None
                 self.screening = Screening(self.harness(msg.harness), msg)
-                return ScreenReady(msg.setup_id)
+                return ScreenReady(msg.setup_id, self.screening.noise)
             case Screen():
                 if self.screening is None or self.screening.id != msg.setup_id:
                     return WorkerError("no screening set up with this id", setup_lost=True)

@@ -7,10 +7,13 @@ import random
 import time
 
 from ..judging.compare import spread_atol
-from ..judging.stats import relative_time, screening_stop
+from ..judging.stats import pair_noise, relative_time, screening_stop
 from ..wire import Screen, ScreenBatch, ScreenCandidate, ScreenedRun, ScreenSetup
 from .checks import Violation, violations
 from .harness import Harness, LaunchFailed, generate_into, poison_outputs
+
+
+NOISE_ROUNDS = 8   # rounds of the baseline against itself that measure the noise, once per set-up
 
 
 class Screening:
@@ -19,9 +22,10 @@ class Screening:
     Set up once per screening (``ScreenSetup``): two input sets at the benchmark size (the task's
     first two distributions), guarded output buffers, the baseline loaded and its outputs on both sets
     kept, masked, as the expected values (the orchestrator checked the baseline against the reference).
-    Per candidate of a ``Screen`` batch: a poisoned-output run on set 0, warm-up runs, interleaved A/B rounds
-    against the baseline with a cold L2 (fewer where the ratio is settled, or clearly worse than the best
-    so far: ``_one``), and a last run on set 1; every run of the candidate is compared
+    The set-up also times the baseline against itself, which gives the noise of a paired ratio on this GPU now.
+    Per candidate of a ``Screen`` batch: a poisoned-output run on set 0, a warm-up run on set 1, interleaved A/B
+    rounds against the baseline with a cold L2 (fewer where the ratio is settled, or clearly worse than the best
+    so far, sooner the quieter the GPU: ``_one``), and a last run on set 1; every run of the candidate is compared
     on the device with the baseline's output for its set (``sandbox.judging.agreement``), guard bands and input
     hashes checked. A candidate that breaks a rule (a guard band or an input overwritten) is rejected and
     the state rebuilt, so the next candidate starts clean."""
@@ -62,6 +66,18 @@ class Screening:
         problem = self.check(1, "setup (the baseline's output compared with itself)")
         if problem:
             raise RuntimeError(problem)
+        self.noise = self._noise()
+
+    def _noise(self) -> float:
+        """The spread of a paired ratio on this GPU now (``stats.pair_noise``): the baseline timed against itself
+        in ``NOISE_ROUNDS`` rounds as candidates are timed (cold L2, both input sets). It sizes how soon a
+        candidate far slower than the best may stop (``stats.screening_stop``)."""
+        ratios = []
+        for r in range(NOISE_ROUNDS):
+            a = self.run(self.base, self.base_scratch, r % 2, flush=True)
+            b = self.run(self.base, self.base_scratch, r % 2, flush=True)
+            ratios.append(a / b)
+        return pair_noise(ratios)
 
     def run(self, loaded, scratch, k: int, flush: bool = False) -> float:
         h = self.h
@@ -127,12 +143,14 @@ class Screening:
         """Every run of the candidate is checked before anything else writes the output buffers. The timed
         rounds end at ``rounds``, or after ``min_rounds`` once the median of the candidate's time over the
         baseline's (paired by round) is settled within ``target``, or is surely above ``stop_above`` (a
-        candidate clearly slower than the best screened so far); the last run follows either way."""
+        candidate clearly slower than the best screened so far: after fewer rounds where it is far above, by the
+        measured noise); the last run follows either way. The warm-up runs the candidate alone: the baseline
+        ran moments before, for the candidate before it or the set-up."""
         loaded = self.h.load(c.cubin, c.plan)
         scratch = loaded.alloc_scratch()
         cand, base = ("samples", loaded, scratch), ("baseline_samples", self.base, self.base_scratch)
         steps = [("first run", 0, [cand], False)]
-        steps += [(f"warm-up run {w}", w % 2, [cand, base], False) for w in range(2)]
+        steps.append(("warm-up run", 1, [cand], False))
         steps += [(f"timed round {r}", r % 2, [cand, base], True) for r in range(req.rounds)]
         last = ("last run (other inputs, after the timed rounds)", 1, [cand], False)
         min_rounds, target = req.min_rounds, req.target
@@ -141,7 +159,7 @@ class Screening:
                 return
             if timed and len(rec["samples"]) < req.rounds:
                 ratios = [a / b for a, b in zip(rec["samples"], rec["baseline_samples"])]
-                rec["stopped"] = screening_stop(ratios, min_rounds, target, stop_above)
+                rec["stopped"] = screening_stop(ratios, min_rounds, target, stop_above, self.noise)
                 if rec["stopped"]:
                     break
         self._run_step(*last, loaded, rec)

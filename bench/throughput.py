@@ -1,0 +1,276 @@
+"""How much a GPU gets through, side by side with Kernel Tuner, in one run on one GPU.
+
+Three parts, each printed as a table as soon as it is done (``--parts`` picks them, in this order):
+
+- ``search``: configurations per hour of kernelwright's screened search and of Kernel Tuner's brute force on the
+  same kernels and spaces (``bench/vs_kernel_tuner.py``'s cases and protocol: row_sum 24, softmax_tuned 144,
+  sgemm_blocked 243 configurations), with where each tool's seconds went and the GPU's noise that screening
+  measured at its set-up.
+- ``optimize``: ``kernelwright optimize`` with no model, as a user runs it (a new process, the CLI), on the
+  24-point row-sum space (a task folder whose starting kernel is bench/candidates/row_sum_vec.cu, knobs only,
+  exhaustive, no profiling, the winner sanitized and checked at the held-out sizes), against Kernel Tuner's whole
+  process for the same 24 configurations (imports, CUDA context, inputs and the tune, in a new process). The run's
+  events give where its wall time went.
+- ``candidates``: LLM-style candidates (whole kernels, each new code, evaluated in full: every check size against
+  the reference, the full timing protocol, a profile of each new best) at a memory-bound suite task's benchmark
+  size, handed to the loop as a model's answers would be (``--parallel`` requests open). Reports candidates per
+  GPU-hour, the GPU worker's busy share of the wall time (the correctness and timing stages' own seconds and the
+  profiles', over the phase's wall) and what a profile of a new best took.
+
+    python bench/throughput.py                                  # every part
+    python bench/throughput.py --parts optimize,candidates --json out.json
+
+Needs a CUDA device; ``search`` and ``optimize`` need Kernel Tuner (``pip install -e ".[kerneltuner]"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+import vs_kernel_tuner as vkt  # noqa: E402
+
+PARTS = ("search", "optimize", "candidates")
+ROW_SUM = ROOT / "bench" / "candidates" / "row_sum_vec.cu"
+
+
+# ---- search --------------------------------------------------------------------------------------------
+
+
+def search_part(cases: list[str], finalists: int) -> list[dict]:
+    from sandbox import GPUSandbox
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kw-throughput-") as folder, GPUSandbox() as sb:
+        for name in cases:
+            row = vkt.run_case(name, vkt.CASES[name], sb, Path(folder), 0.2, 20, finalists)
+            row["noise"] = dict(sb.screener.noise)
+            rows.append(row)
+    print("\n## Configurations per hour, both tools (search)")
+    vkt.print_rows(rows, 0.2, 20)
+    print("\n| case | kernelwright: proposing (compiles) s | screening s | of which the GPU's own s | "
+          "set-up s | noise of a paired ratio | Kernel Tuner s |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        kw, noise = r["kernelwright"], list(r["noise"].values())
+        print(f"| {r['case']} | {kw['propose_s']:.2f} | {kw['screen_s']:.2f} | {kw['screen_gpu_s']:.2f} | "
+              f"{kw['setup_s']:.2f} | {noise[-1] if noise else float('nan'):.4f} | "
+              f"{r['kernel_tuner']['seconds']:.2f} |")
+    return rows
+
+
+# ---- optimize, end to end ---------------------------------------------------------------------------------
+
+
+def row_sum_task(folder: Path) -> Path:
+    """The row-sum case's task (rows=16384, cols=8192) with row_sum_vec.cu as its starting kernel: the 24-point
+    space a user brings."""
+    task = vkt.case_task(vkt.CASES["row_sum"], folder)
+    shutil.copyfile(ROW_SUM, task.baseline_path)
+    return task.folder
+
+
+RUN_CONFIG = """profile = "none"
+
+[tune]
+strategy = "exhaustive"
+flags = false
+finalists = 3
+"""
+
+
+def optimize_part(folder: Path, sandbox: str) -> dict:
+    task_dir = row_sum_task(folder)
+    config = folder / "run.toml"
+    config.write_text(RUN_CONFIG)
+    kt = _timed([sys.executable, str(Path(__file__).resolve()), "--kt-process", str(task_dir)])
+    traces = folder / "traces"
+    kw = _timed([sys.executable, "-m", "agent", "optimize", str(task_dir), "--config", str(config),
+                 "--traces", str(traces), "--quiet", "--json", "--run-id", "throughput", "--sandbox", sandbox])
+    summary = json.loads(kw["stdout"])
+    timeline = _timeline(traces / "throughput")
+    out = dict(kernel_tuner=dict(wall_s=kt["wall_s"], **json.loads(kt["stdout"].strip().splitlines()[-1])),
+               kernelwright=dict(wall_s=kw["wall_s"], timeline=timeline, totals=summary.get("totals"),
+                                 tuning=summary.get("tuning"), best=(summary.get("best") or {}).get("speedup")))
+    out["ratio"] = out["kernelwright"]["wall_s"] / out["kernel_tuner"]["wall_s"]
+    _print_optimize(out)
+    return out
+
+
+def _timed(cmd: list[str]) -> dict:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return dict(wall_s=wall, stdout=proc.stdout)
+
+
+def _timeline(run: Path) -> list[tuple[str, float]]:
+    """(what, the run's wall seconds when it was recorded) for the events that mark its stages."""
+    from agent.trace.events import read_events
+
+    marks, screens = [], 0
+    for e in read_events(run):
+        if e.kind == "evaluation":
+            marks.append((f"evaluated {e.candidate_id} ({e.status})", e.wall_s))
+        elif e.kind == "screen":
+            screens += len(e.configurations)
+            marks.append((f"screened {len(e.configurations)} (total {screens})", e.wall_s))
+        elif e.kind in ("sanitize", "phase", "stop", "end"):
+            marks.append((f"phase {e.name}" if e.kind == "phase" else e.kind, e.wall_s))
+    return marks
+
+
+def _print_optimize(out: dict) -> None:
+    kt, kw = out["kernel_tuner"], out["kernelwright"]
+    print("\n## optimize with no model on the 24-point row-sum space, as a user runs it")
+    print("\n| | wall s | configurations | best |")
+    print("|---|---|---|---|")
+    print(f"| Kernel Tuner, whole process (imports, context, inputs, tune {kt['tune_s']:.2f} s) | {kt['wall_s']:.2f} | "
+          f"{kt['configurations']} | {kt['best']} |")
+    tuning = (kw["tuning"] or [{}])[0]
+    print(f"| kernelwright optimize (the CLI, a new process) | {kw['wall_s']:.2f} | {tuning.get('screened')} screened, "
+          f"{tuning.get('evaluated_in_full')} in full | {kw['best']} |")
+    print(f"\nratio kernelwright / Kernel Tuner: **{out['ratio']:.2f}x** the wall time\n")
+    print("| the run's events | wall s |\n|---|---|")
+    for what, t in kw["timeline"]:
+        print(f"| {what} | {t:.2f} |")
+
+
+def kt_process(task_dir: str) -> int:
+    """Kernel Tuner's whole process for the row-sum space (run in a new process by ``optimize_part``)."""
+    import kernel_tuner_live as klive
+
+    from sandbox import load_candidate, load_task
+
+    task = load_task(task_dir)
+    spec = klive.spec(task, load_candidate(ROW_SUM))
+    run = klive.tune(task, spec, inputs=lambda: vkt.kt_inputs(task))
+    print(json.dumps(dict(tune_s=run.seconds, configurations=run.tried, failed=run.failed, best=run.best)))
+    return 0
+
+
+# ---- LLM-style candidates --------------------------------------------------------------------------------
+
+
+class Answers:
+    """A model stand-in: each request is answered with the next candidate of a list (whole kernels, each new code)."""
+
+    name = "answers"
+
+    def __init__(self, candidates):
+        self.candidates = list(candidates)
+
+    def propose(self, request):
+        from agent.protocols import Proposal
+
+        if not self.candidates:
+            return []
+        cand = self.candidates.pop(0)
+        return [Proposal(cand, [request.baseline.id] if request.baseline else [], "model", note=cand.label)]
+
+    def observe(self, entry):
+        pass
+
+
+def softmax_answers(n: int):
+    """``n`` distinct softmax kernels: the suite's baseline and bench/candidates/softmax_tuned.cu at several
+    knob values and compiler options."""
+    from sandbox import load_candidate, load_task
+
+    base = load_candidate(load_task("softmax").baseline_path)
+    tuned = load_candidate(ROOT / "bench" / "candidates" / "softmax_tuned.cu")
+    pool = [base.with_knobs({"BLOCK": b}) for b in base.knobs["BLOCK"]]
+    pool += [tuned.with_knobs(dict(THREADS=t, VEC=v, ONLINE=o, UNROLL=u, WARP_PER_ROW=w))
+             for t in (256, 512) for v in (1, 2, 4) for o in (0, 1) for u in (1, 4) for w in (0, 1)]
+    flags = [(), ("--extra-device-vectorization",), ("--ptxas-options=-O2",)]
+    out = [c.with_flags(f) for f in flags for c in pool][:n]
+    return [dataclasses.replace(c, label=f"answer{i}") for i, c in enumerate(out)]
+
+
+def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
+    import agent
+
+    answers = softmax_answers(n)
+    t0 = time.perf_counter()
+    run = agent.optimize("softmax", proposer=Answers(answers), traces=folder / "traces", progress=False, sandbox=sandbox,
+                         config={"budget": {"iterations": len(answers)}, "parallel": parallel,
+                                 "tune": {"enabled": False}, "sanitize": {"enabled": False}})
+    wall = time.perf_counter() - t0
+    timeline = dict((what, t) for what, t in _timeline(run.path))
+    evaluated = [e for e in run.entries if e.origin != "baseline"]
+    phase_s = max(t for t in timeline.values()) - next(t for w, t in timeline.items() if "c0000" in w)
+    gpu = sum(e.result.cost.check_gpu_s + e.result.cost.time_gpu_s + e.result.cost.profile_gpu_s for e in evaluated)
+    profiles = [e.result.cost.profile_gpu_s for e in evaluated if e.result.cost.profile_gpu_s > 0]
+    walls = [e.result.cost.wall_s for e in evaluated]
+    out = dict(candidates=len(evaluated), statuses=_count(e.result.status.value for e in evaluated), run_wall_s=wall,
+               phase_s=phase_s, per_gpu_hour=3600 * len(evaluated) / phase_s, busy=gpu / phase_s,
+               evaluation_wall_median_s=statistics.median(walls) if walls else None,
+               profiles=len(profiles), profile_s=profiles, parallel=parallel)
+    print(f"\n## LLM-style candidates on softmax at its benchmark size ({parallel} requests open)")
+    print("\n| candidates | statuses | phase wall s | per GPU-hour | GPU busy | evaluation wall (median) s | "
+          "profiles of a new best: n, median s, max s |")
+    print("|---|---|---|---|---|---|---|")
+    prof = f"{len(profiles)}, {statistics.median(profiles):.2f}, {max(profiles):.2f}" if profiles else "0"
+    print(f"| {out['candidates']} | {out['statuses']} | {phase_s:.1f} | {out['per_gpu_hour']:,.0f} | {out['busy']:.0%} | "
+          f"{out['evaluation_wall_median_s']:.2f} | {prof} |")
+    return out
+
+
+def _count(values) -> dict:
+    out: dict = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, from: {', '.join(PARTS)}")
+    ap.add_argument("--cases", default=",".join(vkt.CASES), help="the search part's cases")
+    ap.add_argument("--finalists", type=int, default=1, help="screened configurations evaluated in full per case")
+    ap.add_argument("--candidates", type=int, default=24, help="LLM-style candidates")
+    ap.add_argument("--parallel", type=int, default=4, help="requests open at once in the candidates part")
+    ap.add_argument("--sandbox", default="gpu", help="the optimize and candidates parts' sandbox (fake: a dry run "
+                    "of this script, simulated figures)")
+    ap.add_argument("--json", type=Path, help="also write every part's figures to this file")
+    ap.add_argument("--kt-process", metavar="TASK_DIR", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.kt_process:
+        return kt_process(args.kt_process)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = [p for p in parts if p not in PARTS] + [c for c in cases if c not in vkt.CASES]
+    if unknown:
+        ap.error(f"unknown parts or cases {unknown} (parts: {', '.join(PARTS)}; cases: {', '.join(vkt.CASES)})")
+    if args.candidates < 1 or args.parallel < 1 or args.finalists < 1:
+        ap.error("--candidates, --parallel and --finalists must be at least 1")
+    out, t0 = {}, time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kw-throughput-") as folder:
+        for part in parts:
+            if part == "search":
+                out[part] = search_part(cases, args.finalists)
+            elif part == "optimize":
+                out[part] = optimize_part(Path(folder), args.sandbox)
+            else:
+                out[part] = candidates_part(Path(folder), args.candidates, args.parallel, args.sandbox)
+            if args.json:
+                args.json.write_text(json.dumps(out, indent=1, default=str))
+    print(f"\n{len(parts)} parts in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
