@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from sandbox.candidate import Candidate
-from sandbox.result import Result
-from sandbox.task import Task
+from sandbox.candidates.candidate import Candidate
+from sandbox.judging.result import Result
+from sandbox.tasks.task import Task
 
 if TYPE_CHECKING:
     from .config import SelectionConfig
@@ -159,7 +159,7 @@ class Lineage(Protocol):
         ...
 
     def duplicate_of(self, identity: str | None) -> str | None:
-        """The entry already built as ``identity`` (``sandbox.plan.identity``), or None."""
+        """The entry already built as ``identity`` (``sandbox.candidates.plan.identity``), or None."""
         ...
 
     def recent_failures(self, n: int, exclude: set[str] = frozenset()) -> list[Entry]: ...

@@ -33,10 +33,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sandbox import agreement as ag  # noqa: E402
+from sandbox.judging import agreement as ag  # noqa: E402
+from sandbox.tasks.inputs import input_specs  # noqa: E402
+from sandbox.tasks.task import load_task, suite_names  # noqa: E402
 from sandbox.worker.harness import reference_inputs  # noqa: E402
-from sandbox.inputs import input_specs  # noqa: E402
-from sandbox.task import load_task, suite_names  # noqa: E402
 
 SAMPLE = 1 << 16
 TESTS = ("old fingerprint", "2^16 sample", "projections", "every element", "sandbox (both)")
@@ -77,7 +77,7 @@ def old_fingerprint(xp, y, key: int) -> list[float]:
 
 
 def _old_fingerprint_device(cp, y, key: int) -> list[float]:
-    from sandbox.dtypes import DTYPES
+    from sandbox.tasks.dtypes import DTYPES
 
     out = cp.zeros(6, dtype=cp.float64)
     n = int(y.size)
@@ -89,7 +89,7 @@ def _old_fingerprint_device(cp, y, key: int) -> list[float]:
 
 @functools.cache
 def _old_module(cp):
-    from sandbox.dtypes import DTYPES
+    from sandbox.tasks.dtypes import DTYPES
 
     names = [f"fingerprint<{d.ctype}>" for d in DTYPES.values()]
     return cp.RawModule(code=OLD_FINGERPRINT_CU, options=("-std=c++17",), name_expressions=names)
@@ -167,7 +167,7 @@ def candidates(xp, task, sizes, ins, ref, dtype: str, atol: float, rtol: float, 
 
 
 class NumpyTester:
-    """The sandbox's test in NumPy or CuPy (sandbox/agreement.py)."""
+    """The sandbox's test in NumPy or CuPy (sandbox/judging/agreement.py)."""
 
     def __init__(self, xp, b, atol, rtol):
         self.xp, self.b, self.atol, self.rtol = xp, b, atol, rtol

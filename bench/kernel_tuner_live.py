@@ -26,9 +26,9 @@ from typing import Callable
 
 import numpy as np
 
-from sandbox import expr
-from sandbox.candidate import Candidate, split_arg
-from sandbox.task import Task
+from sandbox.candidates.candidate import Candidate, split_arg
+from sandbox.tasks import expr
+from sandbox.tasks.task import Task
 
 AXES = ("x", "y", "z")
 

@@ -64,7 +64,7 @@ class SimulatedCase:
         space = run.space
         self.names = list(space.names)
         self.tune_params = {n: [_native(c) for c in ch] for n, ch in zip(space.names, space.choices)}
-        self.key_of = {}  # Kernel Tuner's key of a configuration -> our identity (sandbox.plan.identity)
+        self.key_of = {}  # Kernel Tuner's key of a configuration -> our identity (sandbox.candidates.plan.identity)
         entries = {}
         for point in space.points():
             values = [self.tune_params[n][i] for n, i in zip(self.names, point)]

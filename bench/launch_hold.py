@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--rounds must be at least 3")
     from agent.cli.app import BadInput, parse_sizes
     from sandbox import load_candidate, load_task
-    from sandbox.task import TaskError
+    from sandbox.tasks.task import TaskError
 
     try:
         task = load_task(args.task)
@@ -56,9 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     if h.hold is None:
         print(f"error: the stream hold cannot be set up here: {h.hold_error}", file=sys.stderr)
         return 3
-    from sandbox.compiler import compile_source
-    from sandbox.inputs import input_specs, output_specs
-    from sandbox.plan import resolve
+    from sandbox.candidates.compiler import compile_source
+    from sandbox.tasks.inputs import input_specs, output_specs
+    from sandbox.candidates.plan import resolve
     from sandbox.worker.harness import generate_into
 
     cand = load_candidate(task.baseline_path)

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
 from sandbox import GPUSandbox, load_candidate, load_task  # noqa: E402
-from sandbox.tools import run_tool  # noqa: E402
-from sandbox.plan import resolve  # noqa: E402
+from sandbox.candidates.plan import resolve  # noqa: E402
+from sandbox.plumbing.tools import run_tool  # noqa: E402
 from sandbox.profile import ncu  # noqa: E402
 from sandbox.profile.counters import summarize  # noqa: E402
 

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     import agent
     from agent.config import ConfigError
     from sandbox import load_task
-    from sandbox.task import TaskError
+    from sandbox.tasks.task import TaskError
     from scripted_server import Script, serve_in_background
 
     try:

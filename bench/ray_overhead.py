@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.cli.app import BadInput, parse_sizes  # noqa: E402
 from sandbox import SandboxConfig, load_candidate, load_task, open_sandbox  # noqa: E402
-from sandbox.task import TaskError  # noqa: E402
+from sandbox.tasks.task import TaskError  # noqa: E402
 
 
 def judge_once(sandbox, task, cand, sizes) -> tuple[float, float, str]:

@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from sandbox import GPUSandbox, SandboxConfig, Status, load_candidate, load_task
-from sandbox.files import atomic_write
-from sandbox.task import TaskError, describe_sizes, suite_names
+from sandbox.plumbing.files import atomic_write
+from sandbox.tasks.task import TaskError, describe_sizes, suite_names
 
 COLUMNS = ("task", "category", "benchmark size", "baseline ms [95%]", "vendor ms [95%]",
            "baseline % roofline", "vendor % roofline", "bound")

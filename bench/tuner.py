@@ -45,9 +45,9 @@ from agent.tune.search import INF, minimize  # noqa: E402
 from agent.tune.proposer import tuner_search  # noqa: E402
 from agent.tune.space import TuningSpace, flag_groups  # noqa: E402
 from sandbox import CompileOnlySandbox, SandboxConfig, Status, load_candidate, load_task  # noqa: E402
-from sandbox.compiler import nvrtc_version  # noqa: E402
-from sandbox.files import atomic_write  # noqa: E402
-from sandbox.plan import identity  # noqa: E402
+from sandbox.candidates.compiler import nvrtc_version  # noqa: E402
+from sandbox.candidates.plan import identity  # noqa: E402
+from sandbox.plumbing.files import atomic_write  # noqa: E402
 
 import kernel_tuner_sim as kts  # noqa: E402  (bench/, beside this file; Kernel Tuner itself is imported on use)
 from tuner_tables import print_strategy_table, print_table  # noqa: E402  (bench/, beside this file)
@@ -143,7 +143,7 @@ class CaseRun:
         return list(dict.fromkeys(k for p in order if (k := self.keys.get(p))))
 
     def key_at(self, point) -> str | None:
-        """The identity (sandbox.plan.identity) of a configuration; None if it failed to compile."""
+        """The identity (sandbox.candidates.plan.identity) of a configuration; None if it failed to compile."""
         return self.keys.get(_pt(point))
 
     def representative(self, key: str):

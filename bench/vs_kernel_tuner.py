@@ -58,7 +58,7 @@ from agent.protocols import Entry, ProposalRequest  # noqa: E402
 from agent.tune.proposer import TunerProposer, objective, tuner_search  # noqa: E402
 from agent.tune.search import INF, minimize  # noqa: E402
 from sandbox import load_candidate, load_task  # noqa: E402
-from sandbox.task import Task  # noqa: E402
+from sandbox.tasks.task import Task  # noqa: E402
 
 INSTALL = ('pip install -e ".[kerneltuner]" (without a package index, from a folder of wheels: pip install '
            "--no-index --no-deps --find-links DIR kernel_tuner python-constraint2 xmltodict jsonschema "
@@ -211,7 +211,7 @@ def kt_inputs(task: Task):
     """The benchmark-size inputs, generated on the device as the sandbox generates them, as host arrays."""
     import cupy
 
-    from sandbox.inputs import generate_all, input_specs
+    from sandbox.tasks.inputs import generate_all, input_specs
 
     specs = input_specs(task, task.spec.sizes.benchmark, 0)
     return {name: array.get() for name, array in generate_all(cupy, specs, 12345).items()}

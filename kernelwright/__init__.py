@@ -37,9 +37,11 @@ _EXPORTS = {
     "Entry": "agent.protocols", "Stop": "agent.stops", "StopReason": "agent.stops",
     "evaluate": "kernelwright._evaluate", "compare": "kernelwright._compare", "Comparison": "kernelwright._compare",
     "RunRow": "kernelwright._compare",
-    "Result": "sandbox.result", "Status": "sandbox.result", "Timing": "sandbox.result", "Interval": "sandbox.result",
-    "Task": "sandbox.task", "load_task": "sandbox.task", "TaskError": "sandbox.task",
-    "Candidate": "sandbox.candidate", "load_candidate": "sandbox.candidate", "CandidateError": "sandbox.candidate",
+    "Result": "sandbox.judging.result", "Status": "sandbox.judging.result", "Timing": "sandbox.judging.result",
+    "Interval": "sandbox.judging.result",
+    "Task": "sandbox.tasks.task", "load_task": "sandbox.tasks.task", "TaskError": "sandbox.tasks.task",
+    "Candidate": "sandbox.candidates.candidate", "load_candidate": "sandbox.candidates.candidate",
+    "CandidateError": "sandbox.candidates.candidate",
     "open_sandbox": "sandbox.host.open", "SandboxConfig": "sandbox.host.config",
 }
 
@@ -47,11 +49,11 @@ if TYPE_CHECKING:
     from agent.api import Run, load_run, optimize
     from agent.stops import Stop, StopReason
     from agent.protocols import Entry
-    from sandbox.candidate import Candidate, CandidateError, load_candidate
+    from sandbox.candidates.candidate import Candidate, CandidateError, load_candidate
     from sandbox.host.config import SandboxConfig
     from sandbox.host.open import open_sandbox
-    from sandbox.result import Interval, Result, Status, Timing
-    from sandbox.task import Task, TaskError, load_task
+    from sandbox.judging.result import Interval, Result, Status, Timing
+    from sandbox.tasks.task import Task, TaskError, load_task
 
     from ._compare import Comparison, RunRow, compare
     from ._evaluate import evaluate

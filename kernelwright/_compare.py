@@ -13,7 +13,7 @@ from typing import Iterable
 
 from agent.api import Run, load_run
 from agent.trace.records import Summary
-from sandbox.result import Interval
+from sandbox.judging.result import Interval
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandbox.candidate import Candidate, load_candidate
+from sandbox.candidates.candidate import Candidate, load_candidate
 from sandbox.host.config import SandboxConfig
 from sandbox.host.open import open_sandbox
-from sandbox.result import Result
-from sandbox.task import Task, load_task
+from sandbox.judging.result import Result
+from sandbox.tasks.task import Task, load_task
 
 
 def evaluate(task: str | Path | Task, candidate: str | Path | Candidate = "baseline", *, sandbox="auto",

@@ -2,7 +2,7 @@
 names. A project of the user's with a package of the same name earlier on ``sys.path`` (a ``sandbox/`` folder
 beside a notebook) would be imported in their place. ``claim()`` binds both names to the folders installed
 beside this package before anything imports them by name; worker processes need nothing of this, as they
-start with this folder first on their PYTHONPATH (``sandbox.tools.scrubbed_env``).
+start with this folder first on their PYTHONPATH (``sandbox.plumbing.tools.scrubbed_env``).
 
 Imports only the standard library.
 """

@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Union
 
-from .candidate import CandidateError
-from .task import TaskError
+from .candidates.candidate import CandidateError
+from .tasks.task import TaskError
 
 if TYPE_CHECKING:
-    from .candidate import Candidate
-    from .result import Result
-    from .task import Task
+    from .candidates.candidate import Candidate
+    from .judging.result import Result
+    from .tasks.task import Task
 
 ATTEMPTS = 2   # a sandbox that breaks on one candidate is given one more try before it counts as failed
 

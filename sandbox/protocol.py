@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from .candidate import Candidate
+    from .candidates.candidate import Candidate
     from .jobs import Job, OneSlot
-    from .result import Result
-    from .sanitizer_report import SanitizeReport
-    from .task import Task
+    from .judging.result import Result
+    from .judging.sanitizer_report import SanitizeReport
+    from .tasks.task import Task
 
 
 @runtime_checkable

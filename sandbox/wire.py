@@ -14,8 +14,9 @@ Each request names the reply it gets, or ``WorkerError``:
 
 Every record checks its fields' types when it is made (``WireError`` names the record and the field); the
 worker and ``WorkerProcess.call`` refuse anything that is not a request or a reply. Payloads that other modules
-define and check (input and output specs of ``sandbox.inputs``, resolved launch plans of ``sandbox.plan``,
-compile reports of ``sandbox.result.CompileInfo``, device facts of ``sandbox.envinfo``) travel as plain dicts.
+define and check (input and output specs of ``sandbox.tasks.inputs``, resolved launch plans of
+``sandbox.candidates.plan``, compile reports of ``sandbox.judging.result.CompileInfo``, device facts of
+``sandbox.plumbing.envinfo``) travel as plain dicts.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ class Hello(Request):
 
 @dataclass(frozen=True)
 class DeviceInfo(Reply):
-    """Static facts about the worker's CUDA device (``sandbox.envinfo.device_info``)."""
+    """Static facts about the worker's CUDA device (``sandbox.plumbing.envinfo.device_info``)."""
 
     info: dict[str, Any]
 
@@ -424,7 +425,7 @@ class Compares(Request):
 
 @dataclass(frozen=True)
 class OutputCheck(Message):
-    """One output of one run against the reference (``sandbox.compare.compare``'s statistics)."""
+    """One output of one run against the reference (``sandbox.judging.compare.compare``'s statistics)."""
 
     output: str
     run: str

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.proposers.answer import FormatError, extract, parse_answer, split_reasoning
-from sandbox.task import load_task
+from sandbox.tasks.task import load_task
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import PLAIN  # noqa: E402

@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from sandbox import Sandbox
-from sandbox.candidate import load_candidate
+from sandbox.candidates.candidate import load_candidate
 from sandbox.host.fake import FakeSandbox, annotations
-from sandbox.result import Status
-from sandbox.task import load_task
+from sandbox.judging.result import Status
+from sandbox.tasks.task import load_task
 
 pytestmark = pytest.mark.timeout(120)
 

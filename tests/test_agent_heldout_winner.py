@@ -15,12 +15,12 @@ from agent.proposers import prompts
 from agent.protocols import Entry, ProposalRequest
 from agent.report.views import summary_view
 from agent.trace.reader import read
-from sandbox.candidate import load_candidate
+from sandbox.candidates.candidate import load_candidate
 from sandbox.host.builder import new_result
-from sandbox.result import Status
+from sandbox.judging.result import Status
 from test_agent_prompts import DEVICE
 from test_agent_sanitize import _isolated, serve  # noqa: F401 -- the same scripted-server fixtures
-from sandbox.task import describe_sizes, load_task
+from sandbox.tasks.task import describe_sizes, load_task
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402
@@ -75,7 +75,7 @@ def test_the_heldout_sizes_never_reach_a_prompt_only_that_there_are_some():
 def test_a_slower_held_out_size_disqualifies_only_a_leader_that_claimed_to_be_faster():
     from agent.claims.heldout import disqualifies
     from agent.trace.records import HeldoutRow
-    from sandbox.result import Interval
+    from sandbox.judging.result import Interval
 
     slower = HeldoutRow(sizes={"n": 7}, status="ok", flagged=True, reason="slower than the baseline (interval below 1.0)")
     wrong = HeldoutRow(sizes={"n": 7}, status="wrong", flagged=True, reason="the winner is wrong at this size")

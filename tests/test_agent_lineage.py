@@ -10,11 +10,11 @@ from agent.config import SelectionConfig
 from agent.loop.lineage import MemoryLineage
 from agent.protocols import Entry, Lineage
 from agent.loop.summary import rows
-from sandbox.candidate import load_candidate
 from sandbox import CompileOnlySandbox
-from sandbox.plan import identity
-from sandbox.result import Interval, Result, Status, Timing
-from sandbox.task import load_task
+from sandbox.candidates.candidate import load_candidate
+from sandbox.candidates.plan import identity
+from sandbox.judging.result import Interval, Result, Status, Timing
+from sandbox.tasks.task import load_task
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -185,7 +185,7 @@ def test_promising_policy_profiles_model_candidates_near_the_best_and_tuner_poin
 ])
 def test_prompt_policy_profiles_only_what_a_later_prompt_shows(task, origin, status, speed, prompts, profiled):
     from agent.loop.judge import diagnose
-    from sandbox.result import CompileInfo
+    from sandbox.judging.result import CompileInfo
 
     lineage = _lineage(task, _entry(task, "c0001", speed=2.0))
     if origin == "baseline":

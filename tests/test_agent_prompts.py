@@ -9,9 +9,9 @@ import pytest
 
 from agent.proposers import prompts
 from agent.protocols import Entry, ProposalRequest
-from sandbox.candidate import load_candidate
-from sandbox.result import Check, CompileInfo, Interval, KernelResources, Mismatch, Result, Status, Timing
-from sandbox.task import load_task
+from sandbox.candidates.candidate import load_candidate
+from sandbox.judging.result import Check, CompileInfo, Interval, KernelResources, Mismatch, Result, Status, Timing
+from sandbox.tasks.task import load_task
 
 pytestmark = pytest.mark.timeout(30)
 

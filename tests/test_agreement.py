@@ -1,4 +1,4 @@
-"""The agreement test's arithmetic (sandbox/agreement.py), on NumPy: honest pairs at the edge of the
+"""The agreement test's arithmetic (sandbox/judging/agreement.py), on NumPy: honest pairs at the edge of the
 tolerance pass, wrong outputs of any size fail, the keyed streams match harness.cu's layout."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from sandbox import agreement as ag
+from sandbox.judging import agreement as ag
 
 KEYS = [0x9E3779B97F4A7C15 * (k + 1) % 2**64 for k in range(200)]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent.claims.best import BestStore, Envelope
-from sandbox.candidate import load_candidate, parse_candidate
-from sandbox.result import Status
-from sandbox.task import load_task
+from sandbox.candidates.candidate import load_candidate, parse_candidate
+from sandbox.judging.result import Status
+from sandbox.tasks.task import load_task
 from tuner_fakes import H200_ENV, failed_result, timed_result
 
 ROOT = Path(__file__).resolve().parent.parent

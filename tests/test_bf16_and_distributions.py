@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sandbox.compare import compare
-from sandbox.dtypes import from_float64, special_values, to_compute
-from sandbox.inputs import generate, generate_all, input_specs
-from sandbox.task import TaskSpec, load_task
+from sandbox.judging.compare import compare
+from sandbox.tasks.dtypes import from_float64, special_values, to_compute
+from sandbox.tasks.inputs import generate, generate_all, input_specs
+from sandbox.tasks.task import TaskSpec, load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 BF16 = ROOT / "examples" / "tasks" / "add_rmsnorm_bf16"

@@ -51,7 +51,7 @@ def test_configurations_that_differ_in_an_unread_knob_share_one_compile_but_not_
         assert first.status is second.status is Status.compiled
         assert first.compile.code_hash == second.compile.code_hash and second.compile.cached
         assert first.knobs == {"BLOCK": 128} and second.knobs == {"BLOCK": 512}
-        from sandbox.plan import identity
+        from sandbox.candidates.plan import identity
 
         assert identity(task, a, first.compile) != identity(task, b, second.compile)  # the launch geometry differs
 

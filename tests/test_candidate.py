@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.candidate import (CandidateError, check_flag, load_candidate, parse_candidate, split_arg,
+from sandbox.candidates.candidate import (CandidateError, check_flag, load_candidate, parse_candidate, split_arg,
                                static_problems, validate_for_task)
-from sandbox.task import load_task
+from sandbox.tasks.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = (ROOT / "kernels" / "vector_add" / "baseline.cu").read_text()

@@ -14,7 +14,7 @@ import pytest
 
 from sandbox.host.check_task import check_task
 from sandbox.pytorch import confined
-from sandbox.task import TaskError, load_task, suite_dir
+from sandbox.tasks.task import TaskError, load_task, suite_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ROOT / "tests" / "fixtures" / "kernelbench" / "checks"
@@ -130,7 +130,7 @@ def test_an_output_flat_at_small_sizes_gets_a_tolerance_below_a_hundredth_of_its
     assert task.output_tolerance("out").atol == atol and rtol == 1e-4
     assert task.output_tolerance("out").spread == spread == 2e-4   # grown with the spread, never past a hundredth
     ref = task.reference_module()
-    from sandbox.inputs import generate_all, input_specs
+    from sandbox.tasks.inputs import generate_all, input_specs
 
     for _, sizes in task.spec.all_sizes():
         ins = generate_all(np, input_specs(task, sizes, 0), 11)
@@ -161,7 +161,7 @@ def test_variants_outside_the_problems_domain_are_left_out_and_the_task_says_why
 
 
 def test_a_bfloat16_problem_imports_with_bit_pattern_inputs_and_its_module_passes_its_own_task(imported):
-    from sandbox.inputs import generate_all, input_specs
+    from sandbox.tasks.inputs import generate_all, input_specs
 
     task = load_task(imported["12_gelu_bf16"].folder)
     assert [t.dtype for t in task.spec.inputs + task.spec.outputs] == ["bfloat16", "bfloat16"]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from sandbox.host.check_task import check_task
-from sandbox.inputs import input_specs, output_specs
-from sandbox.task import TaskError, load_task
+from sandbox.tasks.inputs import input_specs, output_specs
+from sandbox.tasks.task import TaskError, load_task
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 NAMES = ["argmax", "conv1d_bias_relu", "cross_entropy", "gemm_nt", "maxpool2d"]

@@ -81,7 +81,7 @@ def test_eval_summary_prints_a_real_h200_result(tmp_path, capsys):
 
     from agent.cli.app import console
     from agent.cli.sandbox import print_result
-    from sandbox.result import Result
+    from sandbox.judging.result import Result
 
     with tarfile.open(ROOT / "tests" / "fixtures" / "traces" / "h200-softmax.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sandbox.envinfo import ClockSampler, describe_reading
+from sandbox.plumbing.envinfo import ClockSampler, describe_reading
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "traces"))
 from trace_tarballs import HERE as TRACES, extract  # noqa: E402

@@ -12,8 +12,8 @@ import pytest
 ray = pytest.importorskip("ray")
 
 import agent  # noqa: E402
-from sandbox.candidate import load_candidate  # noqa: E402
-from sandbox.task import load_task  # noqa: E402
+from sandbox.candidates.candidate import load_candidate  # noqa: E402
+from sandbox.tasks.task import load_task  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import answer  # noqa: E402

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sandbox.compare import compare
+from sandbox.judging.compare import compare
 
 
 def test_within_tolerance_passes_and_reports_errors():
@@ -64,7 +64,7 @@ def _long_sums(k: int, seed: int = 3):
 
 
 def test_atol_grows_with_the_spread_of_the_output_where_it_is_compared():
-    from sandbox.compare import spread_atol
+    from sandbox.judging.compare import spread_atol
 
     got, expected = _long_sums(4096)
     atol, rtol = 0.00038, 1e-4          # what a short check size of unit-sized inputs measures

@@ -1,4 +1,4 @@
-"""The reference comparison on the device (one pass, ``sandbox.compare.DevicePass``) finds what the NumPy
+"""The reference comparison on the device (one pass, ``sandbox.judging.compare.DevicePass``) finds what the NumPy
 expressions find: counts, maxima, first mismatch and the NaN note, for every output dtype, non-finite values,
 values on the tolerance's edge, odd and empty shapes."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sandbox.compare import compare
+from sandbox.judging.compare import compare
 
 pytestmark = pytest.mark.gpu
 

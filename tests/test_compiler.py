@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.candidate import parse_candidate
-from sandbox.compiler import compile_source, include_dirs, nvrtc_version, parse_ptxas
 from sandbox import CompileOnlySandbox
-from sandbox.result import Status
-from sandbox.task import load_task
+from sandbox.candidates.candidate import parse_candidate
+from sandbox.candidates.compiler import compile_source, include_dirs, nvrtc_version, parse_ptxas
+from sandbox.judging.result import Status
+from sandbox.tasks.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -163,7 +163,7 @@ def test_a_compile_with_an_empty_log_leaves_the_processs_shared_bytes_alone():
     import subprocess
     import sys
 
-    code = ("from sandbox import compiler; "
+    code = ("from sandbox.candidates import compiler; "
             "compiler.nvrtc_compile('extern \"C\" __global__ void k() {}', ['--gpu-architecture=sm_90'], 'sm_90', []); "
             "print(repr(bytes([32])), repr(bytes([32]).decode()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

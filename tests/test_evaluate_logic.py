@@ -1,8 +1,8 @@
 """Orchestrator rules that need no GPU: the roofline floor, first compile error line, trials per size."""
 
-from sandbox.host.ceilings import roofline_ms
 from sandbox.host.builder import _first_error
-from sandbox.task import Tolerance, load_task
+from sandbox.host.ceilings import roofline_ms
+from sandbox.tasks.task import Tolerance, load_task
 
 
 def test_roofline_floor_uses_the_binding_ceiling():
@@ -49,7 +49,7 @@ def test_a_candidate_that_is_the_baseline_takes_over_the_baselines_correctness_s
     from sandbox import SandboxConfig, Status, load_candidate
     from sandbox.host.compile_only import CompileOnlySandbox
     from sandbox.host.gpu import GPUSandbox
-    from sandbox.result import Check, Cost
+    from sandbox.judging.result import Check, Cost
 
     task = load_task("vector_add")
     sb = object.__new__(GPUSandbox)  # the orchestrator alone: no GPU worker, the correctness stage stubbed

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from sandbox import CompileOnlySandbox, FakeSandbox, Sandbox
-from sandbox.candidate import CandidateError, load_candidate
+from sandbox.candidates.candidate import CandidateError, load_candidate
 from sandbox.jobs import Evaluated, Failed, Invalid, Job, Lost, evaluate_job
-from sandbox.result import Result, Status
-from sandbox.task import TaskError, load_task
+from sandbox.judging.result import Result, Status
+from sandbox.tasks.task import TaskError, load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(120)

@@ -18,8 +18,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agent.report.export_torch import literal, render  # noqa: E402
-from sandbox.candidate import parse_candidate  # noqa: E402
-from sandbox.task import load_task  # noqa: E402
+from sandbox.candidates.candidate import parse_candidate  # noqa: E402
+from sandbox.tasks.task import load_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(120)

@@ -14,10 +14,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agent.report.export_torch import python_expr, render  # noqa: E402
-from sandbox.candidate import load_candidate  # noqa: E402
-from sandbox.compiler import DEFAULT_ARCH, nvrtc_compile, compile_source, include_dirs  # noqa: E402
-from sandbox.plan import resolve  # noqa: E402
-from sandbox.task import load_task  # noqa: E402
+from sandbox.candidates.candidate import load_candidate  # noqa: E402
+from sandbox.candidates.compiler import DEFAULT_ARCH, nvrtc_compile, compile_source, include_dirs  # noqa: E402
+from sandbox.candidates.plan import resolve  # noqa: E402
+from sandbox.tasks.task import load_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 KB = ROOT / "tests" / "fixtures" / "kernelbench"

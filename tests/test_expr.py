@@ -2,7 +2,7 @@
 
 import pytest
 
-from sandbox.expr import ExprError, evaluate, names
+from sandbox.tasks.expr import ExprError, evaluate, names
 
 
 @pytest.mark.parametrize("text, expected", [

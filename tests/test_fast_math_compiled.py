@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.approx_ptx import scan
-from sandbox.candidate import load_candidate, parse_candidate, static_problems
-from sandbox.compiler import compile_source
-from sandbox.fast_math import BFLOAT16, HALF, LIBRARY, compiled_problems
-from sandbox.task import load_task
+from sandbox.candidates.approx_ptx import scan
+from sandbox.candidates.candidate import load_candidate, parse_candidate, static_problems
+from sandbox.candidates.compiler import compile_source
+from sandbox.candidates.fast_math import BFLOAT16, HALF, LIBRARY, compiled_problems
+from sandbox.tasks.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 CHEATS = ROOT / "tests" / "cheats"

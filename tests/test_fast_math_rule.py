@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.candidate import CandidateError, parse_candidate, static_problems, validate_for_task
-from sandbox.fast_math import approximate_math
-from sandbox.task import load_task
+from sandbox.candidates.candidate import CandidateError, parse_candidate, static_problems, validate_for_task
+from sandbox.candidates.fast_math import approximate_math
+from sandbox.tasks.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 SOFTMAX = (ROOT / "kernels" / "softmax" / "baseline.cu").read_text()

@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from sandbox import agreement as ag
+from sandbox.judging import agreement as ag
 
 pytestmark = pytest.mark.gpu
 

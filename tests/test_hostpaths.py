@@ -4,8 +4,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from sandbox.compiler import include_dirs
-from sandbox.hostpaths import redact
+from sandbox.candidates.compiler import include_dirs
+from sandbox.plumbing.hostpaths import redact
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,10 +23,10 @@ def test_compile_log_paths_become_neutral_names():
 
 def test_checkout_temp_and_home_folders_are_named_not_shown():
     home = os.path.expanduser("~")
-    text = (f'File "{ROOT}/sandbox/compiler.py", line 3\n{tempfile.gettempdir()}/kw-compile-x1/tmp/a.cu\n'
+    text = (f'File "{ROOT}/sandbox/candidates/compiler.py", line 3\n{tempfile.gettempdir()}/kw-compile-x1/tmp/a.cu\n'
             f"{home}/secret-project/notes.txt")
     out = redact(text)
-    assert str(ROOT) not in out and "<kernelwright>/sandbox/compiler.py" in out
+    assert str(ROOT) not in out and "<kernelwright>/sandbox/candidates/compiler.py" in out
     assert "<tmp>/kw-compile-x1/tmp/a.cu" in out
     assert "~/secret-project/notes.txt" in out
 

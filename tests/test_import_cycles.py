@@ -191,8 +191,15 @@ MAY_IMPORT = {
     "agent.trace": ("sandbox", "agent.protocols", "agent.stops", "agent.redact"),
     "agent.tune": ("sandbox", "agent.protocols", "agent.trace"),
 }
-# ... or a deny-list, with the exceptions it names: (importer or its package, imported).
+# ... or a deny-list, with the exceptions it names: (importer or its package, imported). The vocabulary of candidates,
+# tasks, judging and plumbing sits below the contracts at the sandbox's top and below the packages that do the work.
+ABOVE_VOCABULARY = ("sandbox.protocol", "sandbox.jobs", "sandbox.wire", "sandbox.host", "sandbox.worker",
+                    "sandbox.cluster", "sandbox.profile")
 MAY_NOT_IMPORT = {
+    "sandbox.candidates": ABOVE_VOCABULARY + ("sandbox.pytorch",),
+    "sandbox.tasks": ABOVE_VOCABULARY,
+    "sandbox.judging": ABOVE_VOCABULARY + ("sandbox.pytorch",),
+    "sandbox.plumbing": ABOVE_VOCABULARY + ("sandbox.pytorch",),
     "agent.loop": ("agent.api", "agent.cli", "agent.report.html", "agent.report.notebook"),
     "sandbox.host": ("sandbox.worker",),
     "sandbox.worker": ("sandbox.host", "sandbox.profile"),

@@ -4,7 +4,7 @@ distribution's values, and no draw's temporaries larger than a chunk's."""
 import numpy as np
 import pytest
 
-from sandbox import inputs
+from sandbox.tasks import inputs
 
 
 @pytest.mark.parametrize("kind", ["normal", "wide", "kinks", "uniform", "int", "special"])

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from sandbox.host.gpu import trial_count
-from sandbox.inputs import distribution_count, generate, input_specs
-from sandbox.task import TaskError, load_task, suite_dir, suite_names
+from sandbox.tasks.inputs import distribution_count, generate, input_specs
+from sandbox.tasks.task import TaskError, load_task, suite_dir, suite_names
 
 
 @pytest.mark.parametrize("name", suite_names())
@@ -81,7 +81,7 @@ def _float32_cheats(task_name: str, x, params: dict):
 
 @pytest.mark.parametrize("task_name, stressing", [("softmax", "large"), ("layernorm", "large"), ("rmsnorm", "small")])
 def test_only_the_stressing_distribution_exposes_the_bug_it_was_added_for(task_name, stressing):
-    from sandbox.compare import compare
+    from sandbox.judging.compare import compare
     from sandbox.worker.harness import reference_inputs
 
     task = load_task(task_name)

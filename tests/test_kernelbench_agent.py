@@ -20,7 +20,7 @@ from agent.loop import session as session_mod  # noqa: E402
 from agent.trace.records import HeldoutRow  # noqa: E402
 from sandbox import FakeSandbox  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
-from sandbox.task import load_task  # noqa: E402
+from sandbox.tasks.task import load_task  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from scripted_server import Script  # noqa: E402

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import agent
-from sandbox.task import load_task
+from sandbox.tasks.task import load_task
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from scripted_server import Script  # noqa: E402

@@ -13,14 +13,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sandbox.compare import compare  # noqa: E402
+from sandbox.judging.compare import compare  # noqa: E402
 from sandbox.pytorch import confined  # noqa: E402
-from sandbox.inputs import generate_all as reference_inputs  # noqa: E402
-from sandbox.inputs import input_specs  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.pytorch.problem import ProblemError, run_forward  # noqa: E402
 from sandbox.pytorch.runtime import runtime_for  # noqa: E402
-from sandbox.task import TaskError, load_task  # noqa: E402
+from sandbox.tasks.inputs import generate_all as reference_inputs  # noqa: E402
+from sandbox.tasks.inputs import input_specs  # noqa: E402
+from sandbox.tasks.task import TaskError, load_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "tests" / "fixtures" / "kernelbench"
@@ -253,7 +253,7 @@ def test_cli_imports_a_folder_reports_each_problem_and_exits_2_when_one_fails(tm
 
 
 def test_importing_kernelwright_does_not_import_torch_and_a_missing_torch_names_the_extra():
-    probe = ("import sys, agent, agent.cli, sandbox, sandbox.task, sandbox.pytorch.importer; "
+    probe = ("import sys, agent, agent.cli, sandbox, sandbox.tasks.task, sandbox.pytorch.importer; "
              "assert 'torch' not in sys.modules, 'torch imported'; "
              "sys.modules['torch'] = None\n"
              "from sandbox.pytorch import require_torch, TorchMissing\n"

@@ -11,11 +11,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sandbox import expr  # noqa: E402
 from sandbox.pytorch.importer import _bytes_expression  # noqa: E402
 from sandbox.pytorch.problem import Problem, ProblemError  # noqa: E402
 from sandbox.pytorch.shapes import analyse, probe  # noqa: E402
 from sandbox.pytorch.sizes import plan_sizes, runs_on_cpu  # noqa: E402
+from sandbox.tasks import expr  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -81,8 +81,8 @@ def test_the_confined_compiler_cannot_include_host_files_but_compiles_allowed_he
     out = run_python(f"""
         import json
         from pathlib import Path
-        from sandbox.candidate import parse_candidate
-        from sandbox.compiler import compile_source
+        from sandbox.candidates.candidate import parse_candidate
+        from sandbox.candidates.compiler import compile_source
         from sandbox.worker.confine import confine_compiler
         status = confine_compiler(Path({str(home)!r}))
         plan = '/*@kernelwright\\n[[launch]]\\nkernel = "k"\\ngrid = "1"\\nblock = "32"\\nargs = []\\n@*/\\n'
@@ -111,9 +111,9 @@ PLAN = '/*@kernelwright\n[[launch]]\nkernel = "k"\ngrid = "1"\nblock = "32"\narg
 @pytest.mark.timeout(180)
 def test_the_compile_worker_cannot_read_host_files_and_names_no_host_folder(tmp_path, monkeypatch):
     """A request straight to the compile worker (as if the source filter had missed the include)."""
-    from sandbox.compiler import include_dirs
+    from sandbox.candidates.compiler import include_dirs
     from sandbox.host.pool import WorkerProcess
-    from sandbox.source_filter import ALLOWED_INCLUDES
+    from sandbox.candidates.source_filter import ALLOWED_INCLUDES
     from sandbox.wire import Compile, Confinement
 
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))

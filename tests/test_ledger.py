@@ -9,9 +9,9 @@ import pytest
 
 from agent.claims.ledger import Ledger
 from agent.protocols import Usage
-from sandbox.candidate import load_candidate
-from sandbox.result import Cost, Status
-from sandbox.task import load_task
+from sandbox.candidates.candidate import load_candidate
+from sandbox.judging.result import Cost, Status
+from sandbox.tasks.task import load_task
 from tuner_fakes import failed_result, timed_result
 
 pytestmark = pytest.mark.timeout(60)

@@ -16,9 +16,9 @@ from agent.proposers import endpoint
 from agent.config import ModelConfig, Price
 from agent.proposers.llm import LLMProposer, ModelEndpointError
 from agent.protocols import Entry, ProposalRequest
-from sandbox.candidate import load_candidate
-from sandbox.result import Result, Status
-from sandbox.task import load_task
+from sandbox.candidates.candidate import load_candidate
+from sandbox.judging.result import Result, Status
+from sandbox.tasks.task import load_task
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from answers import PLAIN  # noqa: E402

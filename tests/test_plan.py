@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.candidate import parse_candidate
-from sandbox.compiler import compile_source
-from sandbox.plan import PlanError, resolve
-from sandbox.task import load_task
+from sandbox.candidates.candidate import parse_candidate
+from sandbox.candidates.compiler import compile_source
+from sandbox.candidates.plan import PlanError, resolve
+from sandbox.tasks.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,7 +80,7 @@ def test_the_plan_s_arguments_are_checked_against_the_kernel_as_compiled():
 
 
 def test_dynamic_shared_memory_beyond_the_target_s_limit_is_a_launch_error_before_any_launch():
-    from sandbox.plan import shared_limit
+    from sandbox.candidates.plan import shared_limit
 
     assert shared_limit({}, "sm_90") == shared_limit({}, "sm_90a") == 227 * 1024
     assert shared_limit({"shared_per_block_optin": 101376}, "sm_90") == 101376 and shared_limit({}, "sm_1") is None
@@ -102,7 +102,7 @@ def test_static_shared_memory_counts_toward_the_limit():
 
 
 def test_kernel_parameters_are_read_from_the_cubin():
-    from sandbox.cubin import kernel_params
+    from sandbox.candidates.cubin import kernel_params
 
     text = (_plan('"1"', '"1"', '["a"]') + 'struct S { int a; double b; };\n'
             'extern "C" __global__ void many(char c, short h, S s, double d, const float* p) {}\n'

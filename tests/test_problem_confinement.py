@@ -149,7 +149,7 @@ def test_a_hostile_problem_is_refused_in_one_line_and_none_of_its_effects_happen
 
 
 def test_the_confined_call_returns_what_the_function_returned_and_refusals_keep_their_message(tmp_path):
-    ok = confined.call("sandbox.dtypes:itemsize", "float16", label="x.py")
+    ok = confined.call("sandbox.tasks.dtypes:itemsize", "float16", label="x.py")
     assert ok.result == 2 and ok.confinement.get("network")
     bad = tmp_path / "bad.py"
     with pytest.raises(ProblemError, match="bad.py: no get_inputs"):

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from sandbox import load_task
+from sandbox.host.profiler import kernels_from
+from sandbox.judging.result import CompileInfo, ImplTiming, Interval, KernelResources, Result, Status, Timing
 from sandbox.profile import ncu
 from sandbox.profile.diagnosis import diagnose
-from sandbox.host.profiler import kernels_from
-from sandbox.result import CompileInfo, ImplTiming, Interval, KernelResources, Result, Status, Timing
 
 pytestmark = pytest.mark.timeout(60)
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"

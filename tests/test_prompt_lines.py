@@ -10,9 +10,9 @@ import pytest
 
 from agent.proposers import prompts
 from agent.protocols import Entry, ProposalRequest
-from sandbox.candidate import load_candidate
-from sandbox.result import Check, Mismatch, Status
-from sandbox.task import load_task
+from sandbox.candidates.candidate import load_candidate
+from sandbox.judging.result import Check, Mismatch, Status
+from sandbox.tasks.task import load_task
 from tests.test_agent_prompts import DEVICE, _result, _timed
 
 pytestmark = pytest.mark.timeout(120)

@@ -11,7 +11,7 @@ import pytest
 
 from sandbox import load_task
 from sandbox.host.referee import Referee
-from sandbox.inputs import input_specs, output_specs
+from sandbox.tasks.inputs import input_specs, output_specs
 from sandbox.wire import CompareTask, CompareTrial, Compares, HarnessCode, IpcSent, IpcSum, Run, WorkerError
 from sandbox.worker import reference
 from sandbox.worker.harness import reference_inputs

@@ -5,7 +5,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from sandbox.result import SCHEMA_VERSION, Check, Interval, Result, Status, Timing
+from sandbox.judging.result import SCHEMA_VERSION, Check, Interval, Result, Status, Timing
 
 
 def _result(**kw) -> Result:

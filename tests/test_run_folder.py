@@ -109,7 +109,7 @@ def test_files_that_are_not_utf8_are_one_clear_error(kw, tmp_path):
 
 @pytest.mark.timeout(60)
 def test_a_candidate_over_the_size_limit_is_refused(kw, tmp_path):
-    from sandbox.candidate import MAX_SOURCE_CHARS
+    from sandbox.candidates.candidate import MAX_SOURCE_CHARS
 
     big = tmp_path / "big.cu"
     big.write_text((ROOT / "kernels" / "vector_add" / "baseline.cu").read_text() + "//" + "x" * MAX_SOURCE_CHARS + "\n")

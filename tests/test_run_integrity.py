@@ -106,8 +106,8 @@ def test_a_run_without_hashes_is_shown_with_a_loud_mark(run):
 
 def test_an_edited_best_known_record_is_refused_by_name(tmp_path, monkeypatch):
     from agent.claims.best import BestRecord, BestStore, Envelope
-    from sandbox.result import Interval
-    from sandbox.task import load_task
+    from sandbox.judging.result import Interval
+    from sandbox.tasks.task import load_task
 
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))
     task = load_task("vector_add")

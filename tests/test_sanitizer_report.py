@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.sanitizer_report import SanitizeReport, overall, parse, verdict
+from sandbox.judging.sanitizer_report import SanitizeReport, overall, parse, verdict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sanitizer"
 

@@ -12,7 +12,7 @@ import pytest
 from sandbox import load_candidate, load_task
 from sandbox.host.pool import WorkerDied, WorkerTimeout
 from sandbox.host.screener import Screener
-from sandbox.result import Cost, Status
+from sandbox.judging.result import Cost, Status
 from sandbox.wire import HarnessCode, Screen, ScreenBatch, ScreenedRun, ScreenReady, ScreenSetup, WorkerError
 
 
@@ -144,7 +144,7 @@ def test_the_best_ratio_so_far_is_passed_on_as_the_bar_for_stopping_early(monkey
 
 
 def test_screening_stops_a_candidate_once_settled_or_surely_slower_and_never_before_its_minimum():
-    from sandbox.stats import screening_stop
+    from sandbox.judging.stats import screening_stop
 
     steady = [1.0, 1.001, 0.999, 1.0, 1.002, 0.998, 1.0]
     assert screening_stop(steady[:5], 6, 0.01, None) == ""           # too few rounds for an interval
@@ -157,7 +157,7 @@ def test_screening_stops_a_candidate_once_settled_or_surely_slower_and_never_bef
 
 
 def test_a_candidate_far_slower_than_the_bar_stops_after_three_rounds_by_the_measured_noise():
-    from sandbox.stats import NOISE_FLOOR, pair_noise, screening_stop
+    from sandbox.judging.stats import NOISE_FLOOR, pair_noise, screening_stop
 
     quiet = pair_noise([1.0, 1.002, 0.999, 1.001, 0.998, 1.0, 1.003, 0.997])
     assert quiet == NOISE_FLOOR                                         # never below the floor

@@ -14,9 +14,9 @@ import pytest
 from agent.loop.lineage import MemoryLineage
 from agent.protocols import Entry
 from agent.report.search import not_winner, runner_up
-from sandbox.candidate import load_candidate
-from sandbox.result import Interval, Result, Status, Timing
-from sandbox.task import load_task
+from sandbox.candidates.candidate import load_candidate
+from sandbox.judging.result import Interval, Result, Status, Timing
+from sandbox.tasks.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 UNROLL_ZERO = ROOT / "tests" / "fixtures" / "candidates" / "unroll_zero.cu"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.source_filter import ALLOWED_INCLUDES, check
+from sandbox.candidates.source_filter import ALLOWED_INCLUDES, check
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = '\nextern "C" __global__ void k(float* a) { a[0] = 1.0f; }\n'
@@ -135,7 +135,7 @@ def test_reasons_name_the_line_as_written():
 def test_the_refused_bypasses_really_read_files_unfiltered(name, tmp_path):
     from cuda.bindings import nvrtc
 
-    from sandbox.compiler import include_dirs
+    from sandbox.candidates.compiler import include_dirs
 
     secret = tmp_path / "secret.h"
     secret.write_text("KW_SECRET_LINE_7\n")

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from sandbox import stats
-from sandbox.stats import median_ci, relative_spread, speedup_ci
+from sandbox.judging import stats
+from sandbox.judging.stats import median_ci, relative_spread, speedup_ci
 
 
 def test_median_interval_contains_the_median_and_narrows_with_samples():
@@ -37,7 +37,7 @@ def test_intervals_are_deterministic():
 
 
 def test_median_halfwidth_uses_the_exact_binomial_order_statistics():
-    from sandbox.stats import median_halfwidth
+    from sandbox.judging.stats import median_halfwidth
 
     # n = 10: P(Bin(10, 1/2) <= 1) = 11/1024 <= 2.5% < P(<= 2), so the interval is [x(2), x(9)]
     assert median_halfwidth(list(range(1, 11))) == (9 - 2) / 2 / 5.5
@@ -48,7 +48,7 @@ def test_median_halfwidth_uses_the_exact_binomial_order_statistics():
 def test_timing_settles_only_when_both_medians_are_known_to_the_target():
     import dataclasses
 
-    from sandbox.stats import settled
+    from sandbox.judging.stats import settled
     from sandbox.wire import RoundLimits
     from sandbox.worker.timing import _enough
 

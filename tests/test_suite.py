@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sandbox.candidate import load_candidate
-from sandbox.compiler import compile_source
+from sandbox.candidates.candidate import load_candidate
+from sandbox.candidates.compiler import compile_source
+from sandbox.candidates.plan import resolve
+from sandbox.tasks.dtypes import np_dtype
+from sandbox.tasks.inputs import distribution_count, generate, input_specs
+from sandbox.tasks.task import CATEGORIES, load_task, suite_names
 from sandbox.worker.harness import reference_inputs
-from sandbox.dtypes import np_dtype
-from sandbox.inputs import distribution_count, generate, input_specs
-from sandbox.plan import resolve
-from sandbox.task import CATEGORIES, load_task, suite_names
 
 SUITE = suite_names()
 STATIC_SHARED_LIMIT = 48 * 1024
@@ -332,7 +332,7 @@ def vendor_agreement(name: str) -> list[dict]:
     and the benchmark size, every trial distribution, compared with the task's tolerance."""
     import cupy
 
-    from sandbox.compare import compare
+    from sandbox.judging.compare import compare
 
     task = load_task(name)
     module = task.reference_module()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.task import TaskError, load_task, suite_dir, suite_names
+from sandbox.tasks.task import TaskError, load_task, suite_dir, suite_names
 
 SUITE = Path(suite_dir())
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.inputs import input_specs
-from sandbox.task import TaskError, load_task, shadowed, suite_dir, task_folders
+from sandbox.tasks.inputs import input_specs
+from sandbox.tasks.task import TaskError, load_task, shadowed, suite_dir, task_folders
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import tempdirs
+from sandbox.plumbing import tempdirs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,8 +43,8 @@ def test_a_killed_run_leaves_its_compile_folder_and_the_next_start_removes_it(tm
     temp.mkdir()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}, "TMPDIR": str(temp),
            "KERNELWRIGHT_CACHE_DIR": str(tmp_path / "cache")}
-    script = ("from sandbox import CompileOnlySandbox; from sandbox.task import load_task; "
-              "from sandbox.candidate import load_candidate; import time; t = load_task('vector_add'); "
+    script = ("from sandbox import CompileOnlySandbox; from sandbox.tasks.task import load_task; "
+              "from sandbox.candidates.candidate import load_candidate; import time; t = load_task('vector_add'); "
               "sb = CompileOnlySandbox(); sb.compile(t, load_candidate(t.baseline_path)); print('ready', flush=True); "
               "time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)

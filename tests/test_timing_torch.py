@@ -14,11 +14,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sandbox import agreement  # noqa: E402
-from sandbox.inputs import input_specs, output_specs  # noqa: E402
+from sandbox.judging import agreement  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.pytorch.runtime import runtime_for  # noqa: E402
-from sandbox.task import load_task  # noqa: E402
+from sandbox.tasks.inputs import input_specs, output_specs  # noqa: E402
+from sandbox.tasks.task import load_task  # noqa: E402
 from sandbox.wire import HarnessCode, Impl, RoundLimits, Time, Timed  # noqa: E402
 from sandbox.worker import draw, timing  # noqa: E402
 from sandbox.worker.checks import Violation  # noqa: E402

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agent.claims.heldout import any_flagged, format_heldout, heldout_table
-from sandbox.candidate import load_candidate
-from sandbox.result import Result, Status
-from sandbox.task import describe_sizes, load_task
+from sandbox.candidates.candidate import load_candidate
+from sandbox.judging.result import Result, Status
+from sandbox.tasks.task import describe_sizes, load_task
 from tuner_fakes import ScriptedSandbox, failed_result, timed_result
 
 pytestmark = pytest.mark.timeout(60)

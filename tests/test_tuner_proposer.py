@@ -6,17 +6,17 @@ import dataclasses
 
 import pytest
 
-from sandbox.cubin import code_hash
+from sandbox.candidates.cubin import code_hash
 from agent.protocols import Entry, Proposer, ProposalRequest
 from agent.tune.proposer import TunerProposer, objective, tune
 from agent.tune.space import FAST_MATH, TuningSpace, flag_groups
-from sandbox.candidate import load_candidate, parse_candidate
-from sandbox.compiler import compile_source
-from sandbox.plan import identity
 from sandbox import CompileOnlySandbox
 from sandbox import FakeSandbox
-from sandbox.result import Status
-from sandbox.task import Task, load_task
+from sandbox.candidates.candidate import load_candidate, parse_candidate
+from sandbox.candidates.compiler import compile_source
+from sandbox.candidates.plan import identity
+from sandbox.judging.result import Status
+from sandbox.tasks.task import Task, load_task
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -14,8 +14,8 @@ from agent.tune.proposer import TunerProposer, format_tuning, tune
 from agent.tune.points import Space
 from agent.tune.search import Search
 from sandbox import CompileOnlySandbox, FakeSandbox, load_candidate, load_task
-from sandbox.plan import identity
-from sandbox.result import Status
+from sandbox.candidates.plan import identity
+from sandbox.judging.result import Status
 
 from conftest import private_cache
 

@@ -41,7 +41,7 @@ def measured_run(simulated_run) -> Path:
 
 
 def _remeasured(entry, value, low, high, status=None, **env):
-    from sandbox.result import Interval, Status
+    from sandbox.judging.result import Interval, Status
 
     r = entry.result
     timing = r.timing.model_copy(update={"speedup": {**r.timing.speedup, "baseline": Interval(value=value, low=low, high=high)}})

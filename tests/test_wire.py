@@ -155,7 +155,7 @@ def test_the_compile_worker_answers_records(tmp_path, monkeypatch):
 @pytest.mark.timeout(120)
 def test_the_reference_worker_compares_a_stage_sent_as_records(tmp_path):
     from sandbox import load_task
-    from sandbox.inputs import input_specs, output_specs
+    from sandbox.tasks.inputs import input_specs, output_specs
     from sandbox.worker.harness import reference_inputs
 
     task = load_task("vector_add")

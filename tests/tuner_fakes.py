@@ -7,10 +7,10 @@ import hashlib
 import math
 
 from agent.tune.search import Space
-from sandbox.candidate import Candidate
+from sandbox.candidates.candidate import Candidate
+from sandbox.judging.result import CompileInfo, Cost, ImplTiming, Interval, Result, Status, Timing
 from sandbox.protocol import Sandbox
-from sandbox.result import CompileInfo, Cost, ImplTiming, Interval, Result, Status, Timing
-from sandbox.task import Task
+from sandbox.tasks.task import Task
 
 H200_ENV = {"gpu": "NVIDIA H200", "driver": "570.86", "cuda_runtime": "13.0", "nvrtc": "13.0", "arch": "sm_90"}
 

@@ -2,7 +2,7 @@
 
 A record is valid only inside its envelope: the task's content (``Task.fingerprint``), the GPU
 model, the driver, the CUDA runtime, the NVRTC version that compiled it, and the size it was timed
-at. Records live under ``sandbox.files.cache_dir()/best/<task>/<fingerprint>/`` as one JSON
+at. Records live under ``sandbox.plumbing.files.cache_dir()/best/<task>/<fingerprint>/`` as one JSON
 file per envelope, written atomically under a lock, so concurrent runs never leave half a file and
 never lose the faster of two offers. Each record carries ``digest``, the SHA-256 of the rest of it: a record
 whose kernel or numbers were edited by hand is refused (``TamperedRecord``, naming the file), a check against
@@ -22,9 +22,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sandbox.candidate import Candidate
-from sandbox.result import Interval, Result
-from sandbox.task import Task, describe_sizes
+from sandbox.candidates.candidate import Candidate
+from sandbox.judging.result import Interval, Result
+from sandbox.tasks.task import Task, describe_sizes
 
 SCHEMA_VERSION = 1
 
@@ -104,7 +104,7 @@ def _slug(text: str) -> str:
 class BestStore:
     def __init__(self, root: Path | None = None):
         if root is None:
-            from sandbox.files import cache_dir
+            from sandbox.plumbing.files import cache_dir
 
             root = cache_dir() / "best"
         self.root = Path(root)
@@ -139,7 +139,7 @@ class BestStore:
                 current = None  # a measured kernel takes the place of an edited record
             if current is not None and current.speedup.value >= record.speedup.value:
                 return False
-            from sandbox.files import atomic_write
+            from sandbox.plumbing.files import atomic_write
 
             atomic_write(path, record.model_dump_json(indent=2))
         return True

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from sandbox.candidate import Candidate, load_candidate
-from sandbox.result import Result, Status
-from sandbox.task import Task, describe_sizes
+from sandbox.candidates.candidate import Candidate, load_candidate
+from sandbox.judging.result import Result, Status
+from sandbox.tasks.task import Task, describe_sizes
 
 from ..trace.records import FlaggedWinner, HeldoutRow
 

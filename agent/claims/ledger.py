@@ -20,7 +20,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field, fields
 
-from sandbox.result import Result
+from sandbox.judging.result import Result
 
 from ..protocols import Usage
 

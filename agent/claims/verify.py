@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from sandbox.envinfo import READINGS, describe_reading, software
-from sandbox.result import Interval, Result
+from sandbox.judging.result import Interval, Result
+from sandbox.plumbing.envinfo import READINGS, describe_reading, software
 
 from ..protocols import Entry
 from ..trace.reader import RunTrace
@@ -89,7 +89,7 @@ def winner(stored: RunTrace) -> Entry:
 
 def prepare(stored: RunTrace):
     """(task, candidate, winner entry) as the run measured them; NothingToVerify where that is impossible."""
-    from sandbox.candidate import CandidateError, load_candidate
+    from sandbox.candidates.candidate import CandidateError, load_candidate
 
     best = winner(stored)
     recorded = stored.info.task

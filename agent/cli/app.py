@@ -72,7 +72,7 @@ def device_problem(error: str) -> str:
 
 def load_task(ref: str):
     """The task ``ref`` names; a bare suite name that a folder here also bears is pointed out on stderr."""
-    from sandbox.task import load_task as load, shadowed
+    from sandbox.tasks.task import load_task as load, shadowed
 
     task = load(ref)
     local = shadowed(ref)
@@ -112,10 +112,10 @@ def input_errors(fn):
     def wrapper(*args, **kwargs):
         from pydantic import ValidationError
 
-        from sandbox.candidate import CandidateError
-        from sandbox.expr import ExprError
-        from sandbox.plan import PlanError
-        from sandbox.task import TaskError
+        from sandbox.candidates.candidate import CandidateError
+        from sandbox.tasks.expr import ExprError
+        from sandbox.candidates.plan import PlanError
+        from sandbox.tasks.task import TaskError
 
         from ..config import ConfigError
         from ..trace.lock import RunBusy

@@ -25,7 +25,7 @@ def _tool_version(cmd: list[str]) -> str | None:
 
 
 def _extra_row() -> tuple[str, str, str]:
-    from sandbox.envinfo import cuda_extra
+    from sandbox.plumbing.envinfo import cuda_extra
 
     x = cuda_extra()
     enables = "NVRTC, CUDA headers and CuPy for one CUDA major version"
@@ -71,8 +71,8 @@ def _gpu_rows() -> list[tuple[str, str, str]]:
 
 def rows() -> list[dict]:
     """Every component: what was found, and what it enables."""
-    from sandbox.compiler import include_dirs, nvrtc_version
-    from sandbox.envinfo import installed_version, software
+    from sandbox.candidates.compiler import include_dirs, nvrtc_version
+    from sandbox.plumbing.envinfo import installed_version, software
     from sandbox.host.sanitizer import find_sanitizer
     from sandbox.profile.ncu import find_ncu
 

@@ -9,7 +9,7 @@ from .app import BadInput
 
 
 def write_output(path: Path, data: str | bytes, option: str = "-o") -> None:
-    from sandbox.files import atomic_write
+    from sandbox.plumbing.files import atomic_write
 
     if path.is_dir():
         raise BadInput(f"{option} {path}: is a folder; give a file name")

@@ -17,7 +17,7 @@ ProfileJson = json_flag("Print the profile (counters, rules, diagnosis) as JSON.
 
 
 def _load(task: str, candidate: str):
-    from sandbox.candidate import load_candidate, validate_for_task
+    from sandbox.candidates.candidate import load_candidate, validate_for_task
 
     t = load_task(task)
     c = load_candidate(t.baseline_path if candidate == "baseline" else candidate)

@@ -56,7 +56,7 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
     from sandbox.pytorch import TorchMissing, require_torch
     from sandbox.pytorch.confined import Session
     from sandbox.pytorch.importer import import_problem
-    from sandbox.task import CATEGORIES, TaskError
+    from sandbox.tasks.task import CATEGORIES, TaskError
 
     try:
         files = _problem_files(paths)
@@ -112,7 +112,7 @@ def _confinement(state: dict) -> str:
 
 
 def _print_imported(f: Path, done, seconds: float, strength: str) -> None:
-    from sandbox.task import describe_sizes
+    from sandbox.tasks.task import describe_sizes
 
     s = done.summary
     tol = "; ".join(f"{dt} atol {t[0]:g} rtol {t[1]:g}" + (f" spread {t[2]:g}" if len(t) > 2 and t[2] else "")
@@ -131,7 +131,7 @@ def _vet(problem: Path, strength: dict):
     """The check an imported task must pass before it is kept: check-task's, check strength included."""
     def vet(folder: Path) -> None:
         from sandbox.host.check_task import check_task
-        from sandbox.task import TaskError
+        from sandbox.tasks.task import TaskError
 
         report = check_task(folder)
         failed = [x for x in report.findings if x.status == "failed"]
@@ -162,7 +162,7 @@ def export_cmd(run: RunArg,
                                                                 "winner).")] = None,
                traces: Traces = Path("traces")):
     """Export a run's winner: its .cu file, or with --torch a module with one function taking torch tensors."""
-    from sandbox.candidate import parse_candidate
+    from sandbox.candidates.candidate import parse_candidate
 
     from ..report.export_torch import module_name, render
     from ..trace.reader import TraceError, read

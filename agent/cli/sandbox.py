@@ -21,7 +21,7 @@ TableJson = json_flag("Print JSON instead of a table.")
 
 
 def _task_and_candidate(task: str, candidate: str):
-    from sandbox.candidate import load_candidate, validate_for_task
+    from sandbox.candidates.candidate import load_candidate, validate_for_task
 
     t = load_task(task)
     c = load_candidate(candidate)
@@ -35,7 +35,7 @@ def tasks(path: Annotated[Optional[Path], typer.Argument(help="A folder of task 
                                                                "(default: the suite).")] = None,
           as_json: TableJson = False):
     """List tasks (the suite, or those in PATH): name, category, benchmark size, vendor comparison."""
-    from sandbox.task import load_task as load, suite_names, task_folders
+    from sandbox.tasks.task import load_task as load, suite_names, task_folders
 
     refs = [str(p) for p in task_folders(path)] if path is not None else suite_names()
     rows = []
@@ -175,7 +175,7 @@ def print_result(result) -> None:
             console.print(f"  roofline floor {tm.roofline_ms:.4f} ms ({tm.bound}-bound at the measured ceilings)")
     env = result.env
     if env.get("gpu"):
-        from sandbox.envinfo import describe_reading
+        from sandbox.plumbing.envinfo import describe_reading
 
         console.print(f"  on {env['gpu']} (driver {env.get('driver')}, CUDA {env.get('cuda_runtime')}, NVRTC {env.get('nvrtc')}, "
                       f"SM clock {describe_reading(env, 'sm_clock_mhz') or 'not recorded'} MHz); "

@@ -11,8 +11,8 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from sandbox.compiler import atomic_write
-from sandbox.task import load_task
+from sandbox.candidates.compiler import atomic_write
+from sandbox.tasks.task import load_task
 
 from ..config import ConfigError, api_key, build, run_name
 from ..redact import redact_url, redact_urls_in

@@ -5,10 +5,10 @@ pipeline's (``agent.loop.pipeline``), the same for one GPU and many.
 
 from __future__ import annotations
 
-from sandbox.candidate import Candidate
+from sandbox.candidates.candidate import Candidate
+from sandbox.judging.result import Result, Status
 from sandbox.protocol import Sandbox
-from sandbox.result import Result, Status
-from sandbox.task import Task
+from sandbox.tasks.task import Task
 
 from ..protocols import Lineage, score, score_of
 

@@ -13,7 +13,7 @@ Selection (``select``), in order:
 3. exploit: the best measured candidate; without measurements, the latest candidate that compiled
    (serial refinement), else the baseline.
 
-Duplicates: a candidate's identity (``sandbox.plan.identity``) is what would run on the GPU: the cubin's
+Duplicates: a candidate's identity (``sandbox.candidates.plan.identity``) is what would run on the GPU: the cubin's
 hash plus the launch plan resolved at every check size and the benchmark size (two knob values can give one
 cubin and two launch geometries). A candidate whose identity was seen is skipped before it costs GPU time.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 
-from sandbox.result import Result, Status
+from sandbox.judging.result import Result, Status
 
 from ..config import SelectionConfig
 from ..protocols import Entry, score, score_of

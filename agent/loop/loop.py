@@ -17,7 +17,7 @@ from collections import deque
 from typing import Callable
 
 from sandbox.protocol import Sandbox
-from sandbox.task import Task, TaskError
+from sandbox.tasks.task import Task, TaskError
 
 from .budget import Budget, Totals
 from ..config import SelectionConfig

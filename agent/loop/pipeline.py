@@ -22,12 +22,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from sandbox.candidate import Candidate
+from sandbox.candidates.candidate import Candidate
+from sandbox.candidates.plan import identity
 from sandbox.jobs import Evaluated, Failed, Invalid, Job, Lost, Outcome
-from sandbox.plan import identity
+from sandbox.judging.result import Result, Status
 from sandbox.protocol import Sandbox
-from sandbox.result import Result, Status
-from sandbox.task import Task
+from sandbox.tasks.task import Task
 
 from .judge import invalid
 from ..protocols import Lineage, Proposal, Proposer

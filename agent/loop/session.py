@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from sandbox import open_sandbox
-from sandbox.candidate import CandidateError, load_candidate, validate_for_task
+from sandbox.candidates.candidate import CandidateError, load_candidate, validate_for_task
+from sandbox.judging.result import Status
 from sandbox.protocol import Sandbox
-from sandbox.result import Status
-from sandbox.task import Task, TaskError, load_task
+from sandbox.tasks.task import Task, TaskError, load_task
 
 from ..config import ConfigError, RunConfig, api_key, run_name
 from ..protocols import Entry, Proposal, Proposer
@@ -151,7 +151,7 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
     except BaseException:
         sandbox.close()
         raise
-    from sandbox.envinfo import software
+    from sandbox.plumbing.envinfo import software
 
     info = RunInfo(run_id=run_id, created=dt.datetime.now().isoformat(timespec="seconds"),
                    task=TaskInfo(name=task.name, version=task.spec.version, fingerprint=task.fingerprint,

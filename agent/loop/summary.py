@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sandbox.result import Status
+from sandbox.judging.result import Status
 
 from .budget import Totals
 from .lineage import MemoryLineage

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from sandbox.candidate import PLAN_OPEN, Candidate, CandidateError, parse_candidate, validate_for_task
-from sandbox.task import Task
+from sandbox.candidates.candidate import PLAN_OPEN, Candidate, CandidateError, parse_candidate, validate_for_task
+from sandbox.tasks.task import Task
 
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.S | re.M)
 _OPEN_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)", re.M)

@@ -12,13 +12,13 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from sandbox import candidate as cand_mod
-from sandbox import source_filter
-from sandbox.compiler import condense_log
-from sandbox.dtypes import DTYPES
-from sandbox.expr import FUNCTIONS
-from sandbox.result import Result, Status
-from sandbox.task import Task, describe_sizes
+from sandbox.candidates import candidate as cand_mod
+from sandbox.candidates import source_filter
+from sandbox.candidates.compiler import condense_log
+from sandbox.judging.result import Result, Status
+from sandbox.tasks.dtypes import DTYPES
+from sandbox.tasks.expr import FUNCTIONS
+from sandbox.tasks.task import Task, describe_sizes
 
 from ..protocols import Entry, ProposalRequest
 

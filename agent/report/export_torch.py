@@ -2,7 +2,7 @@
 torch's current stream, plus ``check()`` against the task's reference, and for a task imported from a
 PyTorch problem a ``forward`` that can replace the module's own (``templates/export_torch.py.j2``).
 
-The launch plan's expressions are vetted by ``sandbox.expr`` here, their knobs written in as numbers and
+The launch plan's expressions are vetted by ``sandbox.tasks.expr`` here, their knobs written in as numbers and
 ``/`` turned into Python's ``//``, so the generated file evaluates only integer arithmetic of the sizes.
 No text from a run folder, a task or a model is pasted into the generated code: every string (the docstrings
 included) is a literal written by ``literal()``, and every name the code defines or takes (the function, its
@@ -19,10 +19,10 @@ import math
 import re
 from pathlib import Path
 
-from sandbox import expr
-from sandbox.candidate import Candidate, split_arg
-from sandbox.compiler import BASE_OPTIONS, expand_names
-from sandbox.task import Task
+from sandbox.candidates.candidate import Candidate, split_arg
+from sandbox.candidates.compiler import BASE_OPTIONS, expand_names
+from sandbox.tasks import expr
+from sandbox.tasks.task import Task
 
 TEMPLATES = Path(__file__).with_name("templates")
 

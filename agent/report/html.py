@@ -14,8 +14,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from sandbox.files import atomic_write
-from sandbox.result_html import result_html
+from sandbox.judging.result_html import result_html
+from sandbox.plumbing.files import atomic_write
 
 from . import views
 from .plots import best_so_far, roofline, search_space, svg

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
-from sandbox.result import Result
-from sandbox.result_html import result_html
+from sandbox.judging.result import Result
+from sandbox.judging.result_html import result_html
 
 from ..protocols import Entry
 from ..trace.reader import RunTrace, TraceError, read

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from sandbox.result import Interval, Status
+from sandbox.judging.result import Interval, Status
 
 from ..protocols import Entry
 from ..trace.events import ScreenEvent

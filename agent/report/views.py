@@ -8,10 +8,10 @@ from __future__ import annotations
 import difflib
 import math
 
-from sandbox.envinfo import READINGS, describe_reading
-from sandbox.result import Interval
-from sandbox.result_html import diagnosis_text
-from sandbox.task import describe_sizes
+from sandbox.judging.result import Interval
+from sandbox.judging.result_html import diagnosis_text
+from sandbox.plumbing.envinfo import READINGS, describe_reading
+from sandbox.tasks.task import describe_sizes
 
 from ..claims.heldout import regression_note, set_aside_note
 from . import search

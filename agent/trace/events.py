@@ -28,8 +28,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from sandbox.result import Interval, Result
-from sandbox.sanitizer_report import SanitizeReport
+from sandbox.judging.result import Interval, Result
+from sandbox.judging.sanitizer_report import SanitizeReport
 
 from ..stops import StopReason
 from ..protocols import Usage
@@ -105,7 +105,7 @@ class EvaluationEvent(_Event):
     kind: Literal["evaluation"] = "evaluation"
     candidate_id: str
     status: str
-    identity: str | None             # what would run on the GPU (``sandbox.plan.identity``)
+    identity: str | None             # what would run on the GPU (``sandbox.candidates.plan.identity``)
     source_sha256: str | None = None  # of candidates/<id>/candidate.cu as written when it was evaluated
     summary: str
     diagnosis: str | None = None

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from sandbox.candidate import Candidate, CandidateError
-from sandbox.result import Interval
+from sandbox.candidates.candidate import Candidate, CandidateError
+from sandbox.judging.result import Interval
 
 from ..protocols import Entry, Proposal, Usage, score
 from .events import (BestEvent, EvaluationEvent, Event, PhaseEvent, ProposalEvent, RequestEvent, SanitizeEvent,

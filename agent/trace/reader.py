@@ -102,7 +102,7 @@ class RunTrace:
 
     def unchanged_task(self):
         """The run's task when it can be found unchanged (its recorded folder, else the suite); else None."""
-        from sandbox.task import TaskError, load_task
+        from sandbox.tasks.task import TaskError, load_task
 
         recorded = self.info.task
         for ref in (recorded.folder, recorded.name):

@@ -1,6 +1,6 @@
 """The records of a trace folder besides its events: ``run.json`` (``RunInfo``), ``summary.json`` (``Summary``)
 and the pieces they share (a candidate as stored, a row per entry, a held-out row). Every interval in them has
-one shape, ``{"value", "low", "high"}`` (``sandbox.result.Interval``).
+one shape, ``{"value", "low", "high"}`` (``sandbox.judging.result.Interval``).
 
 ``kernelwright-summary-2`` changed, from ``-1`` (still read, upgraded): a row's ``ci_ms`` is an interval (it was
 ``[low, high]``), its speedups are plain intervals (the ``faster`` inside them is the row's ``faster``), and
@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
-from sandbox.candidate import Candidate, parse_candidate
-from sandbox.result import Interval
+from sandbox.candidates.candidate import Candidate, parse_candidate
+from sandbox.judging.result import Interval
 
 from ..stops import Stop, StopReason
 

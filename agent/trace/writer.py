@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sandbox.compiler import atomic_write
+from sandbox.candidates.compiler import atomic_write
 
 from ..redact import Redactor
 from .events import EvaluationEvent, Event, chained, json_text, read_events, to_line

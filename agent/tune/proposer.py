@@ -42,10 +42,10 @@ from dataclasses import dataclass
 import hashlib
 import math
 
-from sandbox.candidate import Candidate, load_candidate
+from sandbox.candidates.candidate import Candidate, load_candidate
+from sandbox.judging.result import Result
 from sandbox.protocol import Sandbox
-from sandbox.result import Result
-from sandbox.task import Task
+from sandbox.tasks.task import Task
 
 from ..protocols import Entry, Proposal, ProposalRequest, Proposer
 from ..trace.events import ScreenedConfig, ScreenEvent

@@ -1,7 +1,7 @@
 """The search over one source (a candidate's code and knob declarations): which configuration is which
 experiment, what screening measured, and the finalists that are then evaluated in full.
 
-A point of the space is routed to an experiment key (``sandbox.plan.identity``: the machine code and the
+A point of the space is routed to an experiment key (``sandbox.candidates.plan.identity``: the machine code and the
 launch plan at every size) before anything runs. Routing compiles as little as it can: a flag choice seen to
 change nothing at the point's knob values maps the point to its twin without the flag (``agent.tune.inert``),
 the builder shares one compile between knob values the source never reads, and points with a known key are
@@ -15,10 +15,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from sandbox.candidate import Candidate
-from sandbox.plan import identity
-from sandbox.result import Result, Status
-from sandbox.task import Task
+from sandbox.candidates.candidate import Candidate
+from sandbox.candidates.plan import identity
+from sandbox.judging.result import Result, Status
+from sandbox.tasks.task import Task
 
 from .inert import FlagEvidence
 from .points import INF, Point

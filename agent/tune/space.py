@@ -4,14 +4,14 @@ Knob dimensions come first (launch and tile parameters move a kernel far more th
 one dimension per flag group; ``()`` in a group means "leave the compiler's default". Flags of the
 candidate that no group covers (``-std=c++20``, ``--restrict``...) stay on every variant.
 
-Two configurations are the same experiment when they have the same ``sandbox.plan.identity``: the same
+Two configurations are the same experiment when they have the same ``sandbox.candidates.plan.identity``: the same
 machine code and the same resolved launch plan at every size of the task.
 """
 
 from __future__ import annotations
 
-from sandbox.candidate import Candidate
-from sandbox.task import Task
+from sandbox.candidates.candidate import Candidate
+from sandbox.tasks.task import Task
 
 from .search import Point, Space
 

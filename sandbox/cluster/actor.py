@@ -17,11 +17,11 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 
-from ..candidate import Candidate
+from ..candidates.candidate import Candidate
 from ..host.config import SandboxConfig
 from ..jobs import Evaluated, Failed, Invalid, compile_job, evaluate_job
-from ..result import Result
-from ..task import TaskError
+from ..judging.result import Result
+from ..tasks.task import TaskError
 from .ship import PackedTask, TaskShelf
 
 

@@ -20,12 +20,12 @@ import math
 import time
 from typing import Any
 
-from ..candidate import Candidate, CandidateError
+from ..candidates.candidate import Candidate, CandidateError
 from ..host.config import SandboxConfig
 from ..jobs import Evaluated, Failed, Invalid, Job, Lost, Outcome
+from ..judging.result import Result
 from ..protocol import Sandbox
-from ..result import Result
-from ..task import Task
+from ..tasks.task import Task
 from .connect import ClusterError, choose_group, connect, gpu_count, require_ray
 from .jobs import ActorJob, GpuActors
 from .ship import PackedTask, pack

@@ -12,8 +12,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import tempdirs
-from ..task import Task, TaskError, load_task
+from ..plumbing import tempdirs
+from ..tasks.task import Task, TaskError, load_task
 
 MAX_BYTES = 16 * 2**20
 SKIP = ("__pycache__", ".git", ".ipynb_checkpoints")

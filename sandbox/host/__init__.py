@@ -2,5 +2,6 @@
 processes they talk to over pipes, the screener, the sanitizer (compute-sanitizer runs), the profiler (ncu
 runs), the ceilings cache and ``check_task`` (a task validated without a GPU). It never touches CUDA.
 
-May import the shared vocabulary (``sandbox.*`` modules) and ``sandbox.profile``; never ``sandbox.worker``.
+May import the shared vocabulary (``sandbox.candidates``, ``.tasks``, ``.judging``, ``.plumbing``), the
+contracts at the top (``sandbox.protocol``, ``.jobs``, ``.wire``) and ``sandbox.profile``; never ``sandbox.worker``.
 """

@@ -24,10 +24,10 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple
 
-from ..candidate import Candidate, strip_plan, static_problems, validate_for_task
-from ..fast_math import compiled_problems
-from ..result import CompileInfo, Cost, Result, Status
-from ..task import Task
+from ..candidates.candidate import Candidate, strip_plan, static_problems, validate_for_task
+from ..candidates.fast_math import compiled_problems
+from ..judging.result import CompileInfo, Cost, Result, Status
+from ..tasks.task import Task
 from ..wire import Compile, Compiled, Confinement, Reply, WorkerError
 from .config import SandboxConfig
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout

@@ -7,8 +7,8 @@ import json
 import time
 from typing import Callable
 
-from .. import compiler
-from ..task import Task
+from ..candidates import compiler
+from ..tasks.task import Task
 
 CEILINGS_VERSION = 2  # part of the cache key: bump when the worker measures a different set
 FLOOR_NOTE = "faster than the hardware allows"

@@ -8,7 +8,7 @@ it with the reference under the task's tolerance, and compiles the baseline (and
 candidates given) with NVRTC, resolving its plan at every size against the kernels as compiled:
 argument count and sizes, grid and block limits, shared memory against the target's limit.
 
-It then measures the task's check strength (``sandbox.strength``): zeros, a constant, each input passed
+It then measures the task's check strength (``sandbox.tasks.strength``): zeros, a constant, each input passed
 through, the reference plus noise at ten times the tolerance and, for a PyTorch task, the float32 module
 with one operation skipped, each run through the task's own comparison on every check; a task that lets one
 of them pass fails. For a PyTorch task the float32 module itself must pass (the tolerance is not too tight).
@@ -24,16 +24,16 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field, computed_field
 
-from ..candidate import CandidateError, load_candidate, validate_for_task
-from ..compare import compare
-from ..compiler import DEFAULT_ARCH
-from ..dtypes import itemsize
-from .. import strength as impostors
-from ..dtypes import to_compute
-from ..inputs import distribution_count, generate_all, input_specs, output_specs
-from ..plan import PlanError, resolve, shared_limit
-from ..task import Task, describe_sizes, load_task
-from ..task_reference import ReferenceOutputError, checked_outputs
+from ..candidates.candidate import CandidateError, load_candidate, validate_for_task
+from ..candidates.compiler import DEFAULT_ARCH
+from ..candidates.plan import PlanError, resolve, shared_limit
+from ..judging.compare import compare
+from ..tasks import strength as impostors
+from ..tasks.dtypes import itemsize
+from ..tasks.dtypes import to_compute
+from ..tasks.inputs import distribution_count, generate_all, input_specs, output_specs
+from ..tasks.task import Task, describe_sizes, load_task
+from ..tasks.task_reference import ReferenceOutputError, checked_outputs
 from .compile_only import CompileOnlySandbox
 from .config import SandboxConfig
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import compiler, tempdirs
-from ..candidate import Candidate
-from ..plan import PlanError, resolve, shared_limit
+from ..candidates import compiler
+from ..candidates.candidate import Candidate
+from ..candidates.plan import PlanError, resolve, shared_limit
+from ..judging.result import CompileInfo, Result, Status
+from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport
+from ..plumbing import tempdirs
 from ..protocol import Sandbox
-from ..result import CompileInfo, Result, Status
-from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
-from ..task import Task
+from ..tasks.task import Task
 from .builder import Builder, new_result
 from .config import SandboxConfig
 from .profiler import Profiler

@@ -17,7 +17,7 @@ The model, per candidate:
   values that change the binary or the launch geometry therefore change the simulated time; identical builds
   never do, in any process;
 - 20 paired rounds with 1% Gaussian noise (``// fake: noise=0.05`` changes it) from a generator seeded
-  by the same hash; medians and intervals come from ``sandbox.stats`` like real ones;
+  by the same hash; medians and intervals come from ``sandbox.judging.stats`` like real ones;
 - as on a GPU, a time below the floor divided by 1.5 is ``rejected`` (faster than the hardware allows).
 
 Annotations script failures: ``// fake: wrong``, ``// fake: crashed``, ``// fake: timeout``,
@@ -42,14 +42,14 @@ import re
 
 import numpy as np
 
-from .. import stats
-from ..candidate import Candidate, strip_plan, load_candidate
-from ..plan import PlanError, resolve
-from ..result import Check, Cost, Mismatch, Result, Status, Timing
-from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport, ToolVerdict, overall
-from ..task import Task, describe_sizes
-from .compile_only import CompileOnlySandbox, new_result
+from ..candidates.candidate import Candidate, strip_plan, load_candidate
+from ..candidates.plan import PlanError, resolve
+from ..judging import stats
+from ..judging.result import Check, Cost, Mismatch, Result, Status, Timing
+from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport, ToolVerdict, overall
+from ..tasks.task import Task, describe_sizes
 from .ceilings import FLOOR_NOTE
+from .compile_only import CompileOnlySandbox, new_result
 from .config import SandboxConfig
 from .sanitizer import sanitize_sizes
 from .screener import Screened
@@ -141,7 +141,7 @@ class FakeSandbox(CompileOnlySandbox):
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
                timeout_s: float = 10.0, best: float | None = None) -> list[Screened]:
         """Simulated screening (``GPUSandbox.screen``): the time model of ``evaluate`` with noise of its own,
-        the same early stops (``sandbox.stats.screening_stop``); annotations script failures at the benchmark
+        the same early stops (``sandbox.judging.stats.screening_stop``); annotations script failures at the benchmark
         size (``check_wrong`` is wrong at a check size only, which screening does not run: it passes)."""
         if rounds < 5:
             raise ValueError(f"screen: rounds must be at least 5 (got {rounds})")

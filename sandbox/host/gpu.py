@@ -19,14 +19,15 @@ import shutil
 import time
 from pathlib import Path
 
-from .. import compiler, tempdirs
-from ..agreement import DEVICE_NAMES
-from ..candidate import Candidate, load_candidate
-from ..inputs import distribution_count, input_specs, output_specs
-from ..plan import PlanError
-from ..result import Check, CompileInfo, Cost, Result, Status
-from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
-from ..task import Task, TaskError, describe_sizes
+from ..candidates import compiler
+from ..candidates.candidate import Candidate, load_candidate
+from ..candidates.plan import PlanError
+from ..judging.agreement import DEVICE_NAMES
+from ..judging.result import Check, CompileInfo, Cost, Result, Status
+from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport
+from ..plumbing import tempdirs
+from ..tasks.inputs import distribution_count, input_specs, output_specs
+from ..tasks.task import Task, TaskError, describe_sizes
 from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, DeviceInfo, HarnessCode, Hello, \
     MeasureCeilings, Run, StageFailed, Timed, Trial, TrialRun, WorkerError
 from .ceilings import cached_ceilings

@@ -23,7 +23,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..files import atomic_write, cache_dir
+from ..plumbing.files import atomic_write, cache_dir
 
 PATTERN = "*.cubin"
 

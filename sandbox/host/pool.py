@@ -22,12 +22,12 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TypeVar
 
-from ..files import cache_dir
-from . import kernel_cache
-from ..hostpaths import redact
-from .. import tempdirs
-from ..tools import scrubbed_env
+from ..plumbing import tempdirs
+from ..plumbing.files import cache_dir
+from ..plumbing.hostpaths import redact
+from ..plumbing.tools import scrubbed_env
 from ..wire import Reply, Request, WorkerError, checked
+from . import kernel_cache
 
 R = TypeVar("R", bound=Reply)
 
@@ -174,7 +174,7 @@ class WorkerProcess:
         return reply
 
     def tail(self) -> str:
-        """The end of the worker's stderr and stdout, host folders replaced (sandbox.hostpaths)."""
+        """The end of the worker's stderr and stdout, host folders replaced (sandbox.plumbing.hostpaths)."""
         out = []
         for name in ("stderr.log", "stdout.log"):
             try:

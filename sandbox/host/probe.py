@@ -12,8 +12,8 @@ class NoDevice(RuntimeError):
 
 
 def probe_device(timeout_s: float = 120.0) -> dict:
-    """The facts of this machine's CUDA device (``sandbox.envinfo.device_info``: gpu, arch, sms, memory, ...), from
-    a GPU worker started for the question; ``NoDevice`` where there is none or the worker could not say."""
+    """The facts of this machine's CUDA device (``sandbox.plumbing.envinfo.device_info``: gpu, arch, sms, memory,
+    ...), from a GPU worker started for the question; ``NoDevice`` where there is none or the worker could not say."""
     worker = WorkerProcess("gpu")
     try:
         reply = worker.call(Hello(), timeout=timeout_s)

@@ -38,17 +38,17 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..files import cache_dir
-from .. import tempdirs
-from ..tools import scrubbed_env
-from ..tools import read_json, run_tool
-from ..hostpaths import redact
-from ..inputs import input_specs, output_specs
-from ..plan import PlanError, resolve
-from ..result import Status
+from ..candidates.plan import PlanError, resolve
+from ..judging.result import Status
+from ..plumbing import tempdirs
+from ..plumbing.files import cache_dir
+from ..plumbing.hostpaths import redact
+from ..plumbing.tools import scrubbed_env
+from ..plumbing.tools import read_json, run_tool
 from ..profile import ncu
 from ..profile.counters import summarize
 from ..profile.diagnosis import diagnose
+from ..tasks.inputs import input_specs, output_specs
 
 
 
@@ -64,7 +64,7 @@ class ProfileConfig(BaseModel):
 
 def outcome(status: str, reason: str = "", seconds: float = 0.0, **extra) -> dict:
     """A profile without counters (``unavailable``, ``failed``, ``skipped``): the same keys as a full one (host
-    folders in ``reason`` replaced: sandbox.hostpaths)."""
+    folders in ``reason`` replaced: sandbox.plumbing.hostpaths)."""
     return {"status": status, "reason": redact(reason), "notice": "", "kernels": [], "seconds": seconds, **extra}
 
 

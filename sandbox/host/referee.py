@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from ..result import Check, Mismatch
-from ..task import Task, TaskError
+from ..judging.result import Check, Mismatch
+from ..tasks.task import Task, TaskError
 from ..wire import (Compared, Compares, CompareTask, CompareTrial, HarnessCode, IpcProbe, IpcRead, IpcSent, IpcSum,
                     WorkerError)
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout, expect

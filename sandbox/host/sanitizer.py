@@ -6,7 +6,7 @@ tails in seconds under the tools' slowdown), then runs ``python -m sandbox.worke
 ``compute-sanitizer --tool T`` once per tool, in a process of its own with a scrubbed environment,
 a private folder and a wall-clock limit (its process group is killed past it). The target gives
 every array an allocation of its own, so memcheck's bounds are the arrays' bounds. Each run's
-verdict joins the tool's summary with the target's status (sandbox.sanitizer_report).
+verdict joins the tool's summary with the target's status (sandbox.judging.sanitizer_report).
 
 memcheck finds out-of-bounds and misaligned accesses to global, local and shared memory and
 hardware exceptions; racecheck finds shared-memory hazards (it does not see races on global
@@ -24,15 +24,15 @@ import weakref
 from pathlib import Path
 from typing import Callable
 
-from ..files import cache_dir
-from ..hostpaths import redact
-from ..inputs import input_specs, output_specs
-from ..plan import PlanError, resolve
-from ..result import Status
-from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport, overall, verdict
-from .. import tempdirs
-from ..tools import scrubbed_env
-from ..tools import find_tool, read_json, run_tool
+from ..candidates.plan import PlanError, resolve
+from ..judging.result import Status
+from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport, overall, verdict
+from ..plumbing import tempdirs
+from ..plumbing.files import cache_dir
+from ..plumbing.hostpaths import redact
+from ..plumbing.tools import scrubbed_env
+from ..plumbing.tools import find_tool, read_json, run_tool
+from ..tasks.inputs import input_specs, output_specs
 
 SANITIZER_GLOBS = ("/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda-*/bin/compute-sanitizer",
                    "/usr/local/cuda*/compute-sanitizer/compute-sanitizer", "/opt/nvidia/compute-sanitizer/compute-sanitizer")

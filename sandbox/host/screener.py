@@ -7,7 +7,7 @@ size (fresh buffers, reference recomputed, outputs moved through files). ``scree
 benchmark-size inputs, the baseline's outputs and the process across a batch. Per candidate it times
 interleaved A/B rounds with a cold L2 between a first run and a last run on other inputs, and compares
 every run of the candidate on the device with the baseline's output for the same inputs (the test of
-``sandbox.agreement``; the baseline itself passed the full correctness stage first), guard bands and
+``sandbox.judging.agreement``; the baseline itself passed the full correctness stage first), guard bands and
 input hashes checked. It does not compare with the reference at the check sizes: a screened winner is
 only a winner once ``evaluate`` agrees.
 """
@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 
 from typing import Callable
 
-from .. import stats
-from ..candidate import Candidate
-from ..inputs import input_specs, output_specs
-from ..plan import PlanError, resolve
-from ..result import Status
-from ..task import Task
+from ..candidates.candidate import Candidate
+from ..candidates.plan import PlanError, resolve
+from ..judging import stats
+from ..judging.result import Status
+from ..tasks.inputs import input_specs, output_specs
+from ..tasks.task import Task
 from ..wire import (HarnessCode, Impl, Screen, ScreenBatch, ScreenCandidate, ScreenedRun, ScreenReady, ScreenSetup,
                     WorkerError)
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout, expect
@@ -90,7 +90,7 @@ class Screener:
         stops once its ratio to the baseline is settled within ``target``, or is surely above the best ratio
         known (``best``, or the best this screener measured for the task, in this call or an earlier one) times
         ``margin``; one far above that bar (by the noise measured at the set-up) stops after three rounds
-        (``sandbox.stats.screening_stop``). A batch whose
+        (``sandbox.judging.stats.screening_stop``). A batch whose
         worker dies or passes its limit is split and retried until the candidate responsible is alone; that
         candidate is ``crashed`` or ``timeout``."""
         if rounds < 5:

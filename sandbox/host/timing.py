@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import random
 
-from .. import stats
-from ..inputs import distribution_count, input_specs, output_specs
-from ..plan import resolve
-from ..result import Status, Timing
-from ..task import Task
+from ..candidates.plan import resolve
+from ..judging import stats
+from ..judging.result import Status, Timing
+from ..tasks.inputs import distribution_count, input_specs, output_specs
+from ..tasks.task import Task
 from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, Run, Time, Timed
 from .ceilings import FLOOR_NOTE, roofline_ms
 from .config import SandboxConfig

@@ -14,7 +14,7 @@ import io
 import re
 from pathlib import Path
 
-from ..tools import find_tool
+from ..plumbing.tools import find_tool
 
 # The sections the diagnosis reads (bound, traffic, occupancy, launch, stalls, compute pipes) and whose rules it
 # quotes. SchedulerStats is left out: the diagnosis reads none of its metrics, and its one rule (issue slots)

@@ -2,10 +2,11 @@
 loaded with their size constants overridden, imported into task folders, and run as references and baselines.
 
 Importing this package does not import torch; ``require_torch()`` does, or names the extra to install.
-May import the shared vocabulary (``sandbox.*`` modules); never ``sandbox.host``, ``sandbox.worker`` or
+May import the shared vocabulary (``sandbox.candidates``, ``.tasks``, ``.judging``, ``.plumbing``) and the
+contracts at the top (``sandbox.protocol``, ``.jobs``, ``.wire``); never ``sandbox.host``, ``sandbox.worker`` or
 ``sandbox.profile``. ``confined`` starts the confined process that problem code runs in
-(sandbox.worker.problem_child) with the workers' scrubbed environment (``sandbox.tools``) and private folders
-(``sandbox.tempdirs``). ``runtime`` runs inside the worker processes (NumPy or CuPy arrays handed in);
+(sandbox.worker.problem_child) with the workers' scrubbed environment (``sandbox.plumbing.tools``) and private
+folders (``sandbox.plumbing.tempdirs``). ``runtime`` runs inside the worker processes (NumPy or CuPy arrays handed in);
 ``problem``, ``shapes``, ``sizes``, ``numerics`` and ``importer.survey`` execute the problem and run only in the
 confined process or a worker; the host parses problem files but never executes them.
 """

@@ -82,8 +82,8 @@ class Session:
         self.close()
 
     def _start(self) -> None:
-        from .. import tempdirs
-        from ..tools import scrubbed_env
+        from ..plumbing import tempdirs
+        from ..plumbing.tools import scrubbed_env
 
         self.home = tempdirs.make("problem")
         (self.home / "tmp").mkdir()

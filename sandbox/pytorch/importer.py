@@ -20,14 +20,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import expr
-from ..dtypes import itemsize
-from .problem import Problem, ProblemError
+from ..tasks import expr
+from ..tasks.dtypes import itemsize
 from .numerics import FLOOR, RTOL, VARIANTS, Numerics, measure
+from .problem import Problem, ProblemError
 from .shapes import Analysis, analyse
 from .sizes import SizePlan, Sizer, plan_sizes
 
-EXPRESSION_LIMIT = 500  # characters of a task.toml expression (sandbox.expr)
+EXPRESSION_LIMIT = 500  # characters of a task.toml expression (sandbox.tasks.expr)
 
 REFERENCE = '''"""Reference of an imported PyTorch task: the module of problem.py at the task's sizes, in float64 where
 task.toml says so (written by kernelwright import)."""
@@ -357,7 +357,7 @@ def _validate(tmp: Path, name: str, source: Path) -> None:
 
     from pydantic import ValidationError
 
-    from ..task import TaskSpec, format_validation
+    from ..tasks.task import TaskSpec, format_validation
 
     try:
         TaskSpec.model_validate(tomllib.loads((tmp / "task.toml").read_text()))

@@ -31,8 +31,8 @@ import copy
 import math
 from dataclasses import dataclass, field
 
-from ..inputs import generate
-from ..dtypes import to_compute
+from ..tasks.dtypes import to_compute
+from ..tasks.inputs import generate
 from .problem import Problem, ProblemError, run_forward
 from .shapes import Analysis
 from .sizes import Sizer

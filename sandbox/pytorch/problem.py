@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..task import TaskError
+from ..tasks.task import TaskError
 from . import require_torch
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")

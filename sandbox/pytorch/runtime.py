@@ -228,7 +228,7 @@ class TorchRuntime:
 
 @lru_cache(maxsize=8)
 def _runtime(folder: str, stamp: tuple) -> TorchRuntime:
-    from ..task import load_task
+    from ..tasks.task import load_task
 
     return TorchRuntime(load_task(folder))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .. import expr
+from ..tasks import expr
 from . import require_torch
 from .problem import MissingPackage, Problem, ProblemError, dtype_name, run_forward
 

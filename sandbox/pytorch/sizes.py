@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .. import expr
+from ..tasks import expr
 from .problem import Problem, run_forward
 from .shapes import Analysis, ProbeFailed, probe
 

@@ -3,5 +3,6 @@
 programs compute-sanitizer and Nsight Compute run (``sanitize_target``, ``profile_target``), and the device
 harness they load. Only here is CuPy used.
 
-May import the shared vocabulary (``sandbox.*`` modules); never ``sandbox.host`` or ``sandbox.profile``.
+May import the shared vocabulary (``sandbox.candidates``, ``.tasks``, ``.judging``, ``.plumbing``) and the
+contracts at the top (``sandbox.protocol``, ``.jobs``, ``.wire``); never ``sandbox.host`` or ``sandbox.profile``.
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dtypes import np_dtype
+from ..tasks.dtypes import np_dtype
 from ..wire import Check, Checked, Trial, TrialRun
 from .guards import Fence
 from .harness import Harness, LaunchFailed, Poisoned, generate_into, hand_over, poison_outputs

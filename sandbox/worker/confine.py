@@ -4,14 +4,14 @@
 compile has run (NVRTC loads ``libnvrtc-builtins`` on its first compile, through ``/etc/ld.so.cache``).
 With Landlock (sandbox.worker.landlock) the worker may then read only beneath:
 
-- the CUDA header folders that ``-I`` names (``sandbox.compiler.include_dirs``);
+- the CUDA header folders that ``-I`` names (``sandbox.candidates.compiler.include_dirs``);
 - the Python installation's standard library and site-packages, and the ``sandbox`` package itself;
 - the folders of the shared libraries it has loaded (late ``dlopen`` calls find them);
 
 and read and write only beneath its private folder (``home``) and the compile cache's ``cubins``
 folder. ``/etc``, ``/home``, ``/root``, ``/proc`` (``/proc/self/environ`` included), the trace
 folders and the rest of the checkout cannot be opened. So an ``#include`` of a host file that the
-source filter (sandbox.source_filter) missed fails to open, as a compile error.
+source filter (sandbox.candidates.source_filter) missed fails to open, as a compile error.
 
 Where Landlock is unavailable, the worker runs unconfined and says why: ``doctor`` shows it.
 """
@@ -30,8 +30,8 @@ WARMUP_SOURCE = 'extern "C" __global__ void kw_warmup(float* x) { x[threadIdx.x]
 
 def allowed_folders(home: Path) -> tuple[list[str], list[str]]:
     """(read-only, read-write) paths of a confined compile worker whose private folder is ``home``."""
-    from ..compiler import include_dirs
-    from ..files import cache_dir
+    from ..candidates.compiler import include_dirs
+    from ..plumbing.files import cache_dir
 
     read = [*include_dirs(), *python_folders()]
     cubins = cache_dir() / "cubins"
@@ -67,8 +67,8 @@ def loaded_library_folders() -> list[str]:
 
 def warm_up() -> None:
     """One real compile, so that NVRTC has loaded everything it loads lazily."""
-    from ..candidate import parse_candidate
-    from ..compiler import compile_source
+    from ..candidates.candidate import parse_candidate
+    from ..candidates.compiler import compile_source
 
     plan = '/*@kernelwright\n[[launch]]\nkernel = "kw_warmup"\ngrid = "1"\nblock = "32"\nargs = []\n@*/\n'
     compile_source(parse_candidate(plan + WARMUP_SOURCE, label="warmup"), use_cache=False)

@@ -1,5 +1,5 @@
 """Harness kernels that guard a measurement (harness.cu): the agreement test of a candidate output with
-the baseline's (``sandbox.agreement``), the masks that keep a stored baseline output unreadable to
+the baseline's (``sandbox.judging.agreement``), the masks that keep a stored baseline output unreadable to
 candidates, the L2 flush and the stream hold. Trusted code, held by the ``Harness`` and used by the benchmarks."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..agreement import PROJECTIONS, UNSIGNED, Agreement, exact, mask_value, per_word, scaled_tolerance
-from ..dtypes import by_storage
+from ..judging.agreement import PROJECTIONS, UNSIGNED, Agreement, exact, mask_value, per_word, scaled_tolerance
+from ..tasks.dtypes import by_storage
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ template <typename T> __device__ __forceinline__ double as_double(T v) { return 
 template <> __device__ __forceinline__ double as_double<__half>(__half v) { return (double)__half2float(v); }
 template <> __device__ __forceinline__ double as_double<__nv_bfloat16>(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
 
-// ---- the agreement test (sandbox/agreement.py says what it guarantees) ---------------------------
+// ---- the agreement test (sandbox/judging/agreement.py says what it guarantees) ---------------------------
 // A stored baseline output is kept masked: every 8-byte word w of it XORed with mix64(w ^ k1) ^ k2, so
 // a candidate that finds it in device memory reads noise. Elements of one word share its mask and sign bits.
 #define AGREE_PROJECTIONS 4

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import inputs as gen
-from ..dtypes import np_dtype
+from ..tasks import inputs as gen
+from ..tasks.dtypes import np_dtype
 
 GUARD_MIN, GUARD_MAX = 4096, 65536
 STICKY = ("ILLEGAL_ADDRESS", "IllegalAddress", "LAUNCH_FAILED", "LaunchFailure", "MISALIGNED", "Misaligned",

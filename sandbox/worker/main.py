@@ -9,7 +9,7 @@ Roles:
 
 Requests and replies are the records of ``sandbox.wire``; each role dispatches on the request's type, and
 anything that is not a request is answered with a ``WorkerError``. Error texts and compile logs leave a worker
-with host folders replaced by neutral names (sandbox.hostpaths).
+with host folders replaced by neutral names (sandbox.plumbing.hostpaths).
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ class CompileRole:
         self.confinement = ConfinementReport(**state)
 
     def handle(self, msg: Request) -> Reply:
-        from ..candidate import parse_candidate
-        from ..compiler import compile_source
-        from ..hostpaths import redact
+        from ..candidates.candidate import parse_candidate
+        from ..candidates.compiler import compile_source
+        from ..plumbing.hostpaths import redact
 
         match msg:
             case Confinement():
@@ -80,7 +80,7 @@ class GpuRole:
             self.screening = None  # its buffers are freed for the stage at hand
         match msg:
             case Hello():
-                from ..envinfo import device_info
+                from ..plumbing.envinfo import device_info
 
                 return DeviceInfo(device_info())
             case MeasureCeilings():
@@ -191,7 +191,7 @@ def main(argv: list[str]) -> int:
         try:
             reply = checked(handler.handle(checked(req, Request)), Reply)
         except Exception as exc:
-            from ..hostpaths import redact
+            from ..plumbing.hostpaths import redact
             from .harness import Poisoned
 
             if isinstance(exc, Poisoned):

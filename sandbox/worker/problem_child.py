@@ -31,7 +31,7 @@ from pathlib import Path
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 PR_SET_PDEATHSIG = 1
 WARM = ("numpy", "torch", "torch.func", "torch.utils.flop_counter", "torch.nn.functional", "torch._dynamo",
-        "sandbox.pytorch.importer", "sandbox.task")
+        "sandbox.pytorch.importer", "sandbox.tasks.task")
 
 
 def leave_network() -> str:
@@ -79,7 +79,7 @@ def _first_line(exc: BaseException) -> str:
 def serve(request: dict, offline: str) -> None:
     """In the forked child: confine, run the request, write the reply; never returns."""
     from ..pytorch import wire
-    from ..task import TaskError
+    from ..tasks.task import TaskError
 
     home = Path(request["home"])
     _die_with_parent()

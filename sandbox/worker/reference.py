@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compare import compare
-from ..task_reference import ReferenceOutputError, checked_outputs, load_reference
-from ..dtypes import to_compute
+from ..judging.compare import compare
+from ..tasks.dtypes import to_compute
+from ..tasks.task_reference import ReferenceOutputError, checked_outputs, load_reference
 from ..wire import (CompareTask, CompareTrial, Compared, Compares, HarnessCode, OutputCheck, OutputsCompared,
                     TrialChecks, WorkerError)
 from .harness import Harness, reference_inputs

@@ -23,7 +23,7 @@ class Exact:
     """An array in an allocation of its own: the sanitizer's bounds are the array's."""
 
     def __init__(self, cp, dtype: str, shape: tuple[int, ...]):
-        from ..dtypes import np_dtype
+        from ..tasks.dtypes import np_dtype
 
         self.cp = cp
         self.nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype(dtype).itemsize

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 import time
 
-from ..compare import spread_atol
-from ..stats import pair_noise, relative_time, screening_stop
+from ..judging.compare import spread_atol
+from ..judging.stats import pair_noise, relative_time, screening_stop
 from ..wire import Screen, ScreenBatch, ScreenCandidate, ScreenedRun, ScreenSetup
 from .checks import Violation, violations
 from .harness import Harness, LaunchFailed, generate_into, poison_outputs
@@ -26,7 +26,7 @@ class Screening:
     Per candidate of a ``Screen`` batch: a poisoned-output run on set 0, a warm-up run on set 1, interleaved A/B
     rounds against the baseline with a cold L2 (fewer where the ratio is settled, or clearly worse than the best
     so far, sooner the quieter the GPU: ``_one``), and a last run on set 1; every run of the candidate is compared
-    on the device with the baseline's output for its set (``sandbox.agreement``), guard bands and input
+    on the device with the baseline's output for its set (``sandbox.judging.agreement``), guard bands and input
     hashes checked. A candidate that breaks a rule (a guard band or an input overwritten) is rejected and
     the state rebuilt, so the next candidate starts clean."""
 

@@ -6,7 +6,7 @@
   than the L2, at least three where the device memory holds them; each set has its own output buffers for
   every implementation, so a kernel's time is measured in several placements of everything it reads and
   writes, and the result says which set each round used (``set_of_round``: the speedup's interval
-  resamples placements, ``sandbox.stats``); the candidate, the baseline and the vendor in a shuffled order, each after an L2 flush
+  resamples placements, ``sandbox.judging.stats``); the candidate, the baseline and the vendor in a shuffled order, each after an L2 flush
   (a read: clean lines), CUDA events around the whole plan, which is queued in full behind a stream hold
   before its start event runs (``guards.StreamHold``: no host latency in a device time; a library call that
   waits for the device inside itself is timed as called). After ``min_rounds``, rounds stop once both
@@ -17,7 +17,7 @@
   ``launches_to``, a count the host drew at random: no count of launches tells a kernel that the stage
   is over.
 - Every launch of the candidate (warm-up, timed, untimed) is compared on the device with the baseline's
-  output for the same inputs (``sandbox.agreement``); the first that disagrees ends the stage, ``wrong``.
+  output for the same inputs (``sandbox.judging.agreement``); the first that disagrees ends the stage, ``wrong``.
   The candidate and the baseline write separate buffers; the baseline's is masked as soon as it is
   written, its scratch and the vendor's outputs wiped, so nothing the candidate can read holds an answer.
 - After each timed launch, NVML's SM and memory clocks, temperature and power are read: the result's
@@ -51,11 +51,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dtypes import np_dtype
-from ..compare import spread_atol
-from ..envinfo import ClockSampler, clocks
-from ..stats import settled
-from ..task_reference import load_reference
+from ..judging.compare import spread_atol
+from ..judging.stats import settled
+from ..plumbing.envinfo import ClockSampler, clocks
+from ..tasks.dtypes import np_dtype
+from ..tasks.task_reference import load_reference
 from ..wire import Clocks, Impl, KeptLaunch, RoundLimits, StageFailed, Time, Timed
 from .checks import Violation, violations
 from .draw import PhaseDraw

@@ -8,8 +8,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
+from ..tasks.task import describe_sizes
 from .result import Result
-from .task import describe_sizes
 
 TEMPLATES = Path(__file__).with_name("templates")
 DETAIL_CHARS = 20000

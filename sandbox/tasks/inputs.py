@@ -63,7 +63,7 @@ def generate_all(xp, specs: list[dict], seed: int) -> dict:
     out = {}
     module = [s for s in specs if s["dist"] == "module"]
     if module:
-        from .pytorch.runtime import runtime_for
+        from ..pytorch.runtime import runtime_for
 
         runtime = runtime_for(module[0]["task_folder"])
         out.update(runtime.generate(xp, module[0]["sizes"], [s["name"] for s in module], seed))

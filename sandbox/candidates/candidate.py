@@ -36,11 +36,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from . import expr
-from .dtypes import DTYPES
+from ..tasks import expr
+from ..tasks.dtypes import DTYPES
+from ..tasks.task import Task
 from .fast_math import approximate_tokens
 from .source_filter import FilterError, read_tokens, token_problems
-from .task import Task
 
 PLAN_OPEN, PLAN_CLOSE = "/*@kernelwright", "@*/"
 MAX_LAUNCHES = 16
@@ -104,7 +104,8 @@ class Candidate:
     @property
     def key(self) -> str:
         """A hash of what is compiled: source, flags and knob values. Two keys can share one identity
-        (``sandbox.plan.identity``: the machine code and launch plans), which is what a search deduplicates on."""
+        (``sandbox.candidates.plan.identity``: the machine code and launch plans), which is what a search
+        deduplicates on."""
         h = hashlib.sha256(self.source.encode())
         h.update(repr((self.flags, sorted(self.knob_values.items()))).encode())
         return h.hexdigest()[:16]
@@ -336,7 +337,7 @@ def _known(text: str, known: set[str], where: str) -> None:
 
 
 def static_problems(c: Candidate, task: Task | None = None) -> list[str]:
-    """Policy checks done before compiling: reasons to reject the candidate outright (sandbox.source_filter);
+    """Policy checks done before compiling: reasons to reject the candidate outright (sandbox.candidates.source_filter);
     with ``task``, also approximate math where the task does not allow fast math."""
     try:
         tokens, line = read_tokens(c.source)  # read once for both checks

@@ -2,7 +2,7 @@
 
 The worker receives only numbers and names: which function, grid, block, dynamic shared memory,
 and each argument as an array reference or a typed scalar. Nothing the candidate wrote is executed
-on the host; its expressions are evaluated here by ``sandbox.expr``.
+on the host; its expressions are evaluated here by ``sandbox.tasks.expr``.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 
-from . import expr
+from ..judging.result import CompileInfo
+from ..tasks import expr
+from ..tasks.task import Task
 from .candidate import Candidate, CandidateError, split_arg
-from .result import CompileInfo
-from .task import Task
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)

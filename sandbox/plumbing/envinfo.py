@@ -23,7 +23,7 @@ def installed_version(dist: str) -> str | None:
 
 
 def software() -> dict:
-    from .compiler import nvrtc_version
+    from ..candidates.compiler import nvrtc_version
 
     cupy = next((v for v in map(installed_version, ("cupy-cuda13x", "cupy-cuda12x", "cupy")) if v), None)
     try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from .result import ApproxInstruction
+from ..judging.result import ApproxInstruction
 
 OPCODES = ("ex2", "lg2", "rcp", "rsqrt", "sqrt", "sin", "cos", "tanh", "div")
 _FILE = re.compile(r'\.file\s+(\d+)\s+"([^"]*)"')

@@ -21,7 +21,7 @@ OUTPUT_LIMIT = 200_000
 PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
             "LANG", "LC_ALL", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "KERNELWRIGHT_CACHE_DIR",
             "CUPY_GPU_MEMORY_LIMIT", "VIRTUAL_ENV")
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the folder holding ``sandbox``: first on a child's PYTHONPATH
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding ``sandbox``: first on a child's PYTHONPATH
 
 
 def scrubbed_env(home: Path, cupy_cache: Path) -> dict[str, str]:

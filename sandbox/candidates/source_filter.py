@@ -36,7 +36,7 @@ never (NVRTC opens the file of ``import "..."``). Token pasting (``##``) can ass
 ``__has_include`` from pieces, so where the text pastes, no identifier may be a piece that starts
 one (``_``, ``__``, ``__h``, ...).
 
-Approximate math, refused where a task does not admit fast math, is ``sandbox.fast_math``.
+Approximate math, refused where a task does not admit fast math, is ``sandbox.candidates.fast_math``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from .compare import compare, spread_atol
+from ..judging.compare import compare, spread_atol
 from .dtypes import DTYPES, from_float64, to_compute
 
 NOISE = 10.0   # the noise impostor sits this many tolerances from the reference

@@ -15,11 +15,11 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
+from ..judging.result import CompileInfo, KernelResources
+from ..plumbing.files import atomic_write, cache_dir
 from . import approx_ptx
 from .candidate import Candidate
 from .cubin import code_hash, kernel_params
-from .files import atomic_write, cache_dir
-from .result import CompileInfo, KernelResources
 
 DEFAULT_ARCH = "sm_90"
 BASE_OPTIONS = ("-std=c++17", "--ptxas-options=-v", "-lineinfo")

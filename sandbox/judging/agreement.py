@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dtypes import DTYPES
+from ..tasks.dtypes import DTYPES
 
 LAMBDA = 8.0
 PROJECTIONS = 4

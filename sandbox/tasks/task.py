@@ -2,7 +2,7 @@
 
 A task is a folder with ``task.toml`` (this schema), ``reference.py`` (the trusted reference and
 an optional vendor implementation) and ``baseline.cu`` (a candidate in the format of
-``sandbox.candidate``). A task with a ``[torch]`` table (``sandbox.pytorch``) is a PyTorch module kept
+``sandbox.candidates.candidate``). A task with a ``[torch]`` table (``sandbox.pytorch``) is a PyTorch module kept
 beside it as ``problem.py``: its baselines are PyTorch eager and ``torch.compile``, and ``baseline.cu``
 is optional. Every problem in a task gets one ``TaskError`` naming the file, the key and
 what was expected, at load time: every size (derived sizes and constraints included), every shape,
@@ -148,7 +148,7 @@ class Task:
 
 def suite_dir() -> Path:
     """The task suite: kernels/ in a checkout, sandbox/_suite in an installed wheel."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the sandbox package's folder
     for candidate in (here / "_suite", here.parent / "kernels"):
         if candidate.is_dir():
             return candidate

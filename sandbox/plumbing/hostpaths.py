@@ -37,7 +37,7 @@ def redact(text: str, extra: dict[str, str] | None = None) -> str:
 
 def host_folders() -> dict[str, str]:
     """Folder -> neutral name, for this process."""
-    from .compiler import include_dirs
+    from ..candidates.compiler import include_dirs
     from .files import cache_dir
 
     folders: dict[str, str] = {}
@@ -55,7 +55,7 @@ def host_folders() -> dict[str, str]:
     if Path(home).name.startswith("kw-"):
         add(home, "<worker>")
     add(os.environ.get("KERNELWRIGHT_CACHE_DIR") or cache_dir(), "<cache>")
-    add(Path(__file__).resolve().parent.parent, "<kernelwright>")
+    add(Path(__file__).resolve().parents[2], "<kernelwright>")
     for p in [*site.getsitepackages(), site.getusersitepackages(), sysconfig.get_paths()["purelib"]]:
         add(p, "<site-packages>")
     for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}:

@@ -4,12 +4,12 @@ compiled code.
 The intrinsics that ``--use_fast_math`` substitutes (``__expf``, ``__sinf``, ``__fdividef``, ...) and inline
 PTX with an approximate instruction (``ex2.approx``, ``div.full``, ...), whether written literally, pasted
 from pieces with ``##`` or stringized into an ``asm`` text. The text is read into tokens the way
-``sandbox.source_filter`` reads it (comments, literals and line splices as NVRTC sees them); the library
+``sandbox.candidates.source_filter`` reads it (comments, literals and line splices as NVRTC sees them); the library
 functions (``expf``, ``rsqrtf``, ...) stay allowed at their documented accuracy.
 
 The source rule is a fast first pass; ``compiled_problems`` is the judge. It reads the approximate instructions
-in the PTX (``sandbox.approx_ptx``), and each must be accounted for by a function named on its source line that
-emits exactly that instruction when compiled without fast math: ``LIBRARY`` (CUDA's math functions at their
+in the PTX (``sandbox.candidates.approx_ptx``), and each must be accounted for by a function named on its source
+line that emits exactly that instruction when compiled without fast math: ``LIBRARY`` (CUDA's math functions at their
 documented accuracy, allowed in every task) or ``HALF`` / ``BFLOAT16`` (the functions of ``cuda_fp16.h`` and
 ``cuda_bf16.h``, allowed where every output's tolerance admits a rounding to that type; their result is rounded
 to it, and the approximate step inside errs far less). An approximate instruction on a line with inline PTX
@@ -22,11 +22,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .result import ApproxInstruction
+from ..judging.result import ApproxInstruction
 from .source_filter import FilterError, Token, read_tokens
 
 if TYPE_CHECKING:
-    from .task import Task
+    from ..tasks.task import Task
 
 FAST_INTRINSICS = frozenset(("__expf", "__exp10f", "__logf", "__log2f", "__log10f", "__powf", "__sinf", "__cosf",
                              "__tanf", "__sincosf", "__tanhf", "__fdividef")) | frozenset(

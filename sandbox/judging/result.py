@@ -49,7 +49,7 @@ class KernelResources(_Record):
 
 
 class ApproxInstruction(_Record):
-    """An approximate instruction in the compiled code (``sandbox.approx_ptx``)."""
+    """An approximate instruction in the compiled code (``sandbox.candidates.approx_ptx``)."""
 
     function: str                        # the kernel or device function, as the candidate names it where known
     instruction: str                     # "ex2.approx.ftz.f32", ...
