@@ -45,14 +45,14 @@ def test_empty_text_stays_empty():
 
 def test_a_workers_error_text_and_traceback_name_no_host_folder():
     from sandbox.host.pool import WorkerProcess
-    from sandbox.wire import Hello, WorkerError
+    from sandbox.wire import MeasureCeilings, WorkerError
 
     worker = WorkerProcess("reference")
     try:
-        reply = worker.call(Hello(), timeout=60)
+        reply = worker.call(MeasureCeilings(), timeout=60)
     finally:
         worker.close()
-    assert isinstance(reply, WorkerError) and "the reference worker does not handle Hello" in reply.error
+    assert isinstance(reply, WorkerError) and "the reference worker does not handle MeasureCeilings" in reply.error
     assert "<kernelwright>/sandbox/worker/main.py" in reply.traceback
     assert str(ROOT) not in reply.traceback and tempfile.gettempdir() + "/" not in reply.traceback
 

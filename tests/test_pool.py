@@ -6,10 +6,10 @@ import signal
 import pytest
 
 from sandbox.host.pool import WorkerDied, WorkerProcess, WorkerTimeout
-from sandbox.wire import Compare, CompareTask, CompareTrial, Hello, WorkerError
+from sandbox.wire import Compare, CompareTask, CompareTrial, Confinement, MeasureCeilings, WorkerError
 
 # A request no role but the GPU one handles: the reference and compile workers answer it with a WorkerError.
-UNHANDLED = Hello()
+UNHANDLED = MeasureCeilings()
 
 
 def _compare(folder) -> Compare:
@@ -25,7 +25,7 @@ def test_a_healthy_worker_is_reused_across_requests():
         pid = None
         for _ in range(3):
             reply = w.call(UNHANDLED, timeout=30)
-            assert isinstance(reply, WorkerError) and "the reference worker does not handle Hello" in reply.error
+            assert isinstance(reply, WorkerError) and "the reference worker does not handle MeasureCeilings" in reply.error
             pid = pid or w.proc.pid
             assert w.proc.pid == pid
         assert w.started == 1 and w.requests == 3
@@ -197,3 +197,16 @@ def test_a_retired_worker_is_not_started_again():
     with pytest.raises(WorkerDied, match="closed for good"):
         w.call(UNHANDLED, timeout=30)
     assert w.proc is None
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_warmed_up_on_a_thread_answers_the_next_call_in_the_same_process():
+    w = WorkerProcess("compile")
+    try:
+        w.warm_up(Confinement(), timeout=60)      # returns at once; the process starts meanwhile
+        reply = w.call(Confinement(), timeout=60)  # waits for the warm-up's reply first
+        assert reply.confined in (True, False) and w.started == 1 and w.requests == 2
+        w.warm_up(UNHANDLED, timeout=60)          # a warm-up that fails leaves the worker usable
+        assert w.call(Confinement(), timeout=60).confined == reply.confined and w.started == 1
+    finally:
+        w.close()

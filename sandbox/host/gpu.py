@@ -54,9 +54,11 @@ class GPUSandbox(CompileOnlySandbox):
         self.data_dir = tempdirs.make("data", tempdirs.shm_root())
         self._gpu = WorkerProcess("gpu", root=self.data_dir.parent)
         self._ref = WorkerProcess("reference", root=self.data_dir.parent)
+        self._ref.warm_up(Hello(), timeout=120)   # its CUDA context comes up beside the GPU worker's
         hello = self._gpu.call(Hello(), timeout=120)
         if isinstance(hello, WorkerError):
             self._gpu.close()
+            self._ref.close()
             shutil.rmtree(self.data_dir, ignore_errors=True)
             raise RuntimeError(f"no usable CUDA device: {hello.error}")
         info = expect(hello, DeviceInfo).info

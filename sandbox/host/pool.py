@@ -66,6 +66,7 @@ class WorkerProcess:
         self.started = 0
         self._closing = threading.Lock()  # close() runs from any thread (a pool's, a finaliser), once per process
         self._retired = False
+        self._one_call = threading.Lock()  # a request and its reply, one at a time (``warm_up`` runs on a thread)
         self._trusted: set[str] = set()   # sha256 of the device code this worker may load and stay trusted
         self.tainted = False              # given other device code since it started: its kernels are not harvested
         self._harvested = 0               # the private cache folder's mtime when it was last harvested
@@ -126,8 +127,27 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def warm_up(self, request: Request, timeout: float) -> None:
+        """Start the worker and send it ``request`` on a thread of its own, returning at once: a process that
+        will be needed later starts (interpreter, CUDA context) while the caller does something else. The next
+        ``call`` waits for it; what it answers, or how it failed, is dropped (that call starts a worker again
+        if it must)."""
+
+        def run():
+            try:
+                self.call(request, timeout)
+            except (WorkerDied, WorkerTimeout):
+                pass
+
+        threading.Thread(target=run, name=f"{self.role}-warm-up", daemon=True).start()
+
     def call(self, request: Request, timeout: float) -> Reply:
-        """Send one request and wait for its reply, at most ``timeout`` seconds."""
+        """Send one request and wait for its reply, at most ``timeout`` seconds (one request at a time: a call
+        from another thread waits for the one under way)."""
+        with self._one_call:
+            return self._call(request, timeout)
+
+    def _call(self, request: Request, timeout: float) -> Reply:
         checked(request, Request)
         if not self.alive:
             if self._retired:

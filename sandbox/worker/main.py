@@ -132,6 +132,10 @@ class ReferenceRole:
         from .reference import open_handed, run_compare, run_compares
 
         match msg:
+            case Hello():   # the host starts this worker early: the CUDA context exists before the first compare
+                from ..plumbing.envinfo import device_info
+
+                return DeviceInfo(device_info())
             case Compare() | Compares():
                 reply = run_compare(msg.task, msg.trial, self.cache) if isinstance(msg, Compare) else \
                     run_compares(msg, self.cache)
