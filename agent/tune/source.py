@@ -26,7 +26,8 @@ from .search import Search, SharedEvaluations
 from .space import TuningSpace
 
 FINALIST_SLACK = 0.01   # a finalist's screened time may be this much above the start's and still be tried
-LOOKAHEAD = 32          # points compiled ahead of the search
+LOOKAHEAD = 64          # points compiled ahead of the search: two screening batches, so compiles slower than a
+                        # batch's screening do not leave the GPU waiting
 
 
 def _plainer(a: Point, b: Point, knobs: int) -> bool:
