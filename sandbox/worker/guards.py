@@ -142,6 +142,18 @@ class StreamHold:
         return out
 
 
+WROTE_OUTSIDE = "a launch wrote outside its own buffers"
+
+
+def overwritten(labels: list[tuple[str, str]], now, then, why: str = WROTE_OUTSIDE) -> list[str]:
+    """The problems of buffers whose bytes changed: ``labels`` holds (what the problem names, when it was seen, or
+    ""), ``now`` and ``then`` one hash per label in the same order (device arrays: one transfer to the host).
+    The one comparison behind the stage's fences (``Fence.broken``) and its check of rotating inputs."""
+    changed = (now != then).tolist()
+    return [f"{label} was overwritten{' ' + when if when else ''}: {why}"
+            for (label, when), bad in zip(labels, changed) if bad]
+
+
 class Fence:
     """Hashes of buffers that no launch may write while the fence stands: taken when it is raised, compared when
     it is checked. The stage fences the buffers that are idle in a span of it (other rotating sets, other
@@ -163,10 +175,9 @@ class Fence:
         else:
             self.hashes = self.h.hash_arrays(list(self.arrays.values()), self.seed)
 
-    def broken(self, why: str = "a launch wrote outside its own buffers") -> list[str]:
-        """The labels of fenced buffers whose bytes changed, as problems (one transfer to the host)."""
+    def broken(self, why: str = WROTE_OUTSIDE) -> list[str]:
+        """The labels of fenced buffers whose bytes changed, as problems (``overwritten``)."""
         if not self.arrays:
             return []
         now = self.h.hash_arrays(list(self.arrays.values()), self.seed)
-        changed = (now != self.hashes).tolist()   # one transfer
-        return [f"{label} was overwritten: {why}" for label, bad in zip(self.arrays, changed) if bad]
+        return overwritten([(label, "") for label in self.arrays], now, self.hashes, why)

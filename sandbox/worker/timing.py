@@ -59,7 +59,7 @@ from ..tasks.task_reference import load_reference
 from ..wire import Clocks, Impl, KeptLaunch, RoundLimits, StageFailed, Time, Timed
 from .checks import Violation, violations
 from .draw import PhaseDraw
-from .guards import Fence
+from .guards import Fence, overwritten
 from .harness import Harness, LaunchFailed, generate_into, hand_over, poison_outputs
 from .memory_plan import Needs, gib, is_out_of_memory, plan_memory, torch_peak
 from .stopwatch import Stopwatch
@@ -337,13 +337,10 @@ class TimingStage:
         notes, self.input_notes = self.input_notes, []
         if not notes:
             return
-        values = self.cp.concatenate([part for _, _, now, then, _ in notes for part in (now, *then)]).tolist()
-        problems, k = [], 0
-        for i, names, _, _, said in notes:
-            now, then = values[k: k + len(names)], values[k + len(names): k + 2 * len(names)]
-            k += 2 * len(names)
-            problems += [f"input {n!r} of rotating set {i} was overwritten {said}: a launch wrote outside its own "
-                         f"buffers" for n, a, b in zip(names, now, then) if a != b]
+        labels = [(f"input {n!r} of rotating set {i}", said) for i, names, _, _, said in notes for n in names]
+        cat = self.cp.concatenate
+        problems = overwritten(labels, cat([now for _, _, now, _, _ in notes]),
+                               cat([part for _, _, _, then, _ in notes for part in then]))
         if problems:
             raise Violation("candidate", problems)
 
