@@ -107,9 +107,17 @@ def test_the_keyed_streams_follow_harness_cu_word_layout():
     assert [bool(neg[k, 6]) for k in range(4)] == [bool((h >> (8 + k)) & 1) for k in range(4)]
 
 
-def test_the_harness_compiles_with_every_kernel_the_worker_looks_up():
+def test_the_harness_compiles_with_every_kernel_the_worker_looks_up_and_is_kept_for_the_next_sandbox(
+        tmp_path, monkeypatch):
     from sandbox.host.gpu import HARNESS_NAMES, compile_harness
 
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))
     cubin, lowered = compile_harness("sm_90")
     assert cubin and set(HARNESS_NAMES) == set(lowered)
     assert set(ag.DEVICE_NAMES) | {"l2_flush_read", "hash_words", "hash_many", "hold_stream"} == set(HARNESS_NAMES)
+    [kept] = (tmp_path / "harness").glob("*.cubin")
+    assert kept.read_bytes() == cubin and compile_harness("sm_90") == (cubin, lowered)
+    kept.with_suffix(".json").write_text("{torn")                 # an unreadable entry is compiled again
+    assert compile_harness("sm_90") == (cubin, lowered)
+    assert compile_harness("sm_80")[0] != cubin                   # another arch, another entry
+    assert len(list((tmp_path / "harness").glob("*.cubin"))) == 2

@@ -14,6 +14,7 @@ after the fact compared in full with the reference).
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import shutil
 import time
@@ -26,6 +27,7 @@ from ..judging.agreement import DEVICE_NAMES
 from ..judging.result import Check, CompileInfo, Cost, Result, Status
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..plumbing import tempdirs
+from ..plumbing.files import atomic_write, cache_dir
 from ..tasks.inputs import distribution_count, input_specs, output_specs
 from ..tasks.task import Task, TaskError, describe_sizes
 from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, DeviceInfo, HarnessCode, Hello, \
@@ -294,10 +296,21 @@ HARNESS_NAMES = DEVICE_NAMES + ["hash_words", "hash_many", "l2_flush_read", "hol
 
 
 def compile_harness(arch: str) -> tuple[bytes, dict[str, str]]:
-    """harness.cu compiled for ``arch``: the cubin, and the lowered names of its kernels (``HARNESS_NAMES``)."""
+    """harness.cu compiled for ``arch``: the cubin, and the lowered names of its kernels (``HARNESS_NAMES``). Kept
+    in the cache folder by content (source, options, arch, NVRTC version), as candidates' compiles are: a
+    sandbox opens without a second of NVRTC on its way."""
     source = HARNESS_SOURCE.read_text()
     options = [f"-arch={arch}", "-std=c++17", *[f"-I{d}" for d in compiler.include_dirs()]]
+    entry = cache_dir() / "harness" / compiler.cache_key(source, options, arch, HARNESS_NAMES)
+    try:   # the names are written after the cubin: where they are, the cubin is whole
+        names = json.loads(entry.with_suffix(".json").read_text())
+        if set(HARNESS_NAMES) <= set(names):
+            return entry.with_suffix(".cubin").read_bytes(), names
+    except (OSError, ValueError):
+        pass
     info, cubin = compiler.nvrtc_compile(source, options, arch, HARNESS_NAMES)
     if not info.ok:
         raise RuntimeError(f"the harness kernels do not compile:\n{info.log}")
+    atomic_write(entry.with_suffix(".cubin"), cubin)
+    atomic_write(entry.with_suffix(".json"), json.dumps(info.lowered_names))
     return cubin, info.lowered_names
