@@ -97,3 +97,17 @@ def test_warming_starts_every_compile_worker_ahead_and_compiles_then_start_none(
         results = sb.compile_many(task, [base.with_flags(f) for f in [(), ("--fmad=false",), ("--ptxas-options=-O1",)]])
         assert sb.builder.workers == 2 and all(w.started == 1 for w in sb.builder._workers)
     assert all(r.status is Status.compiled for r in results)
+
+
+def test_a_worker_warmed_up_elsewhere_is_adopted_and_compiles_first():
+    from sandbox.host.pool import WorkerProcess
+    from sandbox.wire import Confinement
+
+    task = load_task("vector_add")
+    early = WorkerProcess("compile")
+    early.warm_up(Confinement(), timeout=120)                         # as a GPU sandbox does before its device opens
+    with CompileOnlySandbox(SandboxConfig(compile_workers=2)) as sb:
+        sb.builder.adopt(early)
+        result = sb.compile(task, load_candidate(task.baseline_path).with_flags(("--fmad=false",)))
+        assert result.status is Status.compiled
+        assert sb.builder.workers == 1 and early.started == 1 and early.requests == 2

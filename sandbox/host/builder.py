@@ -161,6 +161,12 @@ class Builder:
                 started += 1
         return started
 
+    def adopt(self, worker: WorkerProcess) -> None:
+        """Take ``worker`` (a compile worker started, or warming up, elsewhere) into the pool, ready to compile."""
+        with self._lock:
+            self._workers.append(worker)
+        self._idle.put(worker)
+
     @property
     def workers(self) -> int:
         """Compile worker processes started so far."""

@@ -30,8 +30,8 @@ from ..plumbing import tempdirs
 from ..plumbing.files import atomic_write, cache_dir
 from ..tasks.inputs import distribution_count, input_specs, output_specs
 from ..tasks.task import Task, TaskError, describe_sizes
-from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, DeviceInfo, HarnessCode, Hello, \
-    MeasureCeilings, Run, StageFailed, Timed, Trial, TrialRun, WorkerError
+from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, Confinement, DeviceInfo, HarnessCode, \
+    Hello, MeasureCeilings, Run, StageFailed, Timed, Trial, TrialRun, WorkerError
 from .ceilings import cached_ceilings
 from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
 from .config import SandboxConfig
@@ -57,10 +57,12 @@ class GPUSandbox(CompileOnlySandbox):
         self._gpu = WorkerProcess("gpu", root=self.data_dir.parent)
         self._ref = WorkerProcess("reference", root=self.data_dir.parent)
         self._ref.warm_up(Hello(), timeout=120)   # its CUDA context comes up beside the GPU worker's
+        compiles = WorkerProcess("compile")       # and the first compile worker, for the first candidate
+        compiles.warm_up(Confinement(), timeout=config.compile_timeout_s)
         hello = self._gpu.call(Hello(), timeout=120)
         if isinstance(hello, WorkerError):
-            self._gpu.close()
-            self._ref.close()
+            for worker in (self._gpu, self._ref, compiles):
+                worker.close()
             shutil.rmtree(self.data_dir, ignore_errors=True)
             raise RuntimeError(f"no usable CUDA device: {hello.error}")
         info = expect(hello, DeviceInfo).info
@@ -68,6 +70,7 @@ class GPUSandbox(CompileOnlySandbox):
         harness_cubin, harness_names = compile_harness(arch)
         self._gpu.trust(harness_cubin)
         super().__init__(config, arch=arch, harness_cubin=harness_cubin)
+        self.builder.adopt(compiles)
         self.device = info
         self.harness = HarnessCode(self.arch, harness_cubin, harness_names)
         self.screener = Screener(self.builder.build, self.baseline, self._gpu, self.harness, self.config.check_timeout_s,
