@@ -8,9 +8,10 @@ from pathlib import Path
 
 from .. import compiler, tempdirs
 from ..candidate import Candidate
+from ..environment import Environment
 from ..plan import PlanError, resolve, shared_limit
 from ..protocol import Sandbox
-from ..result import CompileInfo, Result, Status
+from ..result import CompileInfo, Profile, Result, Status
 from ..sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..task import Task
 from .builder import Builder, new_result
@@ -46,7 +47,7 @@ class CompileOnlySandbox(Sandbox):
         built = self.builder.build(task, candidate)
         result = built.result
         if result.status is Status.compiled:
-            result.env = dict(self.device)
+            result.env = Environment.model_validate(self.device)
             try:
                 self.plans(task, candidate, built.info, labelled_sizes(task, task.spec.sizes.benchmark))
             except PlanError as exc:
@@ -72,8 +73,8 @@ class CompileOnlySandbox(Sandbox):
         """Without a GPU, evaluation is compilation: the status is ``compiled`` on success."""
         return self.compile(task, candidate)
 
-    def profile(self, task: Task, candidate: Candidate, result: Result | None = None, parent_profile: dict | None = None,
-                sizes: dict[str, int] | None = None, save_to: Path | None = None) -> dict:
+    def profile(self, task: Task, candidate: Candidate, result: Result | None = None, parent_profile: Profile | None = None,
+                sizes: dict[str, int] | None = None, save_to: Path | None = None) -> Profile:
         """Profile and diagnose ``candidate`` (``sandbox.host.profiler.Profiler.profile``)."""
         return self.profiler.profile(task, candidate, result, parent_profile, sizes, save_to)
 
