@@ -142,7 +142,7 @@ class Environment(Recorded):
     power_w: Number | None = Field(None, description="Median over the timed rounds (older traces: at start).")
     ceilings: Ceilings | None = Field(None, description="The ceilings the roofline floor was computed at.")
     launch_hold: LaunchHold | None = None
-    timing_split_s: dict[str, float] | None = Field(None, description="The timing stage's seconds in the GPU worker, "
+    timing_split_s: dict[str, Number] | None = Field(None, description="The timing stage's seconds in the GPU worker, "
                                                     "per part (``other``: what no part took).")
     measured_on: MeasuredOn | None = Field(None, description="On a cluster: the GPU that measured it.")
 

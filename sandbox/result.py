@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .environment import Environment, Recorded
+from .environment import Environment, Number, Recorded
 from .sanitizer_report import SanitizeReport
 
 SCHEMA_VERSION = 1
@@ -204,9 +204,9 @@ class Profile(Recorded):
     detail: str = Field("", description="ncu's last messages, for a failed profile.")
     tool: str | None = Field(None, description="ncu's version line.")
     messages: list[str] = Field(default_factory=list, description="ncu's own messages (at most 10).")
-    stage_seconds: dict[str, float] = Field(default_factory=dict, description="The profiling run and the page imports.")
+    stage_seconds: dict[str, Number] = Field(default_factory=dict, description="The profiling run and the page imports.")
     pages: str | None = Field(None, description="Where the numbers came from: printed by the run, or imported.")
-    program_seconds: dict[str, float] = Field(default_factory=dict, description="The profiled program's own parts.")
+    program_seconds: dict[str, Number] = Field(default_factory=dict, description="The profiled program's own parts.")
     sizes: dict[str, int] = Field(default_factory=dict, description="The sizes profiled.")
     timing: ProfileTiming | None = None
     diagnosis: str = Field("", description="The diagnosis as text: Entry.diagnosis, and what prompts show.")
@@ -216,6 +216,7 @@ class Profile(Recorded):
     @model_validator(mode="before")
     @classmethod
     def _text_in_diagnosis(cls, data: Any) -> Any:
+        """A profile of those older traces: the dict moves to ``diagnosis_data``, the text to ``diagnosis``."""
         if isinstance(data, dict) and isinstance(data.get("diagnosis"), dict):
             data = dict(data)
             data["diagnosis_data"] = data.pop("diagnosis")

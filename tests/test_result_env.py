@@ -121,24 +121,34 @@ def _record(node: ast.expr, aliases: set[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in aliases
 
 
-def _key(node: ast.expr) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+def _copied(node: ast.expr) -> ast.expr:
+    """What ``dict(x)``, ``x or {}`` or ``x if c else {}`` copies: ``x``."""
+    if isinstance(node, ast.IfExp):
+        node = node.body
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and node.args:
+        return node.args[0]
+    return node.values[0] if isinstance(node, ast.BoolOp) else node
+
+
+def _key(node: ast.expr) -> str:
+    return repr(node.value) if isinstance(node, ast.Constant) else ast.unparse(node)
 
 
 def record_reads(path: Path, root: Path = ROOT) -> list[str]:
-    """Where ``path`` reads a result's ``env`` or ``profile`` by string key (``r.env["gpu"]``,
-    ``result.profile.get("status")``, or through a name bound to one: ``env = r.env; env["gpu"]``)."""
+    """Where ``path`` reads a result's ``env`` or ``profile`` by key (``r.env["gpu"]``,
+    ``result.profile.get("status")``, or through a name bound to one or to its copy:
+    ``env = dict(r.env) if r else {}; env.get(key)``)."""
     tree = ast.parse(path.read_text(), str(path))
-    aliases = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _record(node.value, set())
+    aliases = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _record(_copied(node.value), set())
                for t in node.targets if isinstance(t, ast.Name)}
     found = []
     for node in ast.walk(tree):
         what = None
-        if isinstance(node, ast.Subscript) and _record(node.value, aliases) and _key(node.slice):
-            what = f"[{_key(node.slice)!r}]"
+        if isinstance(node, ast.Subscript) and _record(node.value, aliases):
+            what = f"[{_key(node.slice)}]"
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-              and _record(node.func.value, aliases) and node.args and _key(node.args[0])):
-            what = f".get({_key(node.args[0])!r})"
+              and _record(node.func.value, aliases) and node.args):
+            what = f".get({_key(node.args[0])})"
         if what:
             found.append(f"{path.relative_to(root)}:{node.lineno}: {what}")
     return found
@@ -153,7 +163,8 @@ def test_no_code_reads_a_results_env_or_profile_by_string_key():
 def test_the_rule_sees_reads_by_key(tmp_path):
     old = tmp_path / "old.py"
     old.write_text('if result.env.get("simulated"):\n    gpu = r.env["gpu"]\nenv = r.env\nprint(env["driver"])\n'
-                   'text = result.profile["diagnosis"]\nsizes = task.env(sizes)["n"]\n')
+                   'text = result.profile["diagnosis"]\nsizes = task.env(sizes)["n"]\n'
+                   'copy = dict(r.env)\nprof = r.profile or {}\nrow = [copy.get(key), prof[key]]\n')
     found = record_reads(old, tmp_path)
     assert sorted(f.split(":", 1)[1] for f in found) == ["1: .get('simulated')", "2: ['gpu']", "4: ['driver']",
-                                                         "5: ['diagnosis']"]
+                                                         "5: ['diagnosis']", "9: .get(key)", "9: [key]"]
