@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 from sandbox.environment import Ceilings, Environment
+from sandbox.host.ceilings import cached_ceilings
+from sandbox.host.timing import timing_env, timing_record
 from sandbox.result import Profile, Result, Status
+from sandbox.task import load_task
+from sandbox.wire import Clocks, Timed
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "traces"))
 from trace_tarballs import TARBALLS, extract  # noqa: E402
@@ -107,6 +111,46 @@ def test_a_profile_written_when_diagnosis_held_the_data_loads_with_the_text_ther
     assert "diagnosis_text" not in profile.model_dump()
     unavailable = Profile(status="unavailable", reason="ncu not found")
     assert not unavailable.ok and unavailable.note() == "not profiled (unavailable: ncu not found)"
+
+
+def _timed(clocks_timed: dict) -> Timed:
+    """A timing stage's reply as the GPU worker sends it (``sandbox.worker.timing``), two rounds of two."""
+    samples = {"candidate": [0.5, 0.52], "baseline": [1.0, 1.02]}
+    return Timed(rounds=2, round_cap=50, sets=1, set_of_round=[0, 0], flush_bytes=1 << 27, samples=samples,
+                 walls={k: [v[0] + 0.01, v[1] + 0.01] for k, v in samples.items()}, full=[], launches=2,
+                 clocks=Clocks(start=CLUSTER_ENV["clocks_start"], end=CLUSTER_ENV["clocks_end"], timed=clocks_timed),
+                 gpu_s=0.01, unavailable={}, launch_hold=CLUSTER_ENV["launch_hold"],
+                 split_s=CLUSTER_ENV["timing_split_s"], memory={})
+
+
+@pytest.mark.parametrize("clocks_timed", [CLUSTER_ENV["clocks_timed"], {}], ids=["nvml", "no-nvml"])
+def test_the_timing_stage_adds_to_the_environment_the_keys_it_always_wrote(clocks_timed):
+    reply = _timed(clocks_timed)
+    ceilings = Ceilings.model_validate(CLUSTER_ENV["ceilings"])
+    device = {k: v for k, v in CLUSTER_ENV.items() if k in Environment.model_fields and "clock" not in k
+              and k not in ("ceilings", "launch_hold", "timing_split_s", "measured_on", "power_w")}
+    env = Environment.model_validate({**device, **timing_env(reply, ceilings)})
+    written = {**device, "clocks_start": reply.clocks.start, "clocks_end": reply.clocks.end,
+               "clocks_timed": clocks_timed, "ceilings": CLUSTER_ENV["ceilings"], "launch_hold": reply.launch_hold,
+               "timing_split_s": reply.split_s, **{k: v["median"] for k, v in clocks_timed.items()}}
+    assert env.model_dump() == written
+    assert env.sm_clock_mhz == (1980 if clocks_timed else None) and env.launch_hold.unheld == ["compile"]
+    timing = timing_record(load_task("vector_add"), {"n": 1 << 24}, reply, ceilings, "off")
+    assert timing.roofline_ms == pytest.approx(12 * (1 << 24) / 4.4e12 * 1e3) and timing.bound == "memory"
+
+
+def test_ceilings_are_measured_once_per_gpu_and_read_back_typed(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))
+    measured = []
+
+    def measure() -> dict:
+        measured.append(1)
+        return {"copy_bytes_per_s": 4.19e12, "fp32_flops": 5.1e13, "method": "stand-in"}
+
+    device = {"gpu": "NVIDIA H200", "uuid": "5f0e", "driver": "580.159.04"}
+    first, again = cached_ceilings(device, measure), cached_ceilings(device, measure)
+    assert measured == [1] and first == again and again.gpu == "NVIDIA H200" and again.measured_at
+    assert again.memory_bandwidth() == 4.19e12 and again.peak_flops("fp16_tensor") is None
 
 
 # ---- no string-keyed reads ------------------------------------------------------------------

@@ -8,9 +8,9 @@ from __future__ import annotations
 import random
 
 from .. import stats
+from ..environment import READINGS, Ceilings, ClockReadings, LaunchHold, TimedClocks
 from ..inputs import distribution_count, input_specs, output_specs
 from ..plan import resolve
-from ..environment import READINGS, Ceilings, ClockReadings, LaunchHold, TimedClocks
 from ..result import Status, Timing
 from ..task import Task
 from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, Run, Time, Timed
@@ -82,10 +82,10 @@ def timing_env(reply: Timed, ceilings: Ceilings) -> dict:
     ceilings, the stream hold, where its seconds went."""
     clocks = reply.clocks
     timed = TimedClocks.model_validate(clocks.timed)
-    return dict(clocks_start=ClockReadings.model_validate(clocks.start), clocks_end=ClockReadings.model_validate(clocks.end),
-                clocks_timed=timed, ceilings=ceilings, launch_hold=LaunchHold.model_validate(reply.launch_hold),
-                timing_split_s=reply.split_s,
-                **{k: getattr(timed, k).median for k in READINGS if getattr(timed, k) is not None})
+    medians = {k: getattr(timed, k).median for k in READINGS if getattr(timed, k) is not None}
+    return dict(clocks_start=ClockReadings.model_validate(clocks.start),
+                clocks_end=ClockReadings.model_validate(clocks.end), clocks_timed=timed, ceilings=ceilings,
+                launch_hold=LaunchHold.model_validate(reply.launch_hold), timing_split_s=reply.split_s, **medians)
 
 
 def sanity(timing: Timing, roofline_reject_factor: float) -> tuple[Status, str]:
