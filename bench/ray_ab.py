@@ -32,11 +32,13 @@ def entry_rows(label: str, run) -> list[dict]:
         t = e.result.timing
         if s is None or t is None:
             continue
-        clock = (e.result.env.get("clocks_timed") or {}).get("sm_clock_mhz") or {}
-        hold = e.result.env.get("launch_hold") or {}
+        env = e.result.env
+        clock = env.clocks_timed.sm_clock_mhz if env.clocks_timed else None
+        hold = env.launch_hold
         rows.append(dict(run=label, entry=e.id, speedup=s.value, low=s.low, high=s.high,
                          candidate_ms=t.impls["candidate"].median_ms, baseline_ms=t.impls[t.primary].median_ms,
-                         sm_mhz=clock.get("median"), held=hold.get("held"), ran_out=hold.get("ran_out")))
+                         sm_mhz=clock.median if clock else None, held=hold.held if hold else None,
+                         ran_out=hold.ran_out if hold else None))
     return rows
 
 

@@ -78,14 +78,14 @@ def at_benchmark(task_name: str, n_candidates: int, profile: bool = False) -> tu
                        status=r.status.value, rounds=r.timing.rounds if r.timing else 0, wall=wall,
                        compile=c.compile_s, check=c.check_gpu_s, time=c.time_gpu_s, reference=c.reference_s,
                        other=max(0.0, wall - c.compile_s - c.check_gpu_s - c.time_gpu_s - c.reference_s),
-                       timing_split=r.env.get("timing_split_s") or {}, hold=r.env.get("launch_hold") or {},
+                       timing_split=r.env.timing_split_s or {},
+                       hold=r.env.launch_hold.model_dump() if r.env.launch_hold else {},
                        check_split=_since(sb.check_split_s, checks_before),
                        reference_split=_since(sb.referee.split_s, reference_before))
             if profile:
                 prof = sb.profile(task, cand, result=r)
-                row.update(profile=prof["seconds"], profile_status=prof["status"],
-                           profile_split=prof.get("stage_seconds"), program_split=prof.get("program_seconds") or {},
-                           pages=prof.get("pages", "-"))
+                row.update(profile=prof.seconds, profile_status=prof.status, profile_split=prof.stage_seconds,
+                           program_split=prof.program_seconds, pages=prof.pages or "-")
             rows.append(row)
         transport = dict(ipc=sb.referee.ipc, why_not=sb.referee.ipc_error)
     return rows, transport

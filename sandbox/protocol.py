@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from .candidates.candidate import Candidate
     from .jobs import Job, OneSlot
-    from .judging.result import Result
+    from .judging.result import Profile, Result
     from .judging.sanitizer_report import SanitizeReport
     from .tasks.task import Task
 
@@ -36,7 +36,7 @@ class Sandbox(Protocol):
                  timing: bool = True) -> Result: ...
 
     def profile(self, task: Task, candidate: Candidate, result: Result | None = None,
-                parent_profile: dict | None = None) -> dict:
+                parent_profile: Profile | None = None) -> Profile:
         """Nsight Compute's profile and diagnosis, or why there is none."""
         ...
 

@@ -33,8 +33,8 @@ def _with(cand, text):
 def test_it_implements_the_sandbox_protocol_and_is_marked_simulated(fake, task):
     assert isinstance(fake, Sandbox) and fake.kind == "fake" and fake.device["simulated"] is True
     result = fake.evaluate(task, load_candidate(task.baseline_path))
-    assert result.status is Status.ok and result.env["simulated"] is True
-    assert result.env["ceilings"]["method"].startswith("simulated")
+    assert result.status is Status.ok and result.env.simulated is True
+    assert result.env.ceilings.method.startswith("simulated")
     assert all(c.note == "simulated" for c in result.checks)
     assert result.timing.speedup["baseline"].value == pytest.approx(1.0, abs=0.02)
 

@@ -13,7 +13,7 @@ from agent.loop.summary import rows
 from sandbox import CompileOnlySandbox
 from sandbox.candidates.candidate import load_candidate
 from sandbox.candidates.plan import identity
-from sandbox.judging.result import Interval, Result, Status, Timing
+from sandbox.judging.result import Interval, Profile, Result, Status, Timing
 from sandbox.tasks.task import load_task
 
 pytestmark = pytest.mark.timeout(60)
@@ -146,7 +146,7 @@ class _Profiler:
 
     def profile(self, task, candidate, result=None, parent_profile=None):
         self.profiled.append(result.candidate)
-        result.profile = {"status": "ok", "diagnosis": f"profiled {result.candidate}"}
+        result.profile = Profile(status="ok", diagnosis=f"profiled {result.candidate}")
         return result.profile
 
 

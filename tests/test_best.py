@@ -11,12 +11,17 @@ import pytest
 
 from agent.claims.best import BestStore, Envelope
 from sandbox.candidates.candidate import load_candidate, parse_candidate
+from sandbox.judging.environment import Environment
 from sandbox.judging.result import Status
 from sandbox.tasks.task import load_task
 from tuner_fakes import H200_ENV, failed_result, timed_result
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(120)
+
+
+def envelope_of(env: dict) -> Envelope | None:
+    return Envelope.from_env(Environment.model_validate(env))
 
 
 @pytest.fixture
@@ -37,7 +42,7 @@ def store(tmp_path):
 def test_offer_then_get_round_trips_the_kernel_with_its_plan_knobs_and_flags(task, tuned, store):
     result = timed_result(task, tuned, 2.0, 3.0, vendor=(0.5, 0.45, 0.55))
     assert store.offer(task, tuned, result, run="run-1")
-    record = store.get(task, Envelope.from_env(H200_ENV))
+    record = store.get(task, envelope_of(H200_ENV))
     assert record is not None and record.run == "run-1"
     assert (record.knobs, record.flags, record.median_ms) == ({"TILE": 32}, ["--ptxas-options=-O2"], 2.0)
     assert record.speedup.value == 1.5 and record.vendor_speedup.value == 0.5
@@ -50,12 +55,12 @@ def test_offer_then_get_round_trips_the_kernel_with_its_plan_knobs_and_flags(tas
 def test_records_are_keyed_by_gpu_driver_cuda_and_size(task, tuned, store):
     store.offer(task, tuned, timed_result(task, tuned, 2.0, 3.0))
     for other in ({"gpu": "NVIDIA A100"}, {"driver": "580.10"}, {"cuda_runtime": "12.8"}, {"nvrtc": "12.9"}):
-        assert store.get(task, Envelope.from_env({**H200_ENV, **other})) is None
-    assert store.get(task, Envelope.from_env(H200_ENV), {"M": 1024, "N": 1024, "K": 1024}) is None
+        assert store.get(task, envelope_of({**H200_ENV, **other})) is None
+    assert store.get(task, envelope_of(H200_ENV), {"M": 1024, "N": 1024, "K": 1024}) is None
     small = {"M": 1024, "N": 1024, "K": 1024}
     store.offer(task, tuned, timed_result(task, tuned, 0.1, 0.2, sizes=small))
-    assert store.get(task, Envelope.from_env(H200_ENV), small).median_ms == 0.1
-    assert store.get(task, Envelope.from_env(H200_ENV)).median_ms == 2.0
+    assert store.get(task, envelope_of(H200_ENV), small).median_ms == 0.1
+    assert store.get(task, envelope_of(H200_ENV)).median_ms == 2.0
 
 
 def test_records_are_keyed_by_the_task_fingerprint(task, tuned, store, tmp_path):
@@ -67,12 +72,12 @@ def test_records_are_keyed_by_the_task_fingerprint(task, tuned, store, tmp_path)
         (folder / name).write_text(text + ("\n# changed\n" if name == "reference.py" else ""))
     changed = load_task(folder)
     assert changed.fingerprint != task.fingerprint
-    assert store.get(changed, Envelope.from_env(H200_ENV)) is None
+    assert store.get(changed, envelope_of(H200_ENV)) is None
     assert [r.task_fingerprint for r in store.records(changed, any_version=True)] == [task.fingerprint]
 
 
 def test_only_a_faster_offer_replaces_the_record(task, tuned, store):
-    env = Envelope.from_env(H200_ENV)
+    env = envelope_of(H200_ENV)
     assert store.offer(task, tuned, timed_result(task, tuned, 2.0, 3.0))
     slower = tuned.with_knobs({"TILE": 16})
     assert not store.offer(task, slower, timed_result(task, slower, 2.5, 3.0))

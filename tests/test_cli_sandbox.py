@@ -86,7 +86,7 @@ def test_eval_summary_prints_a_real_h200_result(tmp_path, capsys):
     with tarfile.open(ROOT / "tests" / "fixtures" / "traces" / "h200-softmax.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")
     result = Result.from_json((tmp_path / "h200-softmax" / "candidates" / "c0003" / "result.json").read_text())
-    assert result.ok and result.env["gpu"] == "NVIDIA H200"
+    assert result.ok and result.env.gpu == "NVIDIA H200"
     width = console.width
     console.width = 200  # a wide terminal: the checks below look for phrases a narrow one would wrap
     try:

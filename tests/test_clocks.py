@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sandbox.plumbing.envinfo import ClockSampler, describe_reading
+from sandbox.judging.environment import Environment
+from sandbox.plumbing.envinfo import ClockSampler
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "traces"))
 from trace_tarballs import HERE as TRACES, extract  # noqa: E402
@@ -27,11 +28,11 @@ def test_the_sampler_summarizes_what_it_read_and_reads_nothing_without_nvml():
 
 
 def test_a_reading_says_when_it_was_taken():
-    env = {"sm_clock_mhz": 1980, "clocks_timed": TIMED}
-    assert describe_reading(env, "sm_clock_mhz") == "1980 (median of 36 readings during the timed rounds, 1965 to 1980)"
-    assert describe_reading({"sm_clock_mhz": 345}, "sm_clock_mhz") == \
+    env = Environment.model_validate({"sm_clock_mhz": 1980, "clocks_timed": TIMED})
+    assert env.describe_reading("sm_clock_mhz") == "1980 (median of 36 readings during the timed rounds, 1965 to 1980)"
+    assert Environment(sm_clock_mhz=345).describe_reading("sm_clock_mhz") == \
         "345 (read when the GPU worker started, not during timing)"
-    assert describe_reading({}, "sm_clock_mhz") is None
+    assert Environment().describe_reading("sm_clock_mhz") is None
 
 
 def test_envelope_and_verify_show_the_timed_clocks_or_say_they_are_the_idle_ones(tmp_path):
@@ -43,7 +44,7 @@ def test_envelope_and_verify_show_the_timed_clocks_or_say_they_are_the_idle_ones
     rows = {r["key"]: r["value"] for r in envelope(stored, stored.best)}
     assert rows["sm_clock_mhz"].endswith("(read when the GPU worker started, not during timing)")
     then = stored.best.result.env
-    now = {**then, "sm_clock_mhz": 1980, "clocks_timed": TIMED}
-    shown = {r["key"]: r for r in environment(stored, then, now)[0]}
+    now = Environment.model_validate({**then.model_dump(), "sm_clock_mhz": 1980, "clocks_timed": TIMED})
+    shown = {r["key"]: r for r in environment(stored, then, now, {})[0]}
     assert shown["sm_clock_mhz"]["now"].startswith("1980 (median of 36 readings during the timed rounds")
     assert shown["sm_clock_mhz"]["run"].endswith("not during timing)")

@@ -39,11 +39,11 @@ def test_optimize_with_ray_on_one_gpu_picks_the_winner_of_the_run_without_it(htt
         for e in run.entries:
             s = e.result.speedup("baseline")
             if s is not None:
-                clock = (e.result.env.get("clocks_timed") or {}).get("sm_clock_mhz") or {}
+                clock = e.result.env.clocks_timed.sm_clock_mhz if e.result.env.clocks_timed else None
                 print(f"  {label}: {e.id} {e.result.status.value} {s.value:.3f} [{s.low:.3f}, {s.high:.3f}]"
-                      f" SM clock median {clock.get('median')} MHz ({clock.get('min')}-{clock.get('max')})")
+                      f" SM clock median {clock and clock.median} MHz ({clock and clock.min}-{clock and clock.max})")
     assert [e.id for e in spread.entries] == [e.id for e in alone.entries]
     assert spread.best.id == alone.best.id and a.low <= b.high and b.low <= a.high
-    where = {e.result.env["measured_on"]["uuid"] for e in spread.entries if e.result.timing is not None}
+    where = {e.result.env.measured_on.uuid for e in spread.entries if e.result.timing is not None}
     assert len(where) == 1 and None not in where, where
-    assert spread.best.result.env["gpu"] == alone.best.result.env["gpu"]
+    assert spread.best.result.env.gpu == alone.best.result.env.gpu

@@ -78,7 +78,7 @@ def test_optimize_on_2_and_4_gpu_actors_records_the_lineage_of_the_run_without_r
         info = spread.info if hasattr(spread, "info") else None
         run_json = (spread.path / "run.json").read_text()
         assert '"cluster"' in run_json and run_json.count('"ray_gpus"') == gpus, (info, gpus)
-        places = {e.result.env["measured_on"]["id"] for e in spread.entries if e.result.timing is not None}
+        places = {e.result.env.measured_by() for e in spread.entries if e.result.timing is not None}
         assert places and all("/gpu" in p for p in places)
 
 
@@ -108,7 +108,7 @@ def test_a_gpu_actor_killed_mid_evaluation_costs_only_a_retry_of_its_candidate(c
             sandbox.wait(1.0)
             sandbox.pool.collect(ray.wait(sandbox.pool.refs(), timeout=1.0)[0])
         again = sandbox.evaluate(task, cands[1])
-        assert again.ok and again.env["measured_on"]["id"]
+        assert again.ok and again.env.measured_by()
 
 
 @pytest.mark.parametrize("gpus", [2, 4])

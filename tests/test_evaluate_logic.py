@@ -2,27 +2,29 @@
 
 from sandbox.host.builder import _first_error
 from sandbox.host.ceilings import roofline_ms
+from sandbox.host.ceilings import roofline_ms
+from sandbox.judging.environment import Ceilings
 from sandbox.tasks.task import Tolerance, load_task
 
 
 def test_roofline_floor_uses_the_binding_ceiling():
-    ceilings = {"copy_bytes_per_s": 4e12, "fp32_flops": 50e12, "fp16_tensor_flops": 800e12}
+    ceilings = Ceilings(copy_bytes_per_s=4e12, fp32_flops=50e12, fp16_tensor_flops=800e12)
     va = load_task("vector_add")
     ms, bound = roofline_ms(va, {"n": 1 << 28}, ceilings)
     assert bound == "memory" and abs(ms - 12 * (1 << 28) / 4e12 * 1e3) < 1e-9
     sg = load_task("sgemm")
     ms, bound = roofline_ms(sg, {"M": 4096, "N": 4096, "K": 4096}, ceilings)
     assert bound == "compute" and abs(ms - 2 * 4096**3 / 50e12 * 1e3) < 1e-9
-    assert roofline_ms(va, {"n": 4}, {}) == (None, None)
+    assert roofline_ms(va, {"n": 4}, Ceilings()) == (None, None)
 
 
 def test_memory_floor_uses_the_higher_of_the_copy_and_the_read_only_rate():
     va = load_task("vector_add")
-    copy_only = {"copy_bytes_per_s": 4e12, "fp32_flops": 50e12}
-    ms_copy, _ = roofline_ms(va, {"n": 1 << 28}, copy_only)
-    ms_read, bound = roofline_ms(va, {"n": 1 << 28}, {**copy_only, "read_bytes_per_s": 5e12})
+    copy_only = dict(copy_bytes_per_s=4e12, fp32_flops=50e12)
+    ms_copy, _ = roofline_ms(va, {"n": 1 << 28}, Ceilings(**copy_only))
+    ms_read, bound = roofline_ms(va, {"n": 1 << 28}, Ceilings(**copy_only, read_bytes_per_s=5e12))
     assert bound == "memory" and ms_read == ms_copy * 4 / 5
-    assert roofline_ms(va, {"n": 1 << 28}, {**copy_only, "read_bytes_per_s": 3e12})[0] == ms_copy
+    assert roofline_ms(va, {"n": 1 << 28}, Ceilings(**copy_only, read_bytes_per_s=3e12))[0] == ms_copy
 
 
 def test_first_error_line_of_a_compiler_log():

@@ -33,8 +33,8 @@ def test_every_example_baseline_is_ok_with_its_vendor_timed_beside_it():
                 problems.append(f"{name}: checks missing {sorted(missing)} or failed")
             if "vendor" not in result.timing.impls:
                 problems.append(f"{name}: the vendor implementation was not timed")
-            timed = result.env.get("clocks_timed", {}).get("sm_clock_mhz")
-            if timed and timed["samples"] != result.timing.rounds * len(result.timing.impls):
-                problems.append(f"{name}: {timed['samples']} clock readings for {result.timing.rounds} rounds")
+            timed = result.env.clocks_timed.sm_clock_mhz if result.env.clocks_timed else None
+            if timed and timed.samples != result.timing.rounds * len(result.timing.impls):
+                problems.append(f"{name}: {timed.samples} clock readings for {result.timing.rounds} rounds")
     print("\n".join(lines))
     assert not problems, "\n".join(problems)

@@ -17,6 +17,7 @@ import agent  # noqa: E402
 from agent.claims.best import BestStore  # noqa: E402
 from agent.config import ConfigError  # noqa: E402
 from agent.loop import session as session_mod  # noqa: E402
+from sandbox.judging.environment import Environment  # noqa: E402
 from agent.trace.records import HeldoutRow  # noqa: E402
 from sandbox import FakeSandbox  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
@@ -76,7 +77,7 @@ class _LikeGPU(FakeSandbox):
 
     def evaluate(self, task, candidate, sizes=None, timing=True):
         result = super().evaluate(task, candidate, sizes, timing)
-        result.env = {k: v for k, v in {**result.env, **H200_ENV}.items() if k != "simulated"}
+        result.env = Environment.model_validate({**result.env.model_dump(exclude={"simulated"}), **H200_ENV})
         return result
 
 

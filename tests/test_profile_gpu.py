@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import GPUSandbox, SandboxConfig, Status, load_candidate, load_task, parse_candidate
+from sandbox.judging.result import Profile
 
 pytestmark = pytest.mark.gpu
 CHEATS = Path(__file__).parent / "cheats"
@@ -80,12 +81,12 @@ def sandbox():
         yield sb
 
 
-def show(name: str, prof: dict) -> None:
-    print(f"\n--- {name}: {prof['status']} in {prof['seconds']:.2f} s ({prof.get('tool', '')})\n{prof['diagnosis']}")
+def show(name: str, prof: Profile) -> None:
+    print(f"\n--- {name}: {prof.status} in {prof.seconds:.2f} s ({prof.tool or ''})\n{prof.diagnosis}")
 
 
-def ok(prof: dict) -> dict:
-    assert prof["status"] == "ok", f"{prof['status']}: {prof.get('reason')}\n{prof.get('detail', '')}"
+def ok(prof: Profile) -> Profile:
+    assert prof.ok, f"{prof.status}: {prof.reason}\n{prof.detail}"
     return prof
 
 
@@ -97,11 +98,11 @@ def test_naive_vector_add_is_memory_bound_with_its_cost_in_the_ledger(sandbox):
     assert result.status is Status.ok, result.summary()
     prof = ok(sandbox.profile(task, cand, result=result))
     show("vector_add baseline", prof)
-    assert prof["diagnosis_data"]["bound"] == "memory"
-    assert result.cost.profile_gpu_s == prof["seconds"] > 0
+    assert prof.diagnosis_data["bound"] == "memory"
+    assert result.cost.profile_gpu_s == prof.seconds > 0
     assert result.profile is prof
-    assert "% of the task's roofline" in prof["diagnosis"]
-    s = prof["kernels"][0]["summary"]
+    assert "% of the task's roofline" in prof.diagnosis
+    s = prof.kernels[0].summary
     assert s["ld_bytes_per_sector"] == pytest.approx(32.0)
     assert s["dram_bytes"] >= 0.9 * task.bytes(task.spec.sizes.benchmark)
 
@@ -111,9 +112,9 @@ def test_uncoalesced_access_shows_poor_sector_use_as_the_first_issue(sandbox):
     task = load_task("vector_add")
     prof = ok(sandbox.profile(task, parse_candidate(STRIDED_ADD, label="strided")))
     show("vector_add strided", prof)
-    s = prof["kernels"][0]["summary"]
+    s = prof.kernels[0].summary
     assert s["ld_bytes_per_sector"] <= 8.0
-    assert prof["diagnosis_data"]["issues"][0]["topic"] == "coalescing"
+    assert prof.diagnosis_data["issues"][0]["topic"] == "coalescing"
 
 
 @pytest.mark.timeout(900)
@@ -121,8 +122,8 @@ def test_naive_sgemm_is_not_called_memory_bound(sandbox):
     task = load_task("sgemm")
     prof = ok(sandbox.profile(task, parse_candidate(NAIVE_SGEMM, label="naive")))
     show("sgemm naive", prof)
-    assert prof["diagnosis_data"]["bound"] != "memory"
-    assert not prof["diagnosis"].startswith("bound: memory-bound")
+    assert prof.diagnosis_data["bound"] != "memory"
+    assert not prof.diagnosis.startswith("bound: memory-bound")
 
 
 @pytest.mark.timeout(900)
@@ -131,9 +132,9 @@ def test_each_launch_of_a_plan_is_profiled_with_its_share_and_changes_against_th
     parent = ok(sandbox.profile(task, load_candidate(task.baseline_path)))
     prof = ok(sandbox.profile(task, parse_candidate(TWO_HALVES, label="halves"), parent_profile=parent))
     show("vector_add in two launches", prof)
-    assert [k["kernel"] for k in prof["kernels"]] == ["add_even", "add_odd"]
-    assert all(20.0 < k["share_pct"] < 80.0 for k in prof["kernels"])
-    assert "kernels vector_add -> add_even, add_odd" in prof["diagnosis_data"]["changes"]
+    assert [k.kernel for k in prof.kernels] == ["add_even", "add_odd"]
+    assert all(20.0 < k.share_pct < 80.0 for k in prof.kernels)
+    assert "kernels vector_add -> add_even, add_odd" in prof.diagnosis_data["changes"]
 
 
 @pytest.mark.timeout(600)
@@ -141,7 +142,7 @@ def test_a_plan_that_cannot_launch_is_a_failed_profile_not_an_exception(sandbox)
     task = load_task("vector_add")
     prof = sandbox.profile(task, load_candidate(CHEATS / "bad_launch.cu"))
     show("bad launch", prof)
-    assert prof["status"] == "failed" and "launch_error" in prof["reason"]
+    assert prof.status == "failed" and "launch_error" in prof.reason
 
 
 @pytest.mark.timeout(900)
@@ -150,6 +151,6 @@ def test_suite_baselines_profile_with_a_diagnosis(sandbox, task_name, tmp_path):
     task = load_task(task_name)
     prof = ok(sandbox.profile(task, load_candidate(task.baseline_path), save_to=tmp_path))
     show(f"{task_name} baseline", prof)
-    assert prof["diagnosis_data"]["bound"] in ("memory", "cache", "compute", "latency")
-    assert prof["diagnosis_data"]["issues"], "a baseline has something to improve"
+    assert prof.diagnosis_data["bound"] in ("memory", "cache", "compute", "latency")
+    assert prof.diagnosis_data["issues"], "a baseline has something to improve"
     assert (tmp_path / "ncu-raw.csv").stat().st_size > 0

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from sandbox import CompileOnlySandbox, Status, load_task, parse_candidate
-from sandbox.profile import ncu
 from sandbox.host.profiler import ProfileConfig, Profiler
+from sandbox.judging.result import Profile
+from sandbox.profile import ncu
 from stand_in import install
 
 pytestmark = pytest.mark.timeout(120)
@@ -149,7 +150,7 @@ def compiled(sandbox, task, cand):
 def test_profile_runs_ncu_on_the_plans_kernels_past_the_warmup(sandbox, fake, task):
     cand = parse_candidate(THREE, label="three")
     prof = sandbox.profile(task, cand, sizes={"n": 4096})
-    assert prof["status"] == "ok", prof
+    assert prof.status == "ok", prof
     run = profiling_runs(fake)[0]
     joined = " ".join(run)
     assert "--clock-control none" in joined
@@ -158,19 +159,19 @@ def test_profile_runs_ncu_on_the_plans_kernels_past_the_warmup(sandbox, fake, ta
     assert regex.startswith("regex:^(") and "k_copy" in regex and "k_strided" in regex
     assert "_Z7k_sgemmILi16EEvPKfS1_Pfi" in regex, "templates are filtered by their mangled name"
     assert run[-3:-1] == ["-m", "sandbox.worker.profile_target"]
-    assert [k["kernel"] for k in prof["kernels"]] == ["k_copy", "k_strided", "k_sgemm<16>"]
-    assert prof["tool"].startswith("Version 2025.3.1")
-    assert isinstance(prof["diagnosis"], str) and "bound: memory-bound" in prof["diagnosis"]
-    assert prof["diagnosis_data"]["bound"] == "memory" and len(prof["diagnosis_data"]["issues"]) == 3
-    json.dumps(prof)
+    assert [k.kernel for k in prof.kernels] == ["k_copy", "k_strided", "k_sgemm<16>"]
+    assert prof.tool.startswith("Version 2025.3.1")
+    assert isinstance(prof.diagnosis, str) and "bound: memory-bound" in prof.diagnosis
+    assert prof.diagnosis_data["bound"] == "memory" and len(prof.diagnosis_data["issues"]) == 3
+    assert Profile.model_validate_json(prof.model_dump_json()) == prof
 
 
 def test_profiling_time_goes_to_the_cost_ledger_and_the_profile_to_the_result(sandbox, task):
     cand = parse_candidate(THREE, label="three")
     res = compiled(sandbox, task, cand)
     prof = sandbox.profile(task, cand, result=res, sizes={"n": 4096})
-    assert prof["seconds"] > 0 and res.cost.profile_gpu_s == prof["seconds"]
-    assert res.cost.gpu_s >= prof["seconds"]
+    assert prof.seconds > 0 and res.cost.profile_gpu_s == prof.seconds
+    assert res.cost.gpu_s >= prof.seconds
     assert res.profile is prof
     assert json.loads(res.to_json())["profile"]["status"] == "ok"
 
@@ -185,18 +186,18 @@ def test_no_permission_is_said_once_then_remembered_without_running_ncu_again(sa
     (fake / "mode").write_text("noperm")
     cand = parse_candidate(THREE, label="three")
     first = sandbox.profile(task, cand, sizes={"n": 4096})
-    assert first["status"] == "unavailable" and "ERR_NVGPUCTRPERM" in first["notice"]
+    assert first.status == "unavailable" and "ERR_NVGPUCTRPERM" in first.notice
     second = sandbox.profile(task, cand, sizes={"n": 4096})
-    assert second["status"] == "unavailable" and second["notice"] == "" and "ERR_NVGPUCTRPERM" in second["reason"]
+    assert second.status == "unavailable" and second.notice == "" and "ERR_NVGPUCTRPERM" in second.reason
     assert len(profiling_runs(fake)) == 1
-    assert second["diagnosis"].startswith("counters: none (ncu may not read")
+    assert second.diagnosis.startswith("counters: none (ncu may not read")
 
 
 def test_a_refused_metric_falls_back_to_sections_only_and_stays_off(sandbox, fake, task):
     (fake / "mode").write_text("badmetric")
     cand = parse_candidate(THREE, label="three")
-    assert sandbox.profile(task, cand, sizes={"n": 4096})["status"] == "ok"
-    assert sandbox.profile(task, cand, sizes={"n": 4096})["status"] == "ok"
+    assert sandbox.profile(task, cand, sizes={"n": 4096}).status == "ok"
+    assert sandbox.profile(task, cand, sizes={"n": 4096}).status == "ok"
     runs = profiling_runs(fake)
     assert ["--metrics" in r for r in runs] == [True, True, False, False]
 
@@ -212,21 +213,21 @@ def test_the_page_printed_by_the_run_replaces_the_imports_and_gives_the_same_pro
     before = len(calls(fake))
     printed = sandbox.profile(task, cand, sizes={"n": 4096})
     new = calls(fake)[before:]
-    assert printed["status"] == "ok" and printed["pages"] == "printed by the run" and imported["pages"] == "imported"
-    assert not any("--import" in c for c in new) and printed["stage_seconds"]["import"] == 0
+    assert printed.status == "ok" and printed.pages == "printed by the run" and imported.pages == "imported"
+    assert not any("--import" in c for c in new) and printed.stage_seconds["import"] == 0
     run = [c for c in new if "--export" in c][0]
     assert "--log-file" in run and "--print-metric-name" in run
     assert set(_named(run)) == set(ncu.METRICS + ncu.SUMMARY_METRICS)
-    assert [k["summary"] for k in printed["kernels"]] == [k["summary"] for k in imported["kernels"]]
-    assert [k["rules"] for k in printed["kernels"]] == [k["rules"] for k in imported["kernels"]]
-    assert printed["diagnosis"] == imported["diagnosis"]
+    assert [k.summary for k in printed.kernels] == [k.summary for k in imported.kernels]
+    assert [k.rules for k in printed.kernels] == [k.rules for k in imported.kernels]
+    assert printed.diagnosis == imported.diagnosis
 
 
 def test_pages_kept_with_a_printed_page_are_the_imported_ones(sandbox, fake, task, tmp_path):
     (fake / "mode").write_text("log")
     cand = parse_candidate(THREE, label="three")
     prof = sandbox.profile(task, cand, sizes={"n": 4096}, save_to=tmp_path / "out")
-    assert prof["status"] == "ok" and prof["pages"] == "printed by the run"
+    assert prof.status == "ok" and prof.pages == "printed by the run"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ncu-details.csv", "ncu-raw.csv", "ncu.ncu-rep"]
     assert (tmp_path / "out" / "ncu-raw.csv").read_text() == (FIXTURES / "ncu_raw.csv").read_text()
     assert (tmp_path / "out" / "ncu-details.csv").read_text() == (FIXTURES / "ncu_details.csv").read_text()
@@ -237,9 +238,9 @@ def test_an_ncu_without_the_log_options_is_asked_again_without_them_and_its_page
     cand = parse_candidate(THREE, label="three")
     first = sandbox.profile(task, cand, sizes={"n": 4096})
     second = sandbox.profile(task, cand, sizes={"n": 4096})
-    assert first["status"] == second["status"] == "ok" and first["pages"] == second["pages"] == "imported"
+    assert first.status == second.status == "ok" and first.pages == second.pages == "imported"
     assert ["--log-file" in r for r in profiling_runs(fake)] == [True, False, False]
-    assert first["kernels"] == second["kernels"]
+    assert first.kernels == second.kernels
 
 
 def test_a_refused_summary_metric_falls_back_to_the_base_set_and_imports_the_pages(sandbox, fake, task):
@@ -247,7 +248,7 @@ def test_a_refused_summary_metric_falls_back_to_the_base_set_and_imports_the_pag
     cand = parse_candidate(THREE, label="three")
     first = sandbox.profile(task, cand, sizes={"n": 4096})
     second = sandbox.profile(task, cand, sizes={"n": 4096})
-    assert first["status"] == second["status"] == "ok" and second["pages"] == "imported"
+    assert first.status == second.status == "ok" and second.pages == "imported"
     runs = profiling_runs(fake)
     assert [set(_named(r)) == set(ncu.METRICS) for r in runs] == [False, True, True]
 
@@ -258,7 +259,7 @@ def test_a_hanging_ncu_is_killed_at_the_limit_and_the_candidate_marked_failed(sa
     t0 = time.perf_counter()
     prof = sandbox.profile(task, parse_candidate(THREE, label="three"), sizes={"n": 4096})
     assert time.perf_counter() - t0 < 30
-    assert prof["status"] == "failed" and "2 s limit" in prof["reason"]
+    assert prof.status == "failed" and "2 s limit" in prof.reason
     pid = int((fake / "pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
@@ -267,26 +268,26 @@ def test_a_hanging_ncu_is_killed_at_the_limit_and_the_candidate_marked_failed(sa
 def test_a_flood_of_program_output_does_not_break_the_profile(sandbox, fake, task):
     (fake / "mode").write_text("flood")
     prof = sandbox.profile(task, parse_candidate(THREE, label="three"), sizes={"n": 4096})
-    assert prof["status"] == "ok" and prof["messages"] == []
+    assert prof.status == "ok" and prof.messages == []
 
 
 def test_no_report_is_a_failure_with_ncus_own_words(sandbox, fake, task):
     (fake / "mode").write_text("nothing")
     prof = sandbox.profile(task, parse_candidate(THREE, label="three"), sizes={"n": 4096})
-    assert prof["status"] == "failed" and "no report" in prof["reason"]
-    assert "No kernels were profiled" in prof["detail"]
+    assert prof.status == "failed" and "no report" in prof.reason
+    assert "No kernels were profiled" in prof.detail
 
 
 def test_missing_ncu_makes_the_profiler_unavailable(task, tmp_path):
     with profiling_sandbox(ProfileConfig(ncu=str(tmp_path / "absent" / "ncu"))) as sb:
         prof = sb.profile(task, parse_candidate(THREE, label="three"), sizes={"n": 4096})
-    assert prof["status"] == "unavailable" and "not an executable file" in prof["notice"]
+    assert prof.status == "unavailable" and "not an executable file" in prof.notice
 
 
 def test_a_candidate_that_does_not_compile_is_skipped(sandbox, fake, task):
     broken = THREE.replace("c[i] = a[i] + b[i]; }", "c[i] = a[i] + ; }", 1)
     prof = sandbox.profile(task, parse_candidate(broken, label="broken"), sizes={"n": 4096})
-    assert prof["status"] == "skipped" and prof["reason"].startswith("compile_error")
+    assert prof.status == "skipped" and prof.reason.startswith("compile_error")
     assert profiling_runs(fake) == []
 
 
@@ -296,14 +297,14 @@ def test_compile_only_sandbox_reports_unavailable_once_with_resources(task):
         res = sb.compile(task, cand)
         first = sb.profile(task, cand, result=res)
         second = sb.profile(task, cand, result=res)
-    assert first["status"] == second["status"] == "unavailable"
-    assert first["notice"] and not second["notice"]
-    assert "k_copy 12 registers, no spills" in first["diagnosis"]
+    assert first.status == second.status == "unavailable"
+    assert first.notice and not second.notice
+    assert "k_copy 12 registers, no spills" in first.diagnosis
 
 
 def test_a_candidate_profiled_without_a_result_still_gets_its_resource_report(task):
     with CompileOnlySandbox() as sb:
         prof = sb.profile(task, parse_candidate(THREE, label="three"))
-    assert prof["status"] == "unavailable"
-    assert "k_copy 12 registers, no spills" in prof["diagnosis"] and "not compiled" not in prof["diagnosis"]
-    assert "k_copy" in [r["name"] for r in prof["diagnosis_data"]["resources"]]
+    assert prof.status == "unavailable"
+    assert "k_copy 12 registers, no spills" in prof.diagnosis and "not compiled" not in prof.diagnosis
+    assert "k_copy" in [r["name"] for r in prof.diagnosis_data["resources"]]

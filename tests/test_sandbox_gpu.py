@@ -166,18 +166,18 @@ def test_result_carries_the_environment_fingerprint(sandbox):
     assert result.status is Status.ok, result.summary()
     env = result.env
     for key in ("gpu", "sms", "arch", "driver", "cuda_runtime", "nvrtc", "cupy", "clocks_start", "clocks_end", "ceilings"):
-        assert env.get(key), key
-    assert env["clocks_start"].get("sm_clock_mhz", 0) > 0
-    timed = env["clocks_timed"]["sm_clock_mhz"]   # read after every timed launch: what the rounds ran at
-    assert timed["samples"] == result.timing.rounds * len(result.timing.impls)
-    assert env["sm_clock_mhz"] == timed["median"] and timed["min"] <= timed["median"] <= timed["max"]
+        assert getattr(env, key), key
+    assert (env.clocks_start.sm_clock_mhz or 0) > 0
+    timed = env.clocks_timed.sm_clock_mhz   # read after every timed launch: what the rounds ran at
+    assert timed.samples == result.timing.rounds * len(result.timing.impls)
+    assert env.sm_clock_mhz == timed.median and timed.min <= timed.median <= timed.max
     assert result.timing.sizes == {"n": 1 << 20}
 
 
 @pytest.mark.timeout(300)
 def test_measured_ceilings_are_physically_plausible(sandbox):
     c = sandbox.ceilings
-    assert 0.5e12 < c["copy_bytes_per_s"] < 10e12
-    assert 0.5e12 < c["read_bytes_per_s"] < 10e12
-    assert 5e12 < c["fp32_flops"] < 100e12
-    assert c["fp16_tensor_flops"] > 2 * c["fp32_flops"]
+    assert 0.5e12 < c.copy_bytes_per_s < 10e12
+    assert 0.5e12 < c.read_bytes_per_s < 10e12
+    assert 5e12 < c.fp32_flops < 100e12
+    assert c.fp16_tensor_flops > 2 * c.fp32_flops

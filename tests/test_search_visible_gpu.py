@@ -26,8 +26,8 @@ def test_a_short_gpu_search_lists_its_screenings_and_plots_them_against_measured
     rows = run.screened()
     assert rows and all(r["ms"] is not None for r in rows if r["status"] == "ok")
     assert any("configurations measured" in l and "/12" in l for l in lines)
-    ceilings = next(e.result.env["ceilings"] for e in run.entries if e.result.env.get("ceilings"))
-    assert "simulated" not in str(ceilings.get("method", ""))
+    ceilings = next(e.result.env.ceilings for e in run.entries if e.result.env.ceilings)
+    assert "simulated" not in (ceilings.method or "")
     assert isinstance(run.plot("space"), Figure) and isinstance(run.plot("roofline"), Figure)
     html = render_report(read(run.path)).replace("\n", "")
     assert '<figure class="plot" id="plot-space"><svg' in html and '<figure class="plot" id="plot-roofline"><svg' in html

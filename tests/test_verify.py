@@ -41,11 +41,12 @@ def measured_run(simulated_run) -> Path:
 
 
 def _remeasured(entry, value, low, high, status=None, **env):
+    from sandbox.judging.environment import Environment
     from sandbox.judging.result import Interval, Status
 
     r = entry.result
     timing = r.timing.model_copy(update={"speedup": {**r.timing.speedup, "baseline": Interval(value=value, low=low, high=high)}})
-    update = {"timing": timing, "env": {**r.env, **env}}
+    update = {"timing": timing, "env": Environment.model_validate({**r.env.model_dump(), **env})}
     if status:
         update.update(status=Status(status), timing=None, error="output 'c' is wrong at n=7")
     return r.model_copy(update=update)

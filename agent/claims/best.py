@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandbox.candidates.candidate import Candidate
+from sandbox.judging.environment import Environment
 from sandbox.judging.result import Interval, Result
 from sandbox.tasks.task import Task, describe_sizes
 
@@ -44,12 +45,11 @@ class Envelope(BaseModel):
     nvrtc: str | None = None
 
     @classmethod
-    def from_env(cls, env: dict) -> "Envelope | None":
-        """From a Result's ``env`` or a GPU worker's device info; None without a GPU."""
-        if not env.get("gpu"):
+    def from_env(cls, env: Environment) -> "Envelope | None":
+        """From a Result's ``env`` (or a GPU worker's device info read as one); None without a GPU."""
+        if not env.gpu:
             return None
-        return cls(gpu=str(env["gpu"]), driver=_s(env.get("driver")), cuda=_s(env.get("cuda_runtime")),
-                   nvrtc=_s(env.get("nvrtc")))
+        return cls(gpu=env.gpu, driver=_s(env.driver), cuda=_s(env.cuda_runtime), nvrtc=_s(env.nvrtc))
 
     def describe(self) -> str:
         return f"{self.gpu} (driver {self.driver}, CUDA {self.cuda}, NVRTC {self.nvrtc})"
@@ -118,7 +118,7 @@ class BestStore:
         """Store ``candidate`` if its result is correct, timed on a real GPU, and faster than the record."""
         envelope = Envelope.from_env(result.env)
         speedup = result.speedup("baseline")
-        if not result.ok or result.timing is None or speedup is None or envelope is None or result.env.get("simulated"):
+        if not result.ok or result.timing is None or speedup is None or envelope is None or result.env.simulated:
             return False
         if result.task_fingerprint != task.fingerprint:
             return False

@@ -93,7 +93,7 @@ def heldout_table(sandbox, task: Task, baseline_candidate: Candidate | None, bes
 
 def _row(sizes: dict[str, int], result: Result, start: Result | None) -> HeldoutRow:
     row = HeldoutRow(sizes=dict(sizes), status=result.status.value, error=result.error,
-                     measured_on=(result.env.get("measured_on") or {}).get("id"))
+                     measured_on=result.env.measured_by())
     if result.status is Status.compiled:
         row.reason = "not run: the sandbox only compiles"
         return row

@@ -16,8 +16,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from sandbox.judging.environment import READINGS, Environment
 from sandbox.judging.result import Interval, Result
-from sandbox.plumbing.envinfo import READINGS, describe_reading, software
+from sandbox.plumbing.envinfo import software
 
 from ..protocols import Entry
 from ..trace.reader import RunTrace
@@ -138,21 +139,24 @@ def compare(stored: RunTrace, entry: Entry, result: Result, tolerance: float = D
         v.within_tolerance = measured.low <= claimed.high * (1 + tolerance) and claimed.low * (1 - tolerance) <= measured.high
         v.now_clears = measured.low > 1.0
         v.reproduces = v.within_tolerance and (v.now_clears or not v.claim_cleared)
-    v.environment, v.warnings = environment(stored, entry.result.env, {**software(), **result.env})
+    v.environment, v.warnings = environment(stored, entry.result.env, result.env, software())
     if stored.unchecked:
         v.warnings.insert(0, stored.unchecked)
     return v
 
 
-def environment(stored: RunTrace, then: dict, now: dict) -> tuple[list[dict], list[str]]:
+def environment(stored: RunTrace, then: Environment, now: Environment, here: dict) -> tuple[list[dict], list[str]]:
+    """The run's environment against this machine's, row by row, and a warning for each difference the claim's
+    envelope does not cover. A software version a result does not record is the run's (``stored``) or this
+    machine's (``here``: ``sandbox.plumbing.envinfo.software``)."""
     software = stored.info.environment
     rows, warnings = [], []
     for key, label in COMPARED + SHOWN:
-        a = then.get(key, software.get(key))
-        b = now.get(key)
+        a = _or(getattr(then, key), software.get(key))
+        b = _or(getattr(now, key), here.get(key))
         same = a == b
         if key in READINGS:  # the clocks the timed rounds ran at, and how they were read
-            a, b = describe_reading(then, key), describe_reading(now, key)
+            a, b = then.describe_reading(key), now.describe_reading(key)
         rows.append({"key": key, "label": label, "run": a, "now": b, "same": same})
         if (key, label) not in COMPARED or same:
             continue
@@ -164,6 +168,10 @@ def environment(stored: RunTrace, then: dict, now: dict) -> tuple[list[dict], li
             warnings.append(f"other {label}: the run measured on {a}, this machine has {b}; the claim's envelope "
                             "does not cover it")
     return rows, warnings
+
+
+def _or(value, default):
+    return default if value is None else value
 
 
 def verify(stored: RunTrace, tolerance: float = DEFAULT_TOLERANCE, budget_s: float | None = None,

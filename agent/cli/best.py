@@ -50,6 +50,8 @@ def best(task: TaskArg,
 
 
 def _best(task, sizes, gpu, out, as_json) -> None:
+    from sandbox.judging.environment import Environment
+
     from ..claims.best import BestStore, Envelope
 
     t = load_task(task)
@@ -64,7 +66,7 @@ def _best(task, sizes, gpu, out, as_json) -> None:
             hint = f"; stored for: {', '.join(stored)} (use --gpu)" if stored else ""
             err_console.print(f"no GPU found on this machine ({why}){hint}", soft_wrap=True)
             raise typer.Exit(ExitCode.FAILED)
-        envelope = Envelope.from_env(info)
+        envelope = Envelope.from_env(Environment.model_validate(info))
         record, where = store.get(t, envelope, at), envelope.describe()
     if record is None:
         others = [r for r in store.records(t, any_version=True)]

@@ -76,13 +76,13 @@ def profile_cmd(task: TaskArg,
             raise typer.Exit(ExitCode.FAILED)
         prof = sb.profile(t, c, result=result, parent_profile=parent_profile, save_to=save)
     if as_json:
-        print(json.dumps(prof, indent=2, default=str))
+        print(prof.model_dump_json(indent=2))
     else:
         head = f"{c.label} on {t.name}: "
-        if prof["status"] == "ok":
-            head += f"profiled {len(prof['kernels'])} launch(es) with {prof.get('tool', 'ncu')} in {prof['seconds']:.1f} s"
+        if prof.ok:
+            head += f"profiled {len(prof.kernels)} launch(es) with {prof.tool or 'ncu'} in {prof.seconds:.1f} s"
         else:
-            head += f"not profiled ({prof['status']}: {prof.get('reason', '')})"
+            head += prof.note()
         console.print(head, soft_wrap=True)
-        console.print(prof["diagnosis"])
-    raise typer.Exit(ExitCode.OK if prof["status"] == "ok" else ExitCode.FAILED)
+        console.print(prof.diagnosis)
+    raise typer.Exit(ExitCode.OK if prof.ok else ExitCode.FAILED)

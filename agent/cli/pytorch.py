@@ -147,7 +147,7 @@ def _claim(entry, simulated: bool) -> str:
     if timing is None:
         return f"{entry.id}: not timed ({entry.result.status.value})"
     parts = [f"{name} {s.value:.3f}x [{s.low:.3f}, {s.high:.3f}]" for name, s in timing.speedup.items()]
-    where = "SIMULATED, not measured" if simulated else str(entry.result.env.get("gpu") or "?")
+    where = "SIMULATED, not measured" if simulated else entry.result.env.gpu or "?"
     return f"{entry.id}: {timing.impls['candidate'].median_ms:.4g} ms; speedup vs {', '.join(parts)} ({where})"
 
 

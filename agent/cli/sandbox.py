@@ -138,7 +138,7 @@ def print_warnings(result, indent: str = "") -> None:
 def print_result(result) -> None:
     """A human summary of one Result (shared by eval and other commands)."""
     style = "green" if result.ok else "red"
-    simulated = bool(result.env.get("simulated"))
+    simulated = result.env.simulated
     console.print(styled((result.candidate, "bold"), " on ", (result.task, "bold"), ": ", (result.status.value, style),
                          (" (SIMULATED)", "bold red") if simulated else ""))
     if simulated:
@@ -174,10 +174,8 @@ def print_result(result) -> None:
         if tm.roofline_ms:
             console.print(f"  roofline floor {tm.roofline_ms:.4f} ms ({tm.bound}-bound at the measured ceilings)")
     env = result.env
-    if env.get("gpu"):
-        from sandbox.plumbing.envinfo import describe_reading
-
-        console.print(f"  on {env['gpu']} (driver {env.get('driver')}, CUDA {env.get('cuda_runtime')}, NVRTC {env.get('nvrtc')}, "
-                      f"SM clock {describe_reading(env, 'sm_clock_mhz') or 'not recorded'} MHz); "
+    if env.gpu:
+        console.print(f"  on {env.gpu} (driver {env.driver}, CUDA {env.cuda_runtime}, NVRTC {env.nvrtc}, "
+                      f"SM clock {env.describe_reading('sm_clock_mhz') or 'not recorded'} MHz); "
                       f"cost: compile {result.cost.compile_s:.2f} s, GPU {result.cost.gpu_s:.2f} s, wall {result.cost.wall_s:.2f} s",
                       soft_wrap=True)

@@ -20,13 +20,13 @@ def diagnose(sandbox: Sandbox, task: Task, lineage: Lineage, candidate: Candidat
     """Profile where the sandbox can (ncu) when ``should_profile`` says so; diagnose the rest from timing and
     resources. Simulated results get no diagnosis: there is nothing measured to diagnose."""
     ran = result.status in (Status.ok, Status.compiled) or (result.status is Status.wrong and result.compile is not None)
-    if not ran or result.env.get("simulated"):
+    if not ran or result.env.simulated:
         return None
     if should_profile(policy, lineage, result, parent_ids, origin, prompts):
         parent = next((e for e in lineage.entries() if parent_ids and e.id == parent_ids[0]), None)
         sandbox.profile(task, candidate, result=result, parent_profile=parent.result.profile if parent else None)
-    if result.profile and result.profile.get("diagnosis"):
-        return result.profile["diagnosis"]
+    if result.profile and result.profile.diagnosis:
+        return result.profile.diagnosis
     if result.status is Status.wrong:
         return None
     from sandbox.profile.diagnosis import diagnose as from_timing

@@ -19,7 +19,7 @@ SIMULATED_NOTE = "SIMULATED: the fake sandbox models run times; no kernel ran on
 def entry_row(e: Entry) -> EntryRow:
     r = e.result
     row = EntryRow(id=e.id, origin=e.origin, parents=e.parent_ids, status=r.status.value, error=r.error, knobs=r.knobs,
-                   flags=r.flags, simulated=bool(r.env.get("simulated")))
+                   flags=r.flags, simulated=r.env.simulated)
     if r.compile and r.compile.kernels:
         ks = list(r.compile.kernels.values())
         row.registers = max((k.registers or 0) for k in ks)
@@ -50,7 +50,7 @@ def rows(lineage: MemoryLineage, winner: Entry | None = None) -> list[dict]:
 def build(run_id: str, task, sandbox_kind: str, lineage: MemoryLineage, totals: Totals, stops: dict[str, Stop],
           notes: list[str]) -> Summary:
     entries = lineage.entries()
-    simulated = any(e.result.env.get("simulated") for e in entries) or sandbox_kind == "fake"
+    simulated = any(e.result.env.simulated for e in entries) or sandbox_kind == "fake"
     best = lineage.best()
     baseline = lineage.baseline()
     counts = Counter(e.result.status.value for e in entries)
@@ -76,4 +76,4 @@ def snapshot(lineage: MemoryLineage, totals: Totals, phase: str, last: Entry | N
             "best_speedup": s.model_dump() if s else None,
             "tokens": totals.tokens, "usd": totals.usage.cost_usd, "gpu_s": totals.gpu_s, "wall_s": totals.wall_s,
             "last": last.result.summary() if last else None, "last_score": score(last) if last else None,
-            "simulated": bool(best and best.result.env.get("simulated"))}
+            "simulated": bool(best and best.result.env.simulated)}

@@ -15,6 +15,7 @@ from pathlib import Path
 from sandbox.candidates import candidate as cand_mod
 from sandbox.candidates import source_filter
 from sandbox.candidates.compiler import condense_log
+from sandbox.judging.environment import Ceilings
 from sandbox.judging.result import Result, Status
 from sandbox.tasks.dtypes import DTYPES
 from sandbox.tasks.expr import FUNCTIONS
@@ -132,7 +133,7 @@ def format_view() -> dict:
             "functions": [f"`{f}`" for f in FUNCTIONS], "max_launches": cand_mod.MAX_LAUNCHES}
 
 
-def gpu_view(device: dict, mode: str, ceilings: dict | None) -> dict:
+def gpu_view(device: dict, mode: str, ceilings: Ceilings | None) -> dict:
     def kib(key):
         return round(device[key] / 1024) if device.get(key) else None
 
@@ -141,19 +142,19 @@ def gpu_view(device: dict, mode: str, ceilings: dict | None) -> dict:
             "l2_mib": round(device["l2_bytes"] / 2**20) if device.get("l2_bytes") else None,
             "memory_gib": round(device["memory_bytes"] / 2**30) if device.get("memory_bytes") else None,
             "smem_block_kib": kib("shared_per_block_optin"), "smem_sm_kib": kib("shared_per_sm"), "ceilings": None}
-    if ceilings and ceilings.get("copy_bytes_per_s"):
-        read = ceilings.get("read_bytes_per_s")
-        view["ceilings"] = {"bandwidth_tbs": f"{ceilings['copy_bytes_per_s'] / 1e12:.2f}",
+    if ceilings and ceilings.copy_bytes_per_s:
+        read = ceilings.read_bytes_per_s
+        view["ceilings"] = {"bandwidth_tbs": f"{ceilings.copy_bytes_per_s / 1e12:.2f}",
                             "read_tbs": f"{read / 1e12:.2f}" if read else None,
-                            "fp32_tflops": f"{(ceilings.get('fp32_flops') or 0) / 1e12:.1f}",
-                            "fp16_tflops": f"{(ceilings.get('fp16_tensor_flops') or 0) / 1e12:.1f}"}
+                            "fp32_tflops": f"{(ceilings.fp32_flops or 0) / 1e12:.1f}",
+                            "fp16_tflops": f"{(ceilings.fp16_tensor_flops or 0) / 1e12:.1f}"}
     return view
 
 
-def _ceilings(request: ProposalRequest) -> dict | None:
+def _ceilings(request: ProposalRequest) -> Ceilings | None:
     for entry in (request.best, request.baseline, *request.parents):
-        if entry is not None and entry.result.env.get("ceilings"):
-            return entry.result.env["ceilings"]
+        if entry is not None and entry.result.env.ceilings:
+            return entry.result.env.ceilings
     return None
 
 
@@ -167,7 +168,7 @@ def entry_view(entry: Entry, short: bool = False) -> dict:
             "resources": resources_view(r), "checks": checks_view(r), "timing": timing_view(r),
             "warnings": excerpt("\n".join(r.compile.warnings()), SHORT_DETAIL_LINES if short else DETAIL_LINES)
             if r.compile and r.compile.ok else "",
-            "simulated": bool(r.env.get("simulated")), "diagnosis": entry.diagnosis,
+            "simulated": r.env.simulated, "diagnosis": entry.diagnosis,
             "speedup_text": f"{speed.value:.3f}x over the baseline, interval [{speed.low:.3f}, {speed.high:.3f}]"
             if speed else "not timed",
             "source": entry.candidate.render()}

@@ -118,15 +118,12 @@ def roofline(stored: RunTrace, task):
     ceilings (or the task is not at hand to count its FLOPs and bytes)."""
     from matplotlib.figure import Figure
 
-    from sandbox.host.ceilings import memory_bandwidth
-
-    timed = [e for e in stored.entries if score(e) is not None and e.result.env.get("ceilings")]
+    timed = [e for e in stored.entries if score(e) is not None and e.result.env.ceilings]
     if task is None or not timed:
         return None
-    ceilings = timed[0].result.env["ceilings"]
-    bw = memory_bandwidth(ceilings)
-    peak = {"fp32": ceilings.get("fp32_flops"), "fp16_tensor": ceilings.get("fp16_tensor_flops")}.get(
-        task.spec.roofline.compute)
+    ceilings = timed[0].result.env.ceilings
+    bw = ceilings.memory_bandwidth()
+    peak = ceilings.peak_flops(task.spec.roofline.compute)
     best = stored.best
     fig = Figure(figsize=(7.0, 3.6), layout="constrained")
     ax = fig.add_subplot()

@@ -8,9 +8,8 @@ from __future__ import annotations
 import difflib
 import math
 
+from sandbox.judging.environment import READINGS, Environment
 from sandbox.judging.result import Interval
-from sandbox.judging.result_html import diagnosis_text
-from sandbox.plumbing.envinfo import READINGS, describe_reading
 from sandbox.tasks.task import describe_sizes
 
 from ..claims.heldout import regression_note, set_aside_note
@@ -137,13 +136,15 @@ def _counts(stored: RunTrace) -> dict:
 
 
 def envelope(stored: RunTrace, shown: Entry | None, task=None) -> list[dict]:
-    env = dict(shown.result.env) if shown else {}
+    env = shown.result.env if shown else Environment()
     software = stored.info.environment
     rows = []
     for key, label in ENVELOPE:
-        value = env.get(key, software.get(key) if key in ("nvrtc", "cupy") else None)
+        value = getattr(env, key)
+        if value is None and key in ("nvrtc", "cupy"):   # the fake and compile-only sandboxes record neither
+            value = software.get(key)
         if key in READINGS:
-            value = describe_reading(env, key)
+            value = env.describe_reading(key)
         if key == "memory_bytes" and value:
             value = f"{value / 2**30:.0f} GiB"
         rows.append({"key": key, "label": label, "value": NOT_RECORDED if value in (None, "") else str(value)})
@@ -174,7 +175,7 @@ def envelope(stored: RunTrace, shown: Entry | None, task=None) -> list[dict]:
 
 def measured_on(stored: RunTrace, shown: Entry | None) -> list[str]:
     """Every GPU of a cluster run that measured a figure shown: the shown candidate's A/B timing, each held-out row."""
-    where = [(shown.result.env.get("measured_on") or {}).get("id")] if shown else []
+    where = [shown.result.env.measured_by()] if shown else []
     summary = stored.summary
     where += [row.measured_on for row in (summary.heldout or [])] if summary is not None else []
     return list(dict.fromkeys(w for w in where if w))
@@ -297,7 +298,8 @@ def diff_lines(parent_id: str | None, parent_source: str | None, entry_id: str, 
 def own_diagnosis(entry: Entry) -> str:
     """The entry's diagnosis text where its result's profile does not already show it."""
     text = entry.diagnosis if isinstance(entry.diagnosis, str) else ""
-    return "" if text == diagnosis_text(entry.result) else text
+    profile = entry.result.profile
+    return "" if text == (profile.diagnosis if profile else "") else text
 
 
 def candidate_view(stored: RunTrace, entry: Entry) -> dict:

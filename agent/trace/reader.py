@@ -72,7 +72,7 @@ class RunTrace:
     def simulated(self) -> bool:
         if self.summary is not None:
             return self.summary.simulated
-        return self.info.sandbox.kind == "fake" or any(e.result.env.get("simulated") for e in self.entries)
+        return self.info.sandbox.kind == "fake" or any(e.result.env.simulated for e in self.entries)
 
     @property
     def finished(self) -> bool:

@@ -164,7 +164,7 @@ class HeldoutRow(_Record):
     baseline_ms: float | None = None
     flagged: bool = False
     reason: str = ""
-    measured_on: str | None = None             # the GPU that timed it, on a cluster (``Result.env["measured_on"]``)
+    measured_on: str | None = None             # the GPU that timed it, on a cluster (``Result.env.measured_on``)
 
     @computed_field
     @property

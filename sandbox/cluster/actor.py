@@ -4,7 +4,7 @@ Ray gives each actor one GPU (``num_gpus=1``: it sets ``CUDA_VISIBLE_DEVICES``, 
 processes inherit), and the actor owns one sandbox there, with its worker processes, caches and ceilings. A
 full evaluation runs inside that one sandbox, so the baseline and the candidate of every A/B timing share one
 GPU and one worker process, exactly as without Ray. Every result an actor returns names where it was measured
-(``Result.env["measured_on"]``: host, GPU model, its UUID or, for the fake sandbox, Ray's GPU number).
+(``Result.env.measured_on``: host, GPU model, its UUID or, for the fake sandbox, Ray's GPU number).
 
 Nothing here imports Ray at module level: the driver wraps these in ``ray.remote`` (``sandbox.cluster.pool``).
 Every reply is a record: ``Hello`` when an actor starts, a job outcome (``sandbox.jobs``) for a compile or an
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from ..candidates.candidate import Candidate
 from ..host.config import SandboxConfig
 from ..jobs import Evaluated, Failed, Invalid, compile_job, evaluate_job
-from ..judging.result import Result
+from ..judging.environment import MeasuredOn
+from ..judging.result import Profile, Result
 from ..tasks.task import TaskError
 from .ship import PackedTask, TaskShelf
 
@@ -39,7 +40,7 @@ class Hello:
 class Profiled:
     """A profile, and the result as the profiler left it (profiling seconds in its cost, the profile in it)."""
 
-    profile: dict
+    profile: Profile
     result: Result | None
 
 
@@ -79,11 +80,11 @@ class SandboxActor:
             return Failed(str(exc).splitlines()[0])
         outcome = evaluate_job(self.sandbox, task, candidate, sizes, timing)
         if isinstance(outcome, Evaluated):
-            outcome.result.env["measured_on"] = self.where
+            outcome.result.env.measured_on = MeasuredOn.model_validate(self.where)
         return outcome
 
     def profile(self, packed: PackedTask, candidate: Candidate, result: Result | None,
-                parent_profile: dict | None) -> Profiled:
+                parent_profile: Profile | None) -> Profiled:
         prof = self.sandbox.profile(self.shelf.get(packed), candidate, result=result, parent_profile=parent_profile)
         return Profiled(prof, result)
 

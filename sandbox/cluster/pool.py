@@ -24,6 +24,7 @@ from ..candidates.candidate import Candidate, CandidateError
 from ..host.config import SandboxConfig
 from ..jobs import Evaluated, Failed, Invalid, Job, Lost, Outcome
 from ..judging.result import Result
+from ..judging.result import Profile, Result
 from ..protocol import Sandbox
 from ..tasks.task import Task
 from .connect import ClusterError, choose_group, connect, gpu_count, require_ray
@@ -208,9 +209,9 @@ class RaySandbox(Sandbox):
         return job_result(self._call("evaluate", self.packed(task), candidate, sizes, timing))
 
     def profile(self, task: Task, candidate: Candidate, result: Result | None = None,
-                parent_profile: dict | None = None) -> dict:
+                parent_profile: Profile | None = None) -> Profile:
         """Nsight Compute on the GPU that measured ``result`` where it is free, else on another of the same model."""
-        where = (result.env.get("measured_on") or {}).get("id") if result is not None else None
+        where = result.env.measured_by() if result is not None else None
         prefer = next((a.name for a in self.pool.actors.values() if a.where.get("id") == where), None)
         from .actor import Profiled
 

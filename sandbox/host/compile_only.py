@@ -9,7 +9,8 @@ from pathlib import Path
 from ..candidates import compiler
 from ..candidates.candidate import Candidate
 from ..candidates.plan import PlanError, resolve, shared_limit
-from ..judging.result import CompileInfo, Result, Status
+from ..judging.environment import Environment
+from ..judging.result import CompileInfo, Profile, Result, Status
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..plumbing import tempdirs
 from ..protocol import Sandbox
@@ -47,7 +48,7 @@ class CompileOnlySandbox(Sandbox):
         built = self.builder.build(task, candidate)
         result = built.result
         if result.status is Status.compiled:
-            result.env = dict(self.device)
+            result.env = Environment.model_validate(self.device)
             try:
                 self.plans(task, candidate, built.info, labelled_sizes(task, task.spec.sizes.benchmark))
             except PlanError as exc:
@@ -77,8 +78,8 @@ class CompileOnlySandbox(Sandbox):
         """Without a GPU, evaluation is compilation: the status is ``compiled`` on success."""
         return self.compile(task, candidate)
 
-    def profile(self, task: Task, candidate: Candidate, result: Result | None = None, parent_profile: dict | None = None,
-                sizes: dict[str, int] | None = None, save_to: Path | None = None) -> dict:
+    def profile(self, task: Task, candidate: Candidate, result: Result | None = None, parent_profile: Profile | None = None,
+                sizes: dict[str, int] | None = None, save_to: Path | None = None) -> Profile:
         """Profile and diagnose ``candidate`` (``sandbox.host.profiler.Profiler.profile``)."""
         return self.profiler.profile(task, candidate, result, parent_profile, sizes, save_to)
 

@@ -3,7 +3,7 @@
 It compiles every candidate for real (NVRTC, through ``CompileOnlySandbox``), resolves its launch plan at
 every check size and the benchmark size (a plan that cannot launch is a ``launch_error``, as on a GPU),
 and then, instead of running anything, returns a deterministic simulated result. Every such result says
-so: ``Result.env["simulated"] is True``, its checks carry the note ``simulated``, and the device and
+so: ``Result.env.simulated is True``, its checks carry the note ``simulated``, and the device and
 ceilings are named as simulated. Nothing here is a measurement.
 
 The model, per candidate:
@@ -45,17 +45,19 @@ import numpy as np
 from ..candidates.candidate import Candidate, strip_plan, load_candidate
 from ..candidates.plan import PlanError, resolve
 from ..judging import stats
+from ..judging.environment import Ceilings, Environment
 from ..judging.result import Check, Cost, Mismatch, Result, Status, Timing
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport, ToolVerdict, overall
 from ..tasks.task import Task, describe_sizes
 from .ceilings import FLOOR_NOTE
 from .compile_only import CompileOnlySandbox, new_result
+from .compile_only import CompileOnlySandbox, new_result
 from .config import SandboxConfig
 from .sanitizer import sanitize_sizes
 from .screener import Screened
 
-SIM_CEILINGS = {"copy_bytes_per_s": 4.0e12, "fp32_flops": 6.0e13, "fp16_tensor_flops": 8.0e14,
-                "method": "simulated: fixed numbers of the FakeSandbox, not measured"}
+SIM_CEILINGS = Ceilings(copy_bytes_per_s=4.0e12, fp32_flops=6.0e13, fp16_tensor_flops=8.0e14,
+                        method="simulated: fixed numbers of the FakeSandbox, not measured")
 BASELINE_EFFICIENCY = 0.5
 COMPILE_GAIN = 1.25
 ROUNDS = 20
@@ -98,7 +100,7 @@ class FakeSandbox(CompileOnlySandbox):
             return compiled
         bench = sizes or task.spec.sizes.benchmark
         labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)] + [("benchmark", bench)]
-        env = {**self.device, "ceilings": SIM_CEILINGS}
+        env = Environment.model_validate({**self.device, "ceilings": SIM_CEILINGS})
         base = dict(compile=compiled.compile, env=env, cost=Cost(compile_s=compiled.cost.compile_s))
         try:
             plans = [resolve(task, candidate, compiled.compile, s) for _, s in labelled]
@@ -233,8 +235,8 @@ class FakeSandbox(CompileOnlySandbox):
         return 0.8 + 0.4 * int.from_bytes(digest[:8], "big") / 2**64
 
     def _timing(self, task: Task, bench: dict, speed: float, noise: float, digest: bytes) -> tuple[dict, float | None]:
-        peak = {"fp32": SIM_CEILINGS["fp32_flops"], "fp16_tensor": SIM_CEILINGS["fp16_tensor_flops"]}.get(task.spec.roofline.compute)
-        t_mem = task.bytes(bench) / SIM_CEILINGS["copy_bytes_per_s"]
+        peak = SIM_CEILINGS.peak_flops(task.spec.roofline.compute)
+        t_mem = task.bytes(bench) / SIM_CEILINGS.copy_bytes_per_s
         t_cmp = task.flops(bench) / peak if peak else 0.0
         floor_ms = max(t_mem, t_cmp) * 1e3
         base_ms = max(floor_ms / BASELINE_EFFICIENCY, 0.005)

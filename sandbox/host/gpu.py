@@ -24,6 +24,7 @@ from ..candidates import compiler
 from ..candidates.candidate import Candidate, load_candidate
 from ..candidates.plan import PlanError
 from ..judging.agreement import DEVICE_NAMES
+from ..judging.environment import Ceilings as CeilingRates, Environment
 from ..judging.result import Check, CompileInfo, Cost, Result, Status
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..plumbing import tempdirs
@@ -79,7 +80,7 @@ class GPUSandbox(CompileOnlySandbox):
         self.referee = Referee(self._gpu, self._ref, self.harness, self.config.compare_timeout_s)
         self._baselines: dict[str, tuple[Candidate, CompileInfo, bytes]] = {}
         self._baseline_checks: dict[str, _Checked] = {}   # task fingerprint -> the baseline's correctness stage
-        self._ceilings: dict | None = None
+        self._ceilings: CeilingRates | None = None
         self._rng = random.SystemRandom()
         self.check_split_s: dict[str, float] = {}  # the correctness stage's seconds per part in the GPU worker,
                                                    # summed over this sandbox's life (the reference's: referee)
@@ -87,7 +88,7 @@ class GPUSandbox(CompileOnlySandbox):
     # ---- public ------------------------------------------------------------------------------
 
     @property
-    def ceilings(self) -> dict:
+    def ceilings(self) -> CeilingRates:
         if self._ceilings is None:
             self._ceilings = cached_ceilings(self.device, self._measure_ceilings)
         return self._ceilings
@@ -133,7 +134,7 @@ class GPUSandbox(CompileOnlySandbox):
         if compiled.status is not Status.compiled:
             return compiled
         cost = compiled.cost
-        base = dict(compile=info, env={**self.device}, cost=cost)
+        base = dict(compile=info, env=Environment.model_validate(self.device), cost=cost)
         labelled = labelled_sizes(task, bench)
         try:
             plans = self.plans(task, cand, info, labelled)
@@ -154,7 +155,7 @@ class GPUSandbox(CompileOnlySandbox):
         status, rec, env, more_checks, error, detail = self._timing(task, bench, cubin, plans[bench_label], baseline,
                                                                     cost)
         cost.wall_s = time.perf_counter() - t0
-        base["env"] = {**self.device, **env}
+        base["env"] = Environment.model_validate({**self.device, **env})
         return new_result(task, cand, status, checks=checks + more_checks, timing=rec, error=error, detail=detail, **base)
 
     def baseline(self, task: Task) -> tuple[Candidate, CompileInfo, bytes]:

@@ -5,7 +5,8 @@ over to it) compiles the candidate (cached), resolves its plan at the benchmark 
 ``python -m sandbox.worker.profile_target``: that program allocates the inputs, runs the plan a few times to
 warm up, then once more; ncu skips the warm-up launches (``--launch-skip``) and profiles exactly the
 plan's launches (``--launch-count``), with real clocks (``--clock-control none``) and a fixed set of
-sections and metrics. It returns a JSON-ready dict:
+sections and metrics. It builds a flat dict (what ``sandbox.profile.diagnosis`` reads) and returns it as a
+``sandbox.judging.result.Profile``:
 
 - ``status``: ``ok``; ``unavailable`` (no GPU, no ncu, or no permission to read counters: said once
   in ``notice``, then remembered, so later calls cost nothing); ``failed`` (this candidate could not
@@ -39,7 +40,7 @@ from typing import Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..candidates.plan import PlanError, resolve
-from ..judging.result import Status
+from ..judging.result import Profile, Status
 from ..plumbing import tempdirs
 from ..plumbing.files import cache_dir
 from ..plumbing.hostpaths import redact
@@ -48,6 +49,7 @@ from ..plumbing.tools import read_json, run_tool
 from ..profile import ncu
 from ..profile.counters import summarize
 from ..profile.diagnosis import diagnose
+from ..tasks.inputs import input_specs, output_specs
 from ..tasks.inputs import input_specs, output_specs
 
 
@@ -91,8 +93,8 @@ class Profiler:
         self._home: Path | None = None
         self._cleanup = None
 
-    def profile(self, task, candidate, result=None, parent_profile: dict | None = None,
-                sizes: dict[str, int] | None = None, save_to: Path | None = None) -> dict:
+    def profile(self, task, candidate, result=None, parent_profile: Profile | None = None,
+                sizes: dict[str, int] | None = None, save_to: Path | None = None) -> Profile:
         """Profile ``candidate`` at ``sizes`` (default: the benchmark size) and diagnose it.
 
         ``result`` (the candidate's evaluated Result) adds the measured roofline to the diagnosis,
@@ -108,11 +110,13 @@ class Profiler:
             cand = result.timing.impls.get("candidate") if result.timing else None
             if cand:
                 prof["timing"] = {"median_ms": cand.median_ms, "pct_of_roofline": cand.pct_of_roofline}
-        diag = diagnose(task, result, prof, parent_profile, compile_info=built[1])
+        diag = diagnose(task, result, prof, parent_profile.model_dump() if parent_profile else None,
+                        compile_info=built[1])
         prof["diagnosis"], prof["diagnosis_data"] = diag.text, diag.data
+        record = Profile.model_validate(prof)
         if result is not None:
-            result.profile = prof
-        return prof
+            result.profile = record
+        return record
 
     def close(self) -> None:
         if self._cleanup is not None:

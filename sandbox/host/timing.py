@@ -9,6 +9,7 @@ import random
 
 from ..candidates.plan import resolve
 from ..judging import stats
+from ..judging.environment import READINGS, Ceilings, ClockReadings, LaunchHold, TimedClocks
 from ..judging.result import Status, Timing
 from ..tasks.inputs import distribution_count, input_specs, output_specs
 from ..tasks.task import Task
@@ -49,7 +50,7 @@ def kept_trials(task: Task, bench: dict, req: Time, reply: Timed) -> list[Compar
             for e in reply.full]
 
 
-def timing_record(task: Task, bench: dict, reply: Timed, ceilings: dict, torch_tf32: str) -> Timing:
+def timing_record(task: Task, bench: dict, reply: Timed, ceilings: Ceilings, torch_tf32: str) -> Timing:
     """Each implementation's times with their 95% intervals (rounds resampled by rotating set), the speedups
     over the candidate, and the roofline floor at the measured ``ceilings``."""
     floor_ms, bound = roofline_ms(task, bench, ceilings)
@@ -75,13 +76,16 @@ def timing_record(task: Task, bench: dict, reply: Timed, ceilings: dict, torch_t
         unavailable=reply.unavailable, torch_tf32=torch_tf32 if task.spec.torch else None))
 
 
-def timing_env(reply: Timed, ceilings: dict) -> dict:
-    """What the result's environment adds from the stage: the clocks as it began, ended and ran (each reading's
-    median over the timed rounds at the top level too), the ceilings, the stream hold, where its seconds went."""
+def timing_env(reply: Timed, ceilings: Ceilings) -> dict:
+    """What the result's environment (``sandbox.judging.environment.Environment``) adds from the stage, by field: the
+    clocks as it began, ended and ran (each reading's median over the timed rounds at the top level too), the
+    ceilings, the stream hold, where its seconds went."""
     clocks = reply.clocks
-    return {"clocks_start": clocks.start, "clocks_end": clocks.end, "clocks_timed": clocks.timed, "ceilings": ceilings,
-            "launch_hold": reply.launch_hold, "timing_split_s": reply.split_s,
-            **{k: v["median"] for k, v in clocks.timed.items()}}
+    timed = TimedClocks.model_validate(clocks.timed)
+    medians = {k: getattr(timed, k).median for k in READINGS if getattr(timed, k) is not None}
+    return dict(clocks_start=ClockReadings.model_validate(clocks.start),
+                clocks_end=ClockReadings.model_validate(clocks.end), clocks_timed=timed, ceilings=ceilings,
+                launch_hold=LaunchHold.model_validate(reply.launch_hold), timing_split_s=reply.split_s, **medians)
 
 
 def sanity(timing: Timing, roofline_reject_factor: float) -> tuple[Status, str]:

@@ -10,8 +10,9 @@ import re
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .environment import Environment, Number, Recorded
 from .sanitizer_report import SanitizeReport
 
 SCHEMA_VERSION = 1
@@ -168,6 +169,69 @@ class Cost(_Record):
         return self.check_gpu_s + self.time_gpu_s + self.profile_gpu_s + self.sanitize_gpu_s
 
 
+class ProfiledKernel(Recorded):
+    """One profiled launch of the plan (``sandbox.host.profiler.kernels_from``)."""
+
+    launch: int = Field(description="Its position in the plan.")
+    kernel: str = Field(description="The kernel as the plan names it.")
+    ncu_name: str = Field(description="The kernel as ncu names it (a lowered or demangled name).")
+    share_pct: float = Field(description="Its share of the profiled time.")
+    summary: dict[str, Any] = Field(default_factory=dict, description="Its counters as one flat mapping "
+                                    "(``sandbox.profile.counters.summarize``: names there, stalls and occupancy "
+                                    "limits as nested mappings); what the diagnosis reads.")
+    rules: list[dict[str, Any]] = Field(default_factory=list, description="ncu's rule results: section, rule, type, "
+                                        "message, estimated speedup (``sandbox.profile.ncu``).")
+
+
+class ProfileTiming(Recorded):
+    """The evaluated result's timing, as the diagnosis compared it with the counters."""
+
+    median_ms: float
+    pct_of_roofline: float | None = None
+
+
+class Profile(Recorded):
+    """``Result.profile``: Nsight Compute's profile of the candidate and the diagnosis made of it
+    (``sandbox.host.profiler``). Without counters (``unavailable``, ``failed``, ``skipped``) ``reason`` says
+    why. Traces written before ``diagnosis`` held the text (it held the dict, and ``diagnosis_text`` the text)
+    load with the text in ``diagnosis`` and the dict in ``diagnosis_data``."""
+
+    status: str = Field(description="ok, unavailable (no GPU, no ncu, no permission), failed or skipped.")
+    reason: str = Field("", description="Why there are no counters (host folders redacted).")
+    notice: str = Field("", description="The reason, the first time a sandbox found profiling unavailable.")
+    kernels: list[ProfiledKernel] = Field(default_factory=list, description="Per launch, in plan order.")
+    seconds: float = Field(0.0, description="Wall time of the ncu runs (also in Cost.profile_gpu_s).")
+    detail: str = Field("", description="ncu's last messages, for a failed profile.")
+    tool: str | None = Field(None, description="ncu's version line.")
+    messages: list[str] = Field(default_factory=list, description="ncu's own messages (at most 10).")
+    stage_seconds: dict[str, Number] = Field(default_factory=dict, description="The profiling run and the page imports.")
+    pages: str | None = Field(None, description="Where the numbers came from: printed by the run, or imported.")
+    program_seconds: dict[str, Number] = Field(default_factory=dict, description="The profiled program's own parts.")
+    sizes: dict[str, int] = Field(default_factory=dict, description="The sizes profiled.")
+    timing: ProfileTiming | None = None
+    diagnosis: str = Field("", description="The diagnosis as text: Entry.diagnosis, and what prompts show.")
+    diagnosis_data: dict[str, Any] = Field(default_factory=dict, description="The same as data: bound, roofline, "
+                                           "issues, changes, resources (``sandbox.profile.diagnosis``).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_in_diagnosis(cls, data: Any) -> Any:
+        """A profile of those older traces: the dict moves to ``diagnosis_data``, the text to ``diagnosis``."""
+        if isinstance(data, dict) and isinstance(data.get("diagnosis"), dict):
+            data = dict(data)
+            data["diagnosis_data"] = data.pop("diagnosis")
+            data["diagnosis"] = data.pop("diagnosis_text", "")
+        return data
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def note(self) -> str:
+        """Why the candidate has no counters, in one phrase; "" for a profile that has them."""
+        return "" if self.ok else f"not profiled ({self.status}: {self.reason})"
+
+
 class Result(_Record):
     """A sandbox's verdict on one candidate: status, checks, timing with 95% intervals, environment, cost."""
 
@@ -184,9 +248,9 @@ class Result(_Record):
     compile: CompileInfo | None = None
     checks: list[Check] = Field(default_factory=list)
     timing: Timing | None = None
-    profile: dict[str, Any] | None = None
+    profile: Profile | None = None         # Nsight Compute's profile and diagnosis, where it ran
     sanitize: SanitizeReport | None = None   # compute-sanitizer's verdict, where it ran (a run's winners)
-    env: dict[str, Any] = Field(default_factory=dict)
+    env: Environment = Field(default_factory=Environment)   # what produced it: device, software, clocks, ceilings
     cost: Cost = Field(default_factory=Cost)
 
     @property
@@ -215,7 +279,7 @@ class Result(_Record):
 
     def summary(self) -> str:
         """One line for terminals and logs (a simulated result says so first)."""
-        parts = [f"{self.candidate}: {self.status.value}" + (" [SIMULATED]" if self.env.get("simulated") else "")]
+        parts = [f"{self.candidate}: {self.status.value}" + (" [SIMULATED]" if self.env.simulated else "")]
         if self.error:
             parts.append(self.error)
         warned = self.compile.warnings() if self.compile and self.compile.ok else []

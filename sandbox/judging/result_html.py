@@ -33,25 +33,15 @@ def _num(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def diagnosis_text(r: Result) -> str:
-    """The profiler's diagnosis as text ('diagnosis'; 'diagnosis_text' in older traces), or ""."""
-    prof = r.profile or {}
-    for key in ("diagnosis", "diagnosis_text"):
-        if isinstance(prof.get(key), str):
-            return prof[key]
-    return ""
-
-
 def view(r: Result) -> dict:
     detail = r.detail if len(r.detail) <= DETAIL_CHARS else r.detail[:DETAIL_CHARS] + f"\n[... {len(r.detail) - DETAIL_CHARS} more characters]"
     out = {"candidate": r.candidate, "status": r.status.value, "ok": r.ok, "error": r.error, "detail": detail,
-           "simulated": bool(r.env.get("simulated")), "knobs": ", ".join(f"{k}={v}" for k, v in r.knobs.items()),
-           "flags": " ".join(r.flags), "gpu": r.env.get("gpu") or "", "compile": None, "checks": None, "timing": None,
+           "simulated": r.env.simulated, "knobs": ", ".join(f"{k}={v}" for k, v in r.knobs.items()),
+           "flags": " ".join(r.flags), "gpu": r.env.gpu or "", "compile": None, "checks": None, "timing": None,
            "cost": {"compile_s": _num(r.cost.compile_s, ".3f"), "gpu_s": _num(r.cost.gpu_s, ".3f"),
                     "wall_s": _num(r.cost.wall_s, ".3f")},
-           "diagnosis": diagnosis_text(r),
-           "profile_note": "" if not r.profile or r.profile.get("status") == "ok"
-           else f"not profiled ({r.profile.get('status')}: {r.profile.get('reason', '')})"}
+           "diagnosis": r.profile.diagnosis if r.profile else "",
+           "profile_note": r.profile.note() if r.profile else ""}
     if r.compile:
         c = r.compile
         out["compile"] = {"ok": c.ok, "arch": c.arch, "nvrtc": c.nvrtc_version, "seconds": _num(c.seconds, ".2f"), "cached": c.cached,

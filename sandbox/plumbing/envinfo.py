@@ -11,7 +11,8 @@ import statistics
 import sys
 from importlib import metadata
 
-READINGS = ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w")
+from ..judging.environment import READINGS
+
 
 
 def installed_version(dist: str) -> str | None:
@@ -147,13 +148,3 @@ class ClockSampler:
         """{reading: {median, min, max, samples}} for every reading taken; empty without NVML."""
         return {k: {"median": statistics.median(v), "min": min(v), "max": max(v), "samples": len(v)}
                 for k, v in self.readings.items() if v}
-
-
-def describe_reading(env: dict, key: str) -> str | None:
-    """A clock, temperature or power reading of a result's environment, and when it was taken."""
-    timed = (env.get("clocks_timed") or {}).get(key)
-    if timed:
-        return (f"{timed['median']:g} (median of {timed['samples']} readings during the timed rounds, "
-                f"{timed['min']:g} to {timed['max']:g})")
-    value = env.get(key)
-    return None if value is None else f"{value:g} (read when the GPU worker started, not during timing)"
