@@ -51,12 +51,14 @@ def test_a_candidate_that_is_the_baseline_takes_over_the_baselines_correctness_s
     from sandbox import SandboxConfig, Status, load_candidate
     from sandbox.host.compile_only import CompileOnlySandbox
     from sandbox.host.gpu import GPUSandbox
+    from sandbox.host.pool import WorkerProcess
     from sandbox.judging.result import Check, Cost
 
     task = load_task("vector_add")
     sb = object.__new__(GPUSandbox)  # the orchestrator alone: no GPU worker, the correctness stage stubbed
     CompileOnlySandbox.__init__(sb, SandboxConfig())
     sb._baselines, sb._baseline_checks, sb.data_dir = {}, {}, tmp_path
+    sb._gpu = WorkerProcess("gpu", root=tmp_path)   # never started: the baseline's code is only trusted by it
     ran = []
 
     def correctness(task_, cubin, labelled, plans, cost: Cost):
