@@ -2,9 +2,10 @@
 
 Each worker is ``python -m sandbox.worker.main ROLE`` in its own process group (session), with a scrubbed
 environment and private temp, home and cache folders (a GPU or reference worker's CuPy kernel cache starts as a
-copy of the kernels trusted processes compiled before: ``sandbox.host.kernel_cache``). Requests and replies (the records of ``sandbox.wire``)
-travel over two private pipes (not stdout, which device ``printf`` may flood). On a timeout the whole process group
-is killed; a worker that died or reported a poisoned CUDA context is replaced on the next request.
+copy of the kernels trusted processes compiled before: ``sandbox.host.kernel_cache``). Requests and replies (the
+records of ``sandbox.wire``) travel over two private pipes (not stdout, which device ``printf`` may flood). On a
+timeout the whole process group is killed; a worker that died or reported a poisoned CUDA context is replaced on
+the next request.
 """
 
 from __future__ import annotations
