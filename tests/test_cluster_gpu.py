@@ -32,9 +32,12 @@ def test_optimize_with_ray_on_one_gpu_picks_the_winner_of_the_run_without_it(htt
                            **common)
     spread = agent.optimize("softmax", replay=alone.path, config={"parallel": 2, "cluster": {"address": "local"}},
                             **common)
-    a, b = alone.best.result.speedup("baseline"), spread.best.result.speedup("baseline")
-    print(f"without Ray: {alone.best.id} {a.value:.3f} [{a.low:.3f}, {a.high:.3f}]; "
-          f"with Ray: {spread.best.id} {b.value:.3f} [{b.low:.3f}, {b.high:.3f}]")
+    # the leader at the task's own size: the winner, unless the held-out check set it aside (the scripted online
+    # softmax regresses at some held-out sizes, as tests/test_agent_gpu.py allows), in both runs alike
+    first, second = _leader(alone), _leader(spread)
+    a, b = first.result.speedup("baseline"), second.result.speedup("baseline")
+    print(f"without Ray: {first.id} {a.value:.3f} [{a.low:.3f}, {a.high:.3f}]; "
+          f"with Ray: {second.id} {b.value:.3f} [{b.low:.3f}, {b.high:.3f}]")
     for run, label in ((alone, "without Ray"), (spread, "with Ray")):  # every entry, to tell a tie from a miss
         for e in run.entries:
             s = e.result.speedup("baseline")
@@ -43,7 +46,15 @@ def test_optimize_with_ray_on_one_gpu_picks_the_winner_of_the_run_without_it(htt
                 print(f"  {label}: {e.id} {e.result.status.value} {s.value:.3f} [{s.low:.3f}, {s.high:.3f}]"
                       f" SM clock median {clock and clock.median} MHz ({clock and clock.min}-{clock and clock.max})")
     assert [e.id for e in spread.entries] == [e.id for e in alone.entries]
-    assert spread.best.id == alone.best.id and a.low <= b.high and b.low <= a.high
+    assert second.id == first.id and a.low <= b.high and b.low <= a.high
+    assert (spread.best and spread.best.id) == (alone.best and alone.best.id), (alone.summary.get("heldout_text"),
+                                                                                 spread.summary.get("heldout_text"))
     where = {e.result.env.measured_on.uuid for e in spread.entries if e.result.timing is not None}
     assert len(where) == 1 and None not in where, where
-    assert spread.best.result.env.gpu == alone.best.result.env.gpu
+    assert second.result.env.gpu == first.result.env.gpu
+
+
+def _leader(run):
+    """The run's winner, or where the held-out check set every leader aside, its fastest timed entry."""
+    timed = [e for e in run.entries if e.result.ok and e.result.speedup("baseline") is not None]
+    return run.best or max(timed, key=lambda e: e.result.speedup("baseline").value)   # ties: the earlier entry
