@@ -35,6 +35,9 @@ def test_optimize_with_ray_on_one_gpu_picks_the_winner_of_the_run_without_it(htt
     # the leader at the task's own size: the winner, unless the held-out check set it aside (the scripted online
     # softmax regresses at some held-out sizes, as tests/test_agent_gpu.py allows), in both runs alike
     first, second = _leader(alone), _leader(spread)
+    for run, label in ((alone, "without Ray"), (spread, "with Ray")):
+        print(f"{label}: winner {run.best and run.best.id}; held-out:\n{run.summary.get('heldout_text')}\n"
+              f"notes: {run.summary.get('notes')}")
     a, b = first.result.speedup("baseline"), second.result.speedup("baseline")
     print(f"without Ray: {first.id} {a.value:.3f} [{a.low:.3f}, {a.high:.3f}]; "
           f"with Ray: {second.id} {b.value:.3f} [{b.low:.3f}, {b.high:.3f}]")
