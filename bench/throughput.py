@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,7 +227,7 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
     gpu = sum(e.result.cost.check_gpu_s + e.result.cost.time_gpu_s + e.result.cost.profile_gpu_s for e in evaluated)
     profiles = [e.result.cost.profile_gpu_s for e in evaluated if e.result.cost.profile_gpu_s > 0]
     walls = [e.result.cost.wall_s for e in evaluated]
-    out = dict(candidates=len(evaluated), statuses=_count(e.result.status.value for e in evaluated), run_wall_s=wall,
+    out = dict(candidates=len(evaluated), statuses=dict(Counter(e.result.status.value for e in evaluated)), run_wall_s=wall,
                phase_s=phase_s, per_gpu_hour=3600 * len(evaluated) / phase_s, busy=gpu / phase_s,
                evaluation_wall_median_s=statistics.median(walls) if walls else None,
                profiles=len(profiles), profile_s=profiles, parallel=parallel, baseline=timeline[0][0])
@@ -238,13 +239,6 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
     print(f"| {out['candidates']} | {out['statuses']} | {phase_s:.1f} | {out['per_gpu_hour']:,.0f} | {out['busy']:.0%} | "
           f"{out['evaluation_wall_median_s']:.2f} | {prof} |")
     print(f"\nBefore the phase (run wall {wall:.1f} s in all): {out['baseline']}")
-    return out
-
-
-def _count(values) -> dict:
-    out: dict = {}
-    for v in values:
-        out[v] = out.get(v, 0) + 1
     return out
 
 

@@ -152,14 +152,12 @@ class Builder:
         """Start every compile worker the pool may have, in the background (each answers a ``Confinement`` request
         once its interpreter, NVRTC and confinement are up), so that a search's first compiles do not wait for
         processes to start; returns how many it started. Compiles asked for meanwhile take the first one ready."""
-        started = 0
         with self._lock:
-            while len(self._workers) < max(1, self.config.compile_workers):
-                worker = WorkerProcess("compile")
-                self._workers.append(worker)
-                self._threads.submit(self._start, worker)
-                started += 1
-        return started
+            new = [WorkerProcess("compile") for _ in range(max(1, self.config.compile_workers) - len(self._workers))]
+            self._workers += new
+        for worker in new:   # on threads of their own: the compile threads stay free for compiles
+            worker.warm_up(Confinement(), self.config.compile_timeout_s, then=lambda w=worker: self._idle.put(w))
+        return len(new)
 
     def adopt(self, worker: WorkerProcess) -> None:
         """Take ``worker`` (a compile worker started, or warming up, elsewhere) into the pool, ready to compile."""
@@ -200,13 +198,6 @@ class Builder:
             return worker.call(req, timeout=self.config.compile_timeout_s)
         finally:
             self._idle.put(worker)
-
-    def _start(self, worker: WorkerProcess) -> None:
-        try:
-            worker.call(Confinement(), timeout=self.config.compile_timeout_s)
-        except (WorkerTimeout, WorkerDied):
-            pass   # the compile that takes it starts it again, and says what went wrong
-        self._idle.put(worker)
 
     def _checkout(self) -> WorkerProcess:
         try:

@@ -21,7 +21,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TypeVar
+from typing import Callable, TypeVar
 
 from ..plumbing import tempdirs
 from ..plumbing.files import cache_dir
@@ -128,17 +128,19 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def warm_up(self, request: Request, timeout: float) -> None:
+    def warm_up(self, request: Request, timeout: float, then: Callable[[], None] | None = None) -> None:
         """Start the worker and send it ``request`` on a thread of its own, returning at once: a process that
         will be needed later starts (interpreter, CUDA context) while the caller does something else. The next
         ``call`` waits for it; what it answers, or how it failed, is dropped (that call starts a worker again
-        if it must)."""
+        if it must). ``then`` runs on that thread once the request is over (a pool takes the worker in)."""
 
         def run():
             try:
                 self.call(request, timeout)
             except (WorkerDied, WorkerTimeout):
                 pass
+            if then is not None:
+                then()
 
         threading.Thread(target=run, name=f"{self.role}-warm-up", daemon=True).start()
 
