@@ -102,7 +102,7 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
     names = sorted(set(expanded.values()))
     key = cache_key(candidate.source, options, arch, names)
     entry = cache_dir() / "cubins" / key[:2] / key
-    cached = _cached(entry) if use_cache else None
+    cached = read_entry(entry) if use_cache else None
     if cached is not None:
         info, cubin = cached
         # an entry written before the PTX was read (no ``approx``) is compiled again
@@ -118,13 +118,19 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
         info.params = _params(info.lowered_names, cubin)
         info.approx = [a.model_copy(update={"function": back.get(a.function, a.function)}) for a in info.approx or []]
     if use_cache:
-        if cubin is not None:
-            atomic_write(entry.with_suffix(".cubin"), cubin)
-        atomic_write(entry.with_suffix(".json"), info.model_dump_json())
+        write_entry(entry, info, cubin)
     return info, cubin
 
 
-def _cached(entry: Path) -> tuple[CompileInfo, bytes | None] | None:
+def write_entry(entry: Path, info: CompileInfo, cubin: bytes | None) -> None:
+    """A compile kept under ``entry`` (a path without suffix): the cubin first, then the report, so that where the
+    report is, the cubin is whole (``read_entry``)."""
+    if cubin is not None:
+        atomic_write(entry.with_suffix(".cubin"), cubin)
+    atomic_write(entry.with_suffix(".json"), info.model_dump_json())
+
+
+def read_entry(entry: Path) -> tuple[CompileInfo, bytes | None] | None:
     """A cache entry, or None where there is none or it cannot be read (torn, or written by another version of
     kernelwright whose record has other fields): such an entry is compiled again and overwritten."""
     try:

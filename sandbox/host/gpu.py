@@ -14,7 +14,6 @@ after the fact compared in full with the reference).
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import shutil
 import time
@@ -28,7 +27,7 @@ from ..judging.environment import Ceilings as CeilingRates, Environment
 from ..judging.result import Check, CompileInfo, Cost, Result, Status
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..plumbing import tempdirs
-from ..plumbing.files import atomic_write, cache_dir
+from ..plumbing.files import cache_dir
 from ..tasks.inputs import distribution_count, input_specs, output_specs
 from ..tasks.task import Task, TaskError, describe_sizes
 from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, Confinement, DeviceInfo, HarnessCode, \
@@ -306,15 +305,11 @@ def compile_harness(arch: str) -> tuple[bytes, dict[str, str]]:
     source = HARNESS_SOURCE.read_text()
     options = [f"-arch={arch}", "-std=c++17", *[f"-I{d}" for d in compiler.include_dirs()]]
     entry = cache_dir() / "harness" / compiler.cache_key(source, options, arch, HARNESS_NAMES)
-    try:   # the names are written after the cubin: where they are, the cubin is whole
-        names = json.loads(entry.with_suffix(".json").read_text())
-        if set(HARNESS_NAMES) <= set(names):
-            return entry.with_suffix(".cubin").read_bytes(), names
-    except (OSError, ValueError):
-        pass
+    cached = compiler.read_entry(entry)
+    if cached is not None and cached[0].ok and set(HARNESS_NAMES) <= set(cached[0].lowered_names):
+        return cached[1], cached[0].lowered_names
     info, cubin = compiler.nvrtc_compile(source, options, arch, HARNESS_NAMES)
     if not info.ok:
         raise RuntimeError(f"the harness kernels do not compile:\n{info.log}")
-    atomic_write(entry.with_suffix(".cubin"), cubin)
-    atomic_write(entry.with_suffix(".json"), json.dumps(info.lowered_names))
+    compiler.write_entry(entry, info, cubin)
     return cubin, info.lowered_names
