@@ -239,7 +239,30 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
     print(f"| {out['candidates']} | {out['statuses']} | {phase_s:.1f} | {out['per_gpu_hour']:,.0f} | {out['busy']:.0%} | "
           f"{out['evaluation_wall_median_s']:.2f} | {prof} |")
     print(f"\nBefore the phase (run wall {wall:.1f} s in all): {out['baseline']}")
+    out["split"] = _candidate_split(evaluated, phase_s)
     return out
+
+
+def _candidate_split(evaluated, phase_s: float) -> dict:
+    """Where the candidates' seconds went: each cost's median and sum, the timing stage's parts and the profiles'
+    parts (summed), against the phase's wall."""
+    costs = {k: [getattr(e.result.cost, k) for e in evaluated]
+             for k in ("wall_s", "compile_s", "check_gpu_s", "reference_s", "time_gpu_s", "profile_gpu_s")}
+    timing, profile = Counter(), Counter()
+    for e in evaluated:
+        timing.update(e.result.env.timing_split_s or {})
+        if e.result.profile is not None:
+            profile.update({f"stage {k}": v for k, v in e.result.profile.stage_seconds.items()})
+            profile.update({f"program {k}": v for k, v in e.result.profile.program_seconds.items()})
+    print(f"\nWhere the candidates' seconds went (phase wall {phase_s:.1f} s):\n")
+    print("| cost | median s | sum s |")
+    print("|---|---|---|")
+    for k, v in costs.items():
+        print(f"| {k} | {statistics.median(v) if v else 0:.3f} | {sum(v):.2f} |")
+    for title, parts in (("timing stage", timing), ("profiles", profile)):
+        if parts:
+            print(f"\n{title}, summed: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.most_common()))
+    return dict(costs=costs, timing=dict(timing), profile=dict(profile))
 
 
 def main(argv=None) -> int:
