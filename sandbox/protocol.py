@@ -66,8 +66,11 @@ class Sandbox(Protocol):
         return {}
 
     def submit_compile(self, task: Task, candidate: Candidate, tag: Any = None) -> Job:
+        """Queue the compile job; where compiles run ahead (``prefetch``), this one starts now, so that it runs
+        while the jobs queued before it (another candidate's evaluation) do."""
         from .jobs import Job, compile_job
 
+        self.prefetch(task, [candidate])
         return _one_slot(self).submit(Job("compile", tag), lambda: compile_job(self, task, candidate))
 
     def submit_evaluate(self, task: Task, candidate: Candidate, tag: Any = None, sizes: dict[str, int] | None = None,

@@ -6,6 +6,7 @@ call is left out with the reason; a candidate that disagrees with eager is ``wro
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from sandbox.pytorch.runtime import runtime_for  # noqa: E402
 from sandbox.tasks.inputs import input_specs, output_specs  # noqa: E402
 from sandbox.tasks.task import load_task  # noqa: E402
 from sandbox.wire import HarnessCode, Impl, RoundLimits, Time, Timed  # noqa: E402
-from sandbox.worker import draw, timing  # noqa: E402
+from sandbox.worker import draw, guards, timing  # noqa: E402
 from sandbox.worker.checks import Violation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +44,7 @@ class _Event:
 
 def _numpy_cp():
     """NumPy under the names the timing stage uses of CuPy."""
-    cuda = types.SimpleNamespace(Event=_Event, get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3 + 0.01)
+    cuda = types.SimpleNamespace(Event=_Event, get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3 + 1.0)
     return types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("_")}, cuda=cuda,
                                  __name__="numpy")
 
@@ -86,6 +87,15 @@ class _Agreement:
 
     def agree(self, c, masked, keys, atol, rtol, sign_key):
         return agreement.agree(np, c, masked, atol, rtol, sign_key % 2**63)
+
+    def queue(self, c, masked, keys, atol, rtol, sign_key):
+        """The device row's layout (guards.DeviceAgreement.queue): the sums' float64 bits, then the count and the first."""
+        found = self.agree(c, masked, keys, atol, rtol, sign_key)
+        sums = np.array([found.sum_t2, *found.sums], dtype=np.float64).view(np.uint64)
+        tail = np.array([found.violations, found.first if found.first is not None else 2**64 - 1], dtype=np.uint64)
+        return np.concatenate([sums, tail]).view(_Host)
+
+    read = staticmethod(guards.DeviceAgreement.read)
 
     def unmasked(self, masked, keys, index):
         return masked.reshape(-1)[index].item()
@@ -145,9 +155,10 @@ class _Harness:
 class _Kernel:
     """A 'loaded candidate' computing the module's output with NumPy (``scale`` != 1 makes it wrong)."""
 
-    def __init__(self, scale=1.0):
-        self.scale = scale
+    def __init__(self, scale=1.0, untimed_fault=None):
+        self.scale, self.untimed_fault = scale, untimed_fault   # (which untimed launch, "wrong" or "input")
         self.plan = {"scratch": []}
+        self.hold, self.untimed = None, 0
 
     def poison_scratch(self, scratch, every=False):
         pass
@@ -157,7 +168,11 @@ class _Kernel:
 
     def launch(self, arrays, scratch):
         v = arrays["x"]
-        arrays["out"][...] = self.scale * np.clip(v / (1 + np.exp(-v)), -0.25, 3.0)
+        self.untimed += self.hold is not None and not self.hold.open   # a launch outside any hold: an untimed one
+        fault = self.untimed_fault if self.untimed_fault and self.untimed_fault[0] == self.untimed else (0, "")
+        arrays["out"][...] = (0.5 if fault[1] == "wrong" else self.scale) * np.clip(v / (1 + np.exp(-v)), -0.25, 3.0)
+        if fault[1] == "input":
+            v.reshape(-1)[0] += 1.0
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +198,7 @@ def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False, **
                input_variants=[input_specs(task, sizes, 0)], outputs=output_specs(task, sizes),
                tolerance=task.tolerances(), seed=3, order_seed=4, hash_seed=5,
                limits=RoundLimits(budget_ms=1e9, min_rounds=3, max_rounds=4, target_ci=0.0, wall_cap_s=60),
-               launches_to=12, full_checks=2, data_dir=str(tmp_path))
+               launches_to=60, full_checks=2, data_dir=str(tmp_path))
     req = dataclasses.replace(req, **overrides)
     if free < 1 << 30:
         return timing._run_stage(_Harness(free), req, {"candidate": kernel})
@@ -193,21 +208,23 @@ def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False, **
 def test_every_candidate_launch_is_checked_against_eager_and_a_failing_compile_is_left_out(swish, tmp_path, monkeypatch):
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
     checked = []
-    check = stage._check
-    stage._check = lambda inputs, phase: checked.append(phase) or check(inputs, phase)
+    check = stage._raise_if_disagrees
+    stage._raise_if_disagrees = lambda found, inputs, name, launch, phase, intact: (
+        checked.append(phase), check(found, inputs, name, launch, phase, intact))
     set_outs = stage.set_outs  # the stage lets go of its sets before the hand-over
     reply = stage.run()
     assert isinstance(reply, Timed) and set(reply.samples) == {"candidate", "eager"}
     assert reply.unavailable == {"compile": "RuntimeError: inductor: no C++ compiler"}
     assert len(reply.samples["eager"]) == reply.rounds and reply.launches >= 12
     assert len(checked) == reply.launches and "warm-up" in checked and "timed round 0" in checked
+    assert "untimed, after the timed rounds" in checked
     assert len(reply.full) == 2 and all(Path(f).is_file() for e in reply.full for f in e.files.values())
     # each round in the next rotating set, whose inputs and outputs are buffers of their own (placements)
     assert reply.set_of_round == [r % reply.sets for r in range(reply.rounds)] and reply.sets >= 3
     outs = [o["candidate"]["out"].raw for o in set_outs]
     assert not any(np.shares_memory(a, b) for i, a in enumerate(outs) for b in outs[i + 1:])
     split = reply.split_s  # where the stage's seconds went, for bench/sandbox_bench.py
-    assert {"inputs", "launches", "output checks", "clocks", "hand-over", "other"} == set(split)
+    assert {"inputs", "launches", "output checks", "untimed launches", "clocks", "hand-over", "other"} == set(split)
     assert all(v >= 0 for v in split.values()) and sum(split.values()) == pytest.approx(reply.gpu_s, abs=0.01)
 
 
@@ -215,6 +232,24 @@ def test_a_candidate_that_disagrees_with_eager_is_wrong(swish, tmp_path, monkeyp
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel(scale=1.01))
     with pytest.raises(timing.Disagreement, match="disagrees with the baseline's"):
         stage.run()
+
+
+def test_an_untimed_launch_that_errs_or_writes_its_input_ends_the_stage_named_by_its_launch(swish, tmp_path, monkeypatch):
+    # untimed launches' checks are read from the device a batch at a time; the first bad launch is still the one named
+    for k, fault, error, message in ((5, "wrong", timing.Disagreement, "disagrees with the baseline's"),
+                                     (timing.UNTIMED_BATCH, "wrong", timing.Disagreement, ": got "),  # its output intact
+                                     (3, "input", Violation, "input 'x' was modified")):
+        kernel = _Kernel(untimed_fault=(k, fault))
+        stage = _stage(swish, tmp_path, monkeypatch, kernel, launches_to=200)
+        kernel.hold = stage.h.hold
+        first, real = [], stage._untimed
+        stage._untimed = lambda inputs: (first.append(stage.launches["candidate"] + 1), real(inputs))
+        with pytest.raises(error, match=message) as caught:
+            stage.run()
+        if error is timing.Disagreement:
+            assert f"launch {first[0] + k - 1} of the candidate in the timing stage (untimed" in str(caught.value)
+        # the batch ran on to its end before its checks were read
+        assert kernel.untimed == timing.UNTIMED_BATCH * math.ceil(k / timing.UNTIMED_BATCH)
 
 
 def test_the_candidate_never_sees_eagers_outputs(swish, tmp_path, monkeypatch):
@@ -229,9 +264,13 @@ def test_the_candidate_never_sees_eagers_outputs(swish, tmp_path, monkeypatch):
 def test_every_launch_is_held_until_one_waits_inside_and_a_stage_whose_holds_keep_running_out_gives_up(
         swish, tmp_path, monkeypatch):
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
+    untimed, real_untimed = [], stage._untimed
+    stage._untimed = lambda inputs: (untimed.append(-stage.launches["candidate"]), real_untimed(inputs),
+                                     untimed.append(stage.launches["candidate"]))
     reply = stage.run()
     launches = reply.launches + sum(len(v) for v in reply.samples.values()) - len(reply.samples["candidate"])
-    assert reply.launch_hold["held"] >= launches and reply.launch_hold["unheld"] == []
+    assert sum(untimed) > 0    # untimed launches time nothing: no hold
+    assert reply.launch_hold["held"] >= launches - sum(untimed) and reply.launch_hold["unheld"] == []
 
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
     hold, eager = stage.h.hold, stage.callables["eager"]

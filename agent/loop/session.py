@@ -272,8 +272,9 @@ def drive(session: Session, pending: list[Pending] = ()) -> Summary:
         has_baseline = s.task.has_baseline
         if has_baseline and loop.lineage.baseline() is None and not any(p.proposal.origin == "baseline" for p in pending):
             pending = [_baseline_proposal(s)] + list(pending)
-        if s.main_phase == "search" and _should_run(s, "search"):
-            s.sandbox.warm()   # the search's compile workers start while the baseline is evaluated
+        if (s.main_phase == "search" and _should_run(s, "search")) or \
+                (s.main_phase == "model" and _should_run(s, "model") and model_window(s) > 1):
+            s.sandbox.warm()   # the compile workers of many compiles at once start while the baseline is evaluated
         for p in pending:
             skip = loop.evaluate(p)
             if skip:

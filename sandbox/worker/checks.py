@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +30,19 @@ def same_bytes(xp, a, b) -> bool:
     return bool(xp.array_equal(a.reshape(-1).view(xp.uint8), b.reshape(-1).view(xp.uint8)))
 
 
-def violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> list[str]:
-    """Guard bands of every buffer, and input hashes against ``before``: every test on the device, then one
-    transfer of the verdicts to the host (a launch's checks wait on the GPU once, not once per buffer)."""
+@dataclass
+class QueuedViolations:
+    """The tests of ``violations`` queued on the device, not yet read: ``values`` (a device vector) holds the guard
+    bands' verdicts, then the inputs' hashes now, then as they were (``before``)."""
+
+    where: list[tuple[str, str, str]]
+    names: list[str]
+    values: object
+
+
+def queue_violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> QueuedViolations:
+    """Guard bands of every buffer, and input hashes against ``before``: every test queued on the device, in stream
+    order behind the launch it checks; ``violations_in`` reads the verdicts once they are on the host."""
     cp = h.cp
     where, verdicts = [], []
     for kind, buffers in groups.items():
@@ -43,7 +54,13 @@ def violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> 
     digests = [groups["input"][name].data_hash(seed) for name in names]
     parts = [cp.stack(verdicts).astype(cp.uint64).ravel()] if verdicts else []
     parts += [d.ravel() for d in digests] + [before[name].ravel() for name in names]
-    values = cp.concatenate(parts).get().tolist() if parts else []
+    values = cp.concatenate(parts) if parts else cp.zeros(0, dtype=cp.uint64)
+    return QueuedViolations(where, names, values)
+
+
+def violations_in(queued: QueuedViolations, values: list[int]) -> list[str]:
+    """The problems ``queued`` found, from its ``values`` as read to the host."""
+    where, names = queued.where, queued.names
     problems = [f"out-of-bounds write: the guard band {side} {kind} {name!r} was overwritten"
                 for (kind, name, side), ok in zip(where, values) if not ok]
     hashes = values[len(where):]
@@ -51,6 +68,13 @@ def violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> 
         if hashes[i] != hashes[len(names) + i]:
             problems.append(f"input {name!r} was modified by the kernel (inputs are read-only)")
     return problems
+
+
+def violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> list[str]:
+    """Guard bands of every buffer, and input hashes against ``before``: every test on the device, then one
+    transfer of the verdicts to the host (a launch's checks wait on the GPU once, not once per buffer)."""
+    queued = queue_violations(h, groups, before, seed)
+    return violations_in(queued, queued.values.get().tolist())
 
 
 def run_checks(h: Harness, req: Check) -> Checked:

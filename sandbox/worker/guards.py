@@ -53,11 +53,19 @@ class DeviceAgreement:
 
     def agree(self, c, masked, keys: MaskKeys, atol: float, rtol: float, sign_key: int) -> Agreement:
         """One pass over ``c`` and the masked baseline output; returns once the result is on the host."""
+        res = self.queue(c, masked, keys, atol, rtol, sign_key, self._result)
+        host = res.get(stream=self.stream)
+        self.stream.synchronize()
+        return self.read(int(c.size), host)
+
+    def queue(self, c, masked, keys: MaskKeys, atol: float, rtol: float, sign_key: int, res=None):
+        """The pass of ``agree`` queued on the stream, behind the launch it checks, its result left on the device
+        (in ``res``, else a new row); ``read`` makes an ``Agreement`` of that row once it is on the host."""
         cp = self.cp
         n = int(c.size)
+        res = cp.zeros(1 + PROJECTIONS + 2, dtype=cp.uint64) if res is None else res
         if n == 0:
-            return Agreement(n=0, violations=0, first=None, sum_t2=0.0, sums=(0.0,) * PROJECTIONS)
-        res = self._result
+            return res
         cp.cuda.runtime.memsetAsync(res.data.ptr, 0, res.nbytes, self.stream.ptr)
         cp.cuda.runtime.memsetAsync(res.data.ptr + res.nbytes - 8, 0xFF, 8, self.stream.ptr)
         a2, r2 = scaled_tolerance(atol, rtol)
@@ -68,8 +76,14 @@ class DeviceAgreement:
              np.int32(exact(c.dtype.name, atol, rtol)), np.uint64(keys.k1), np.uint64(keys.k2),
              np.uint64(sign_key), res[: 1 + PROJECTIONS].view(cp.float64), res[1 + PROJECTIONS:]),
             stream=self.stream)
-        host = res.get(stream=self.stream)
-        self.stream.synchronize()
+        return res
+
+    @staticmethod
+    def read(n: int, host) -> Agreement:
+        """The ``Agreement`` of a result row (``queue``) read to the host, for an output of ``n`` elements."""
+        if n == 0:
+            return Agreement(n=0, violations=0, first=None, sum_t2=0.0, sums=(0.0,) * PROJECTIONS)
+        host = np.asarray(host, dtype=np.uint64)
         values = host[: 1 + PROJECTIONS].view(np.float64)
         bad, first = int(host[-2]), int(host[-1])
         return Agreement(n=n, violations=bad, first=first if bad else None, sum_t2=float(values[0]),

@@ -57,13 +57,14 @@ from ..plumbing.envinfo import ClockSampler, clocks
 from ..tasks.dtypes import np_dtype
 from ..tasks.task_reference import load_reference
 from ..wire import Clocks, Impl, KeptLaunch, RoundLimits, StageFailed, Time, Timed
-from .checks import Violation, violations
+from .checks import Violation, queue_violations, violations, violations_in
 from .draw import PhaseDraw
 from .guards import Fence, overwritten
 from .harness import Harness, LaunchFailed, generate_into, hand_over, poison_outputs
 from .memory_plan import Needs, gib, is_out_of_memory, plan_memory, torch_peak
 from .stopwatch import Stopwatch
 
+UNTIMED_BATCH = 16  # untimed launches whose checks are read from the device in one transfer
 GIVE_UP_HOLDS = 3  # holds of the stage's own kernels that ran out (each a 50 ms wait) before timing goes on without
 
 
@@ -199,8 +200,8 @@ class TimingStage:
                 break
         self._check_inputs(range(self.n_sets), "during the timed rounds")
         self.fence.raise_(self._idle(inputs, every_writer=False))
-        while self.launches["candidate"] < req.launches_to:
-            self._launch("candidate", inputs, "untimed, after the timed rounds")
+        with self.watch("untimed launches"):
+            self._untimed(inputs)
         self._check_fence("during the untimed launches")
         self.fence.raise_({}, [])
         inputs = self.sets = self.set_outs = None
@@ -467,18 +468,77 @@ class TimingStage:
         outs = self._outs(inputs)
         for n, buf in outs["candidate"].items():
             masked, keys = outs[self.primary][n].view, self.base_keys[n]
-            atol, rtol, _ = self.tolerance[n]
-            atol = self.spread_atols.get((inputs.variant, n), atol)
+            atol, rtol = self._tolerance(inputs, n)
             found = checks.agree(buf.view, masked, keys, atol, rtol, self.rng.getrandbits(64))
-            verdict = found.verdict()
-            if verdict:
-                where = f"launch {self.launches['candidate']} of the candidate in the timing stage ({phase})"
-                value = ""
-                if found.first is not None:
-                    got = buf.view.reshape(-1)[found.first].item()
-                    value = f": got {got}, the baseline {checks.unmasked(masked, keys, found.first)}"
-                raise Disagreement(f"{where}: output {n!r} disagrees with the baseline's for the same inputs: "
-                                   f"{verdict}{value}")
+            self._raise_if_disagrees(found, inputs, n, self.launches["candidate"], phase, intact=True)
+
+    def _tolerance(self, inputs: Inputs, name: str) -> tuple[float, float]:
+        """(atol, rtol) of output ``name`` on these inputs: atol grown to the spread of the baseline's output."""
+        atol, rtol, _ = self.tolerance[name]
+        return self.spread_atols.get((inputs.variant, name), atol), rtol
+
+    def _raise_if_disagrees(self, found, inputs: Inputs, name: str, launch: int, phase: str, intact: bool) -> None:
+        """``Disagreement`` naming the launch, where ``found`` (an ``Agreement``) says output ``name`` disagrees;
+        ``intact``: the candidate's output buffer still holds that launch's output (its first bad value is shown)."""
+        verdict = found.verdict()
+        if not verdict:
+            return
+        value = ""
+        if intact and found.first is not None:
+            outs = self._outs(inputs)
+            got = outs["candidate"][name].view.reshape(-1)[found.first].item()
+            base = self.h.agreement.unmasked(outs[self.primary][name].view, self.base_keys[name], found.first)
+            value = f": got {got}, the baseline {base}"
+        raise Disagreement(f"launch {launch} of the candidate in the timing stage ({phase}): output {name!r} disagrees "
+                           f"with the baseline's for the same inputs: {verdict}{value}")
+
+    def _untimed(self, inputs: Inputs) -> None:
+        """Untimed launches of the candidate on the last round's inputs until its launch count reaches
+        ``launches_to``. Nothing is timed, so no L2 flush, stream hold or event comes between them; each launch's
+        checks (guard bands, input hashes, agreement with the baseline's output for these inputs) are queued on the
+        stream behind it, before the next launch poisons its outputs, and read ``UNTIMED_BATCH`` launches at a time
+        in one transfer. The first launch with a problem ends the stage, named as a checked launch is."""
+        if self.base_for is not inputs:
+            raise RuntimeError("the untimed launches have no baseline output for their inputs")
+        phase, h, req = "untimed, after the timed rounds", self.h, self.req
+        impl, scratch, outs = self.loaded["candidate"], self.scratch["candidate"], self._outs(inputs)["candidate"]
+        arrays = {n: b.view for n, b in {**inputs.buffers, **outs}.items()}
+        groups = {"input": inputs.buffers, "output": outs, "scratch": scratch}
+        masked = self._outs(inputs)[self.primary]
+        batch = []
+        while self.launches["candidate"] < req.launches_to:
+            poison_outputs(outs, req.outputs, second=False)
+            impl.poison_scratch(scratch)
+            impl.launch(arrays, scratch)
+            self.launches["candidate"] += 1
+            guards = queue_violations(h, groups, inputs.before, req.hash_seed)
+            rows = {n: h.agreement.queue(b.view, masked[n].view, self.base_keys[n], *self._tolerance(inputs, n),
+                                         self.rng.getrandbits(64))
+                    for n, b in outs.items()}
+            self._keep(inputs, phase)
+            batch.append((self.launches["candidate"], guards, rows))
+            if len(batch) == UNTIMED_BATCH or self.launches["candidate"] >= req.launches_to:
+                self._read_untimed(batch, inputs, phase)
+                batch = []
+
+    def _read_untimed(self, batch: list, inputs: Inputs, phase: str) -> None:
+        """The queued checks of a batch of untimed launches, in one transfer, looked at in launch order."""
+        parts = [part for _, guards, rows in batch for part in (guards.values, *rows.values())]
+        try:
+            host = self.cp.concatenate(parts).get()
+        except Exception as exc:
+            raise self.h.classify(exc) from None
+        at, last = 0, batch[-1][0]
+        for launch, guards, rows in batch:
+            size = guards.values.size
+            problems = violations_in(guards, host[at: at + size].tolist())
+            at += size
+            if problems:
+                raise Violation("candidate", problems)
+            for n, row in rows.items():
+                found = self.h.agreement.read(int(self._outs(inputs)["candidate"][n].view.size), host[at: at + row.size])
+                at += row.size
+                self._raise_if_disagrees(found, inputs, n, launch, phase, intact=launch == last)
 
     # ---- the reservoir of outputs compared with the reference ----------------------------------
 
