@@ -28,6 +28,20 @@ if "--import" in args:
     page = args[args.index("--page") + 1]
     sys.stdout.write((here / ("ncu_" + page + ".csv")).read_text())
     sys.exit(0)
+if "--profile-from-start" in args:   # a run started ahead: its program waits for the request, then runs it
+    spare = json.loads(pathlib.Path(args[-1]).read_text())
+    go = pathlib.Path(spare["go"])
+    while not go.exists():
+        if mode == "spare-dies":
+            sys.exit(3)
+        try:
+            os.kill(spare["owner"], 0)
+        except ProcessLookupError:   # as the program does: its sandbox's process is gone
+            sys.exit(0)
+        time.sleep(0.005)
+    with open(here / "spare_requests.jsonl", "a") as f:
+        f.write(json.dumps([launch["kernel"] for launch in json.loads(go.read_text())["plan"]["launches"]]) + "\\n")
+    pathlib.Path(spare["status_file"]).write_text(json.dumps({"status": "ran", "split_s": {"launches": 0.01}}))
 if mode == "noperm":
     print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters "
           "on the target device 0.")
@@ -308,3 +322,52 @@ def test_a_candidate_profiled_without_a_result_still_gets_its_resource_report(ta
     assert prof.status == "unavailable"
     assert "k_copy 12 registers, no spills" in prof.diagnosis and "not compiled" not in prof.diagnosis
     assert "k_copy" in [r["name"] for r in prof.diagnosis_data["resources"]]
+
+
+def started_ahead(folder: Path, count: int | None = None) -> list[list[str]]:
+    """The runs started ahead, once there are ``count`` of them (each starts in the background)."""
+    deadline = time.monotonic() + 20
+    while True:
+        found = [c for c in profiling_runs(folder) if "--profile-from-start" in c]
+        if count is None or len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.01)
+
+
+def test_a_profile_after_the_first_runs_on_the_run_started_ahead_of_it(sandbox, fake, task):
+    cand = parse_candidate(THREE, label="three")
+    first = sandbox.profile(task, cand, sizes={"n": 4096})
+    assert first.status == "ok" and not first.started_ahead
+    ahead = started_ahead(fake, 1)
+    assert len(ahead) == 1 and "-k" not in ahead[0] and "--launch-skip" not in ahead[0]   # no kernel known yet
+    assert ahead[0][ahead[0].index("--profile-from-start") + 1] == "off" and ahead[0][-2] == "--wait"
+    second = sandbox.profile(task, cand, sizes={"n": 4096})
+    assert second.status == "ok" and second.started_ahead
+    assert [k.kernel for k in second.kernels] == ["k_copy", "k_strided", "k_sgemm<16>"]
+    assert json.loads((fake / "spare_requests.jsonl").read_text()) == ["k_copy", "k_strided", "k_sgemm<16>"]
+    assert second.program_seconds == {"launches": 0.01}
+    assert len(started_ahead(fake, 2)) == 2 and len(profiling_runs(fake)) == 3   # the next one is waiting
+    waiting = sandbox.profiler._spare
+    sandbox.close()
+    assert waiting.proc.poll() is not None and not waiting.work.exists()   # closed: nothing left running
+
+
+def test_a_run_started_ahead_that_ended_is_set_aside_and_the_profile_runs_the_usual_way(sandbox, fake, task):
+    (fake / "mode").write_text("spare-dies")
+    cand = parse_candidate(THREE, label="three")
+    assert sandbox.profile(task, cand, sizes={"n": 4096}).status == "ok"
+    sandbox.profiler._spare.proc.wait(timeout=20)
+    second = sandbox.profile(task, cand, sizes={"n": 4096})
+    assert second.status == "ok" and not second.started_ahead
+    assert len(started_ahead(fake, 2)) == 2 and len(profiling_runs(fake)) == 4
+
+
+def test_no_run_is_started_ahead_when_the_config_says_so(fake, task):
+    sb = profiling_sandbox(ProfileConfig(ncu=str(fake / "ncu"), timeout_s=20, ahead=False))
+    try:
+        cand = parse_candidate(THREE, label="three")
+        assert sb.profile(task, cand, sizes={"n": 4096}).status == "ok"
+        assert sb.profile(task, cand, sizes={"n": 4096}).status == "ok"
+        assert started_ahead(fake) == [] and len(profiling_runs(fake)) == 2
+    finally:
+        sb.close()

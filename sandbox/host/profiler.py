@@ -29,6 +29,8 @@ import json
 import os
 import random
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,8 +52,6 @@ from ..profile import ncu
 from ..profile.counters import summarize
 from ..profile.diagnosis import diagnose
 from ..tasks.inputs import input_specs, output_specs
-from ..tasks.inputs import input_specs, output_specs
-
 
 
 class ProfileConfig(BaseModel):
@@ -62,6 +62,9 @@ class ProfileConfig(BaseModel):
     timeout_s: float = Field(180.0, gt=0, description="Wall-clock limit of the ncu run, and of each page import.")
     warmup_rounds: int = Field(2, ge=0, description="Whole-plan runs before the profiled one (skipped by ncu).")
     ncu: str | None = Field(None, description="Path to ncu; default: $KERNELWRIGHT_NCU, PATH, then the usual folders.")
+    ahead: bool = Field(True, description="After each profile, start the next profiling run (ncu, the program, its "
+                        "CUDA context) so that it waits, idle, for the next request: a profile then pays only for "
+                        "its launches and its report. Its CUDA context stays on the GPU meanwhile.")
 
 
 def outcome(status: str, reason: str = "", seconds: float = 0.0, **extra) -> dict:
@@ -92,6 +95,7 @@ class Profiler:
         self._version: str | None = None
         self._home: Path | None = None
         self._cleanup = None
+        self._spare: _Spare | None = None     # the next profiling run, started ahead (``ProfileConfig.ahead``)
 
     def profile(self, task, candidate, result=None, parent_profile: Profile | None = None,
                 sizes: dict[str, int] | None = None, save_to: Path | None = None) -> Profile:
@@ -119,6 +123,9 @@ class Profiler:
         return record
 
     def close(self) -> None:
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
         if self._cleanup is not None:
             self._cleanup()
 
@@ -163,6 +170,72 @@ class Profiler:
         return self._home
 
     def _run_ncu(self, exe: str, task, plan: dict, cubin: bytes, sizes: dict, work: Path, save_to: Path | None) -> dict:
+        spare, self._spare = self._spare, None
+        found = self._on_spare(spare, task, plan, cubin, sizes, save_to) if spare is not None else None
+        if found is None:
+            found = self._run_now(exe, task, plan, cubin, sizes, work, save_to)
+        if found["status"] != "unavailable" and self.config.ahead:
+            self._spare = self._start_spare(exe)
+        return found
+
+    # ---- a run started ahead ----------------------------------------------------------------
+
+    def _start_spare(self, exe: str) -> "_Spare | None":
+        """Start the next profiling run ahead of its request: ncu, the interpreter, the imports and the CUDA context
+        come up now, while the loop goes on, and the next profile pays only for its own launches and report
+        (``profile_target.wait_then_run``). None where it cannot start."""
+        work = Path(tempfile.mkdtemp(prefix="spare-", dir=self._profile_home()))
+        (work / "cwd").mkdir()
+        (work / "harness.cubin").write_bytes(self.harness_cubin)
+        spare = dict(arch=self.arch, harness_cubin=str(work / "harness.cubin"), go=str(work / "go.json"),
+                     wait_s=SPARE_WAIT_S, owner=os.getpid(), status_file=str(work / "target.json"))
+        (work / "spare.json").write_text(json.dumps(spare))
+        target = [sys.executable, "-m", "sandbox.worker.profile_target", "--wait", str(work / "spare.json")]
+        metrics = (ncu.METRICS + ncu.SUMMARY_METRICS, ncu.METRICS, ())[self._metrics]
+        cmd = ncu.profile_command(exe, None, 0, 0, work / "report", target, metrics,
+                                  work / "ncu.log" if self._printed else None)
+        out = open(work / "output", "wb")
+        try:
+            proc = subprocess.Popen(cmd, cwd=work / "cwd", env=self._profile_env(), stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError:
+            shutil.rmtree(work, ignore_errors=True)
+            return None
+        finally:
+            out.close()
+        return _Spare(proc, work)
+
+    def _on_spare(self, spare: "_Spare", task, plan: dict, cubin: bytes, sizes: dict, save_to: Path | None) -> dict | None:
+        """Profile on the run started ahead; None where it cannot be used (it ended, or ncu refused something it was
+        started with), and the caller profiles the usual way."""
+        try:
+            if spare.proc.poll() is not None:
+                return None
+            work = spare.work
+            (work / "candidate.cubin").write_bytes(cubin)
+            request = dict(cubin=str(work / "candidate.cubin"), plan=plan, inputs=input_specs(task, sizes, 0),
+                           outputs=output_specs(task, sizes), seed=random.SystemRandom().getrandbits(62),
+                           warmup=self.config.warmup_rounds)
+            (work / "go.tmp").write_text(json.dumps(request))
+            t0 = time.perf_counter()
+            os.replace(work / "go.tmp", work / "go.json")
+            try:
+                code = spare.proc.wait(timeout=self.config.timeout_s)
+            except subprocess.TimeoutExpired:
+                spare.kill()
+                code = None
+            seconds = time.perf_counter() - t0
+            output = _read_text(work / "output")[-200_000:] + _read_text(work / "ncu.log")
+            if ncu.unknown_option(output) or ncu.unknown_metric(output):
+                return None
+            return self._finish(self.config.ncu or ncu.find_ncu(), code, output, seconds, work, plan, save_to,
+                                spare=True)
+        finally:
+            spare.close()
+
+    # ---- a run started now --------------------------------------------------------------------
+
+    def _run_now(self, exe: str, task, plan: dict, cubin: bytes, sizes: dict, work: Path, save_to: Path | None) -> dict:
         cfg = self.config
         target = self._target(task, plan, cubin, sizes, work)
         names = [launch["func"] for launch in plan["launches"]]
@@ -186,6 +259,13 @@ class Profiler:
             if not (metrics and ncu.unknown_metric(output)):
                 break
             self._metrics = level + 1
+        return self._finish(exe, code, output, seconds, work, plan, save_to)
+
+    def _finish(self, exe: str, code: int | None, output: str, seconds: float, work: Path, plan: dict,
+                save_to: Path | None, spare: bool = False) -> dict:
+        """The profile a finished ncu run in ``work`` left: its report, its printed page, the program's status."""
+        cfg = self.config
+        log, report = work / "ncu.log", work / "report"
         if code is None:
             return _failed(f"ncu passed its {cfg.timeout_s:.0f} s limit and was killed", output, seconds)
         denied = ncu.no_permission(output)
@@ -220,6 +300,9 @@ class Profiler:
             rows = rows or ncu.launches(pages["raw"], pages["details"])
         if not rows:
             return _failed("ncu profiled no launch of the plan's kernels", output, seconds)
+        if spare and len(rows) != len(plan["launches"]):
+            return _failed(f"ncu profiled {len(rows)} launches in the profiler range, the plan has "
+                           f"{len(plan['launches'])}", output, seconds)
         if save_to is not None:
             save_to.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(rep, save_to / "ncu.ncu-rep")
@@ -228,8 +311,8 @@ class Profiler:
         return dict(outcome("ok", seconds=seconds), tool=self._ncu_version(exe), kernels=kernels_from(rows, plan),
                     messages=ncu.messages(output)[:10],
                     stage_seconds={"profile": round(profiled_s, 3), "import": round(seconds - profiled_s, 3)},
-                    pages=source,
-                    program_seconds=status.get("split_s", {}))
+                    pages=source, program_seconds=status.get("split_s", {}),
+                    started_ahead=spare)
 
     def _target(self, task, plan: dict, cubin: bytes, sizes: dict, work: Path) -> list[str]:
         """Write the profiled program's request into ``work``; return its command line."""
@@ -253,6 +336,29 @@ class Profiler:
             lines = [line.strip() for line in text.splitlines() if line.strip()]
             self._version = lines[-1] if code == 0 and lines else "ncu"
         return self._version
+
+
+SPARE_WAIT_S = 1800.0   # a run started ahead that no request reached by then ends by itself
+
+
+class _Spare:
+    """A profiling run started ahead (``Profiler._start_spare``): ncu's process and its work folder."""
+
+    def __init__(self, proc: subprocess.Popen, work: Path):
+        self.proc, self.work = proc, work
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+    def close(self) -> None:
+        """End it (if it still waits) and remove its folder."""
+        if self.proc.poll() is None:
+            self.kill()
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def kernels_from(rows: list[dict], plan: dict) -> list[dict]:

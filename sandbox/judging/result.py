@@ -207,6 +207,8 @@ class Profile(Recorded):
     stage_seconds: dict[str, Number] = Field(default_factory=dict, description="The profiling run and the page imports.")
     pages: str | None = Field(None, description="Where the numbers came from: printed by the run, or imported.")
     program_seconds: dict[str, Number] = Field(default_factory=dict, description="The profiled program's own parts.")
+    started_ahead: bool = Field(False, description="Profiled by a run started ahead of the request (ncu, the "
+                                "program and its CUDA context already up: ``seconds`` holds no start-up).")
     sizes: dict[str, int] = Field(default_factory=dict, description="The sizes profiled.")
     timing: ProfileTiming | None = None
     diagnosis: str = Field("", description="The diagnosis as text: Entry.diagnosis, and what prompts show.")

@@ -81,15 +81,19 @@ def kernel_filter(names: list[str]) -> str:
     return "regex:^(" + "|".join(re.escape(n) for n in unique) + ")$"
 
 
-def profile_command(ncu: str, names: list[str], skip: int, count: int, report: Path, target: list[str],
+def profile_command(ncu: str, names: list[str] | None, skip: int, count: int, report: Path, target: list[str],
                     metrics: tuple[str, ...] | bool = True, log: Path | None = None) -> list[str]:
     """The profiling run: the plan's kernels only, past the warm-up, real clocks, fixed sections. ``metrics``:
     True for ``METRICS``, False for none, or the names. With ``log``, ncu's own output goes to that file, the
     details page included (``PRINT_DETAILS``): the profiled program's output, a candidate's printf among it,
-    cannot reach it."""
+    cannot reach it. ``names`` None: the kernels are not known when ncu starts (a run started ahead), so ncu
+    profiles what the program launches between its ``cudaProfilerStart`` and ``cudaProfilerStop``."""
     cmd = [ncu, "--clock-control", "none", "--cache-control", "all", "--replay-mode", "kernel",
-           "--kernel-name-base", "mangled", "-k", kernel_filter(names),
-           "--launch-skip", str(skip), "--launch-count", str(count)]
+           "--kernel-name-base", "mangled"]
+    if names is None:
+        cmd += ["--profile-from-start", "off"]
+    else:
+        cmd += ["-k", kernel_filter(names), "--launch-skip", str(skip), "--launch-count", str(count)]
     for section in SECTIONS:
         cmd += ["--section", section]
     metrics = METRICS if metrics is True else metrics or ()
