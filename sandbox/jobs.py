@@ -7,7 +7,7 @@ it, one of four typed outcomes, the same whether one local sandbox or a GPU of a
 - ``Lost(reasons)``: the GPU that ran it was lost twice (a cluster only): only this candidate is skipped.
 
 ``compile_job`` and ``evaluate_job`` turn one sandbox call into an outcome; ``OneSlot`` is a local sandbox's
-single slot: ``submit`` queues a job, ``wait`` runs the queued jobs on the caller's thread, in order. A cluster
+single slot: ``submit`` queues a job, ``wait`` runs the queued jobs on the caller's thread, evaluations first. A cluster
 (``sandbox.cluster.RaySandbox``) runs the same jobs on its actors, ``slots`` of them at once.
 """
 
@@ -100,9 +100,12 @@ class OneSlot:
         return job
 
     def wait(self) -> list[Job]:
-        """Run every queued job; the jobs, done (none when nothing was queued: nothing else can finish)."""
+        """Run every queued job, evaluations first, then compiles (each in submission order); the jobs, done (none
+        when nothing was queued: nothing else can finish). A compile starts when it is submitted (``prefetch``)
+        and its job only waits for it, so a compile submitted just before an evaluation runs beside that
+        evaluation, not ahead of it."""
         done, self.queued = self.queued, []
-        for job, run in done:
+        for job, run in sorted(done, key=lambda queued: queued[0].op == "compile"):
             job.outcome, job.done = run(), True
         return [job for job, _ in done]
 

@@ -41,7 +41,7 @@ def _baseline(task, label="c0000"):
 
 
 @pytest.mark.parametrize("kind", [CompileOnlySandbox, FakeSandbox])
-def test_a_local_sandbox_has_one_slot_and_runs_its_jobs_in_order_when_waited_on(kind, task):
+def test_a_local_sandbox_has_one_slot_and_runs_its_jobs_when_waited_on(kind, task):
     with kind() as sandbox:
         assert isinstance(sandbox, Sandbox) and sandbox.slots == 1
         compiled = sandbox.submit_compile(task, _baseline(task), tag="first")
@@ -79,6 +79,30 @@ class Scripted(Sandbox):
         if self.evaluate_raises:
             raise self.evaluate_raises.pop(0)
         return self._result(task, candidate, Status.ok)
+
+
+def test_a_local_slot_starts_a_compile_when_it_is_submitted_and_runs_evaluations_first(task):
+    calls = []
+
+    class Recording(Scripted):
+        def prefetch(self, task, candidates):
+            calls.append(("prefetch", candidates[0].label))
+
+        def compile(self, task, candidate):
+            calls.append(("compile", candidate.label))
+            return super().compile(task, candidate)
+
+        def evaluate(self, task, candidate, sizes=None, timing=True):
+            calls.append(("evaluate", candidate.label))
+            return super().evaluate(task, candidate, sizes, timing)
+
+    sandbox = Recording()
+    jobs = [sandbox.submit_compile(task, _baseline(task, "c1")), sandbox.submit_evaluate(task, _baseline(task, "c0")),
+            sandbox.submit_compile(task, _baseline(task, "c2"))]
+    assert calls == [("prefetch", "c1"), ("prefetch", "c2")]    # both compiles under way before anything is waited on
+    assert sandbox.wait() == jobs                                # handed back in submission order
+    # the evaluation first: the compiles submitted with it finish beside it instead of holding it up
+    assert calls[2:] == [("evaluate", "c0"), ("compile", "c1"), ("compile", "c2")]
 
 
 def _outcome(sandbox, task, op="evaluate"):
