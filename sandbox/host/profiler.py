@@ -16,6 +16,9 @@ sections and metrics. It builds a flat dict (what ``sandbox.profile.diagnosis`` 
   estimated speedups);
 - ``diagnosis`` (short text, for ``Entry.diagnosis`` and prompts) and ``diagnosis_data`` (the same as a
   dict: bound, roofline, issues, changes, resources), from ``sandbox.profile.diagnosis``;
+- ``started_ahead``: after each profile the next profiling run is started at once and waits for its request
+  (``ProfileConfig.ahead``; ncu with ``--profile-from-start off``, the program up to its CUDA context), so a later
+  profile pays only for its launches and its report; a run that ended or that ncu refused is set aside;
 - ``seconds``: wall time of the ncu runs, also added to ``result.cost.profile_gpu_s``; ``stage_seconds`` splits
   it into the profiling run and the report's page imports, ``program_seconds`` the profiled program's own parts
   (under ncu: imports, CUDA context, module load, buffers, inputs, launches with their replays).
@@ -171,7 +174,7 @@ class Profiler:
 
     def _run_ncu(self, exe: str, task, plan: dict, cubin: bytes, sizes: dict, work: Path, save_to: Path | None) -> dict:
         spare, self._spare = self._spare, None
-        found = self._on_spare(spare, task, plan, cubin, sizes, save_to) if spare is not None else None
+        found = self._on_spare(spare, exe, task, plan, cubin, sizes, save_to) if spare is not None else None
         if found is None:
             found = self._run_now(exe, task, plan, cubin, sizes, work, save_to)
         if found["status"] != "unavailable" and self.config.ahead:
@@ -205,7 +208,8 @@ class Profiler:
             out.close()
         return _Spare(proc, work)
 
-    def _on_spare(self, spare: "_Spare", task, plan: dict, cubin: bytes, sizes: dict, save_to: Path | None) -> dict | None:
+    def _on_spare(self, spare: "_Spare", exe: str, task, plan: dict, cubin: bytes, sizes: dict,
+                  save_to: Path | None) -> dict | None:
         """Profile on the run started ahead; None where it cannot be used (it ended, or ncu refused something it was
         started with), and the caller profiles the usual way."""
         try:
@@ -228,8 +232,7 @@ class Profiler:
             output = _read_text(work / "output")[-200_000:] + _read_text(work / "ncu.log")
             if ncu.unknown_option(output) or ncu.unknown_metric(output):
                 return None
-            return self._finish(self.config.ncu or ncu.find_ncu(), code, output, seconds, work, plan, save_to,
-                                spare=True)
+            return self._finish(exe, code, output, seconds, work, plan, save_to, spare=True)
         finally:
             spare.close()
 
