@@ -15,7 +15,8 @@ Three parts, each printed as a table as soon as it is done (``--parts`` picks th
   the reference, the full timing protocol, a profile of each new best) at a memory-bound suite task's benchmark
   size, handed to the loop as a model's answers would be (``--parallel`` requests open). Reports candidates per
   GPU-hour, the GPU worker's busy share of the wall time (the correctness and timing stages' own seconds and the
-  profiles', over the phase's wall) and what a profile of a new best took.
+  profiles', over the phase's wall; the phase starts once the baseline is evaluated and profiled) and what a
+  profile of a new best took.
 
     python bench/throughput.py                                  # every part
     python bench/throughput.py --parts optimize,candidates --json out.json
@@ -223,7 +224,11 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
     wall = time.perf_counter() - t0
     timeline = _timeline(run.path)
     evaluated = [e for e in run.entries if e.origin != "baseline"]
-    phase_s = max(t for _, t in timeline) - next(t for w, t in timeline if "c0000" in w)
+    # the phase starts once the baseline is settled: its evaluation, then its profile (the first prompt's), which
+    # runs right after its evaluation is recorded and before any candidate is asked for
+    base = next(e for e in run.entries if e.origin == "baseline")
+    base_profile_s = base.result.cost.profile_gpu_s
+    phase_s = max(t for _, t in timeline) - next(t for w, t in timeline if "c0000" in w) - base_profile_s
     gpu = sum(e.result.cost.check_gpu_s + e.result.cost.time_gpu_s + e.result.cost.profile_gpu_s for e in evaluated)
     profiles = [e.result.cost.profile_gpu_s for e in evaluated if e.result.cost.profile_gpu_s > 0]
     ahead = sum(1 for e in evaluated if e.result.profile is not None and e.result.profile.started_ahead)
@@ -232,7 +237,7 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
                phase_s=phase_s, per_gpu_hour=3600 * len(evaluated) / phase_s, busy=gpu / phase_s,
                evaluation_wall_median_s=statistics.median(walls) if walls else None,
                profiles=len(profiles), profile_s=profiles, profiles_started_ahead=ahead, parallel=parallel,
-               baseline=timeline[0][0])
+               baseline=timeline[0][0], baseline_profile_s=base_profile_s)
     print(f"\n## LLM-style candidates on softmax at its benchmark size ({parallel} requests open)")
     print("\n| candidates | statuses | phase wall s | per GPU-hour | GPU busy | evaluation wall (median) s | "
           "profiles of a new best: n (started ahead), median s, max s |")
@@ -240,7 +245,8 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
     prof = f"{len(profiles)} ({ahead}), {statistics.median(profiles):.2f}, {max(profiles):.2f}" if profiles else "0"
     print(f"| {out['candidates']} | {out['statuses']} | {phase_s:.1f} | {out['per_gpu_hour']:,.0f} | {out['busy']:.0%} | "
           f"{out['evaluation_wall_median_s']:.2f} | {prof} |")
-    print(f"\nBefore the phase (run wall {wall:.1f} s in all): {out['baseline']}")
+    print(f"\nBefore the phase (run wall {wall:.1f} s in all): {out['baseline']}, then its profile "
+          f"{base_profile_s:.2f} s")
     out["split"] = _candidate_split(evaluated, phase_s)
     return out
 
