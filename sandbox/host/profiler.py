@@ -32,7 +32,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -49,12 +48,16 @@ from ..judging.result import Profile, Status
 from ..plumbing import tempdirs
 from ..plumbing.files import cache_dir
 from ..plumbing.hostpaths import redact
-from ..plumbing.tools import scrubbed_env
-from ..plumbing.tools import read_json, run_tool
+from ..plumbing.tools import OUTPUT_LIMIT, kill_group, read_json, run_tool, scrubbed_env
 from ..profile import ncu
 from ..profile.counters import summarize
 from ..profile.diagnosis import diagnose
 from ..tasks.inputs import input_specs, output_specs
+
+
+# The metrics named beside the sections, by ``Profiler._metrics``: every one the summary reads, the base set where
+# ncu refuses one of those, none where it refuses one of the base set too.
+METRIC_LEVELS = (ncu.METRICS + ncu.SUMMARY_METRICS, ncu.METRICS, ())
 
 
 class ProfileConfig(BaseModel):
@@ -194,7 +197,7 @@ class Profiler:
                      wait_s=SPARE_WAIT_S, owner=os.getpid(), status_file=str(work / "target.json"))
         (work / "spare.json").write_text(json.dumps(spare))
         target = [sys.executable, "-m", "sandbox.worker.profile_target", "--wait", str(work / "spare.json")]
-        metrics = (ncu.METRICS + ncu.SUMMARY_METRICS, ncu.METRICS, ())[self._metrics]
+        metrics = METRIC_LEVELS[self._metrics]
         cmd = ncu.profile_command(exe, None, 0, 0, work / "report", target, metrics,
                                   work / "ncu.log" if self._printed else None)
         out = open(work / "output", "wb")
@@ -226,10 +229,10 @@ class Profiler:
             try:
                 code = spare.proc.wait(timeout=self.config.timeout_s)
             except subprocess.TimeoutExpired:
-                spare.kill()
+                kill_group(spare.proc)
                 code = None
             seconds = time.perf_counter() - t0
-            output = _read_text(work / "output")[-200_000:] + _read_text(work / "ncu.log")
+            output = _read_text(work / "output")[-OUTPUT_LIMIT:] + _read_text(work / "ncu.log")
             if ncu.unknown_option(output) or ncu.unknown_metric(output):
                 return None
             return self._finish(exe, code, output, seconds, work, plan, save_to, spare=True)
@@ -247,8 +250,8 @@ class Profiler:
         seconds = 0.0
         # every metric the summary reads named (the printed page then holds them all); where ncu refuses a name,
         # the base set, then none (the sections alone)
-        for level in range(self._metrics, 3):
-            metrics = (ncu.METRICS + ncu.SUMMARY_METRICS, ncu.METRICS, ())[level]
+        for level in range(self._metrics, len(METRIC_LEVELS)):
+            metrics = METRIC_LEVELS[level]
             for printed in ((True, False) if self._printed else (False,)):
                 log.unlink(missing_ok=True)
                 cmd = ncu.profile_command(exe, names, cfg.warmup_rounds * count, count, report, target, metrics,
@@ -350,17 +353,10 @@ class _Spare:
     def __init__(self, proc: subprocess.Popen, work: Path):
         self.proc, self.work = proc, work
 
-    def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-
     def close(self) -> None:
         """End it (if it still waits) and remove its folder."""
         if self.proc.poll() is None:
-            self.kill()
+            kill_group(self.proc)
         shutil.rmtree(self.work, ignore_errors=True)
 
 

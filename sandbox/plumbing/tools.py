@@ -73,16 +73,22 @@ def run_tool(cmd: list[str], cwd: Path, env: dict, timeout: float, keep_stdout_o
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            kill_group(proc)
             code = None
         text = _read(out, None if keep_stdout_only else OUTPUT_LIMIT)
         if keep_stdout_only and code != 0:
             text += _read(err, OUTPUT_LIMIT)
     return code, text, time.perf_counter() - t0
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill a process started in a session of its own (``start_new_session``) with everything it started, and
+    reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def _read(f, tail: int | None) -> str:
