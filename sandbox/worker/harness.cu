@@ -10,13 +10,32 @@ __device__ __forceinline__ unsigned long long mix64(unsigned long long x) {
     return x;
 }
 
-// Order-sensitive hash of n 32-bit words: sum over i of mix(mix(i ^ seed) + word[i]).
+// Order-sensitive hash of n 32-bit words: sum over i of mix(mix(i ^ seed) + word[i]). The sum is the same whatever
+// the grid and whatever words a thread reads: each thread reads four words at a time where p is 16-byte aligned.
+__device__ __forceinline__ unsigned long long hash_range(const unsigned int* __restrict__ p, long long n,
+                                                         unsigned long long seed, long long t, long long stride) {
+    unsigned long long acc = 0;
+    long long i0 = 0;
+    if (((unsigned long long)p & 15ULL) == 0) {
+        const uint4* q = reinterpret_cast<const uint4*>(p);
+        long long quads = n / 4;
+        for (long long k = t; k < quads; k += stride) {
+            uint4 v = q[k];
+            unsigned long long i = 4 * (unsigned long long)k;
+            acc += mix64(mix64(i ^ seed) + v.x) + mix64(mix64((i + 1) ^ seed) + v.y)
+                 + mix64(mix64((i + 2) ^ seed) + v.z) + mix64(mix64((i + 3) ^ seed) + v.w);
+        }
+        i0 = quads * 4;
+    }
+    for (long long i = i0 + t; i < n; i += stride)
+        acc += mix64(mix64((unsigned long long)i ^ seed) + p[i]);
+    return acc;
+}
+
 extern "C" __global__ void hash_words(const unsigned int* __restrict__ p, long long n,
                                       unsigned long long seed, unsigned long long* out) {
-    unsigned long long acc = 0;
     long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
-        acc += mix64(mix64((unsigned long long)i ^ seed) + p[i]);
+    unsigned long long acc = hash_range(p, n, seed, blockIdx.x * (long long)blockDim.x + threadIdx.x, stride);
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
     if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);
 }
@@ -26,11 +45,9 @@ extern "C" __global__ void hash_words(const unsigned int* __restrict__ p, long l
 extern "C" __global__ void hash_many(const unsigned long long* __restrict__ ptrs, const long long* __restrict__ words,
                                      unsigned long long seed, unsigned long long* out) {
     const unsigned int* p = (const unsigned int*)ptrs[blockIdx.y];
-    long long n = words[blockIdx.y];
-    unsigned long long acc = 0;
     long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
-        acc += mix64(mix64((unsigned long long)i ^ seed) + p[i]);
+    unsigned long long acc = hash_range(p, words[blockIdx.y], seed, blockIdx.x * (long long)blockDim.x + threadIdx.x,
+                                        stride);
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
     if ((threadIdx.x & 31) == 0 && acc) atomicAdd(out + blockIdx.y, acc);
 }
@@ -82,15 +99,23 @@ __global__ void agree(const T* __restrict__ c, const T* __restrict__ bm, long lo
     unsigned long long bad = 0, first = ~0ULL;
     long long words = (n + E - 1) / E;
     long long stride = (long long)gridDim.x * blockDim.x;
+    // Whole words are read 8 bytes at a time where both outputs are 8-byte aligned (a Guarded buffer always is).
+    const bool aligned = ((((unsigned long long)c) | ((unsigned long long)bm)) & 7ULL) == 0;
+    const long long whole = aligned ? n / E : 0;
     for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < words; w += stride) {
         unsigned long long m = mix64((unsigned long long)w ^ k1) ^ k2;
         unsigned long long h = mix64((unsigned long long)w ^ sign_key);
+        unsigned long long cw = 0, bw = 0;
+        if (w < whole) {
+            cw = reinterpret_cast<const unsigned long long*>(c)[w];
+            bw = reinterpret_cast<const unsigned long long*>(bm)[w];
+        }
         #pragma unroll
         for (int j = 0; j < E; ++j) {
             long long i = w * E + j;
             if (i >= n) break;
-            U cbits = cu[i];
-            U bbits = bu[i] ^ (U)(m >> (8 * sizeof(T) * j));
+            U cbits = w < whole ? (U)(cw >> (8 * sizeof(T) * j)) : cu[i];
+            U bbits = (w < whole ? (U)(bw >> (8 * sizeof(T) * j)) : bu[i]) ^ (U)(m >> (8 * sizeof(T) * j));
             double cd = as_double(*reinterpret_cast<const T*>(&cbits));
             double bd = as_double(*reinterpret_cast<const T*>(&bbits));
             double d = 0.0;
@@ -167,6 +192,19 @@ extern "C" __global__ void l2_flush_read(const ulonglong2* p, long long n, unsig
         acc += v.x ^ v.y;
     }
     if (acc == never) out[0] = acc;
+}
+
+// ---- poison ---------------------------------------------------------------------------------------
+// Every byte of p[0, n) set to the byte of `pattern` at its offset mod 8: an output's poison (NaN or junk of its
+// type) before a launch. p is 16-byte aligned; 16-byte stores, then the tail byte by byte.
+extern "C" __global__ void fill_pattern(unsigned char* p, long long n, unsigned long long pattern) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    long long vecs = n / 16;
+    ulonglong2 v = make_ulonglong2(pattern, pattern);
+    ulonglong2* q = reinterpret_cast<ulonglong2*>(p);
+    for (long long i = t; i < vecs; i += stride) q[i] = v;
+    for (long long i = vecs * 16 + t; i < n; i += stride) p[i] = (unsigned char)(pattern >> (8 * (i & 7)));
 }
 
 // ---- the stream hold -----------------------------------------------------------------------------

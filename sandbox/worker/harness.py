@@ -154,6 +154,20 @@ class Harness:
                 out[i: i + 1] = self.hash_array(arrays[i], seed)
         return out
 
+    def fill(self, array, value) -> None:
+        """Every element of a contiguous device array set to ``value`` (of its dtype), in one pass of 16-byte
+        stores (``fill_pattern``); CuPy's elementwise fill where the array is not 16-byte aligned."""
+        size = array.dtype.itemsize
+        if array.size == 0:
+            return
+        if array.data.ptr % 16 or 8 % size or not array.flags.c_contiguous:
+            array.fill(value)
+            return
+        pattern = np.full(8 // size, value, dtype=array.dtype).view(np.uint64)[0]
+        n = array.nbytes
+        grid = max(1, min(math.ceil(n / 16 / 256), self.sms * 16))
+        self.function("fill_pattern")((grid,), (256,), (array, np.int64(n), np.uint64(pattern)), stream=self.stream)
+
     # ---- plans ---------------------------------------------------------------------------
 
     def load(self, cubin: bytes, plan: dict) -> "Loaded":
@@ -193,7 +207,7 @@ class Guarded:
         total = self.lo + self.nbytes + 256 + hi
         total = (total + 3) // 4 * 4
         # random words straight into the allocation: no temporary (int32 draws cast to bytes took 5x the buffer)
-        words = cp.random.RandomState(h._rng.getrandbits(63)).randint(0, 1 << 32, size=total // 4, dtype=cp.uint32)
+        words = gen.random_state(cp, h._rng.getrandbits(63)).randint(0, 1 << 32, size=total // 4, dtype=cp.uint32)
         self.raw = words.view(cp.uint8)
         self.guard_lo = self.raw[: self.lo].copy()
         self.guard_hi = self.raw[self.lo + self.nbytes:].copy()
@@ -209,7 +223,8 @@ class Guarded:
         return self.h.hash_array(self.view, seed)
 
     def fill(self, value) -> None:
-        self.view.fill(value)
+        """Every element set to ``value`` (an output's poison): one pass of 16-byte stores (``fill_pattern``)."""
+        self.h.fill(self.view, value)
 
     def memset(self, byte: int) -> None:
         cp = self.h.cp

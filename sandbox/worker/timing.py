@@ -237,7 +237,7 @@ class TimingStage:
                                   **self.req.scalars)
                 for array in produced.values():  # as after every call: nothing the candidate can read keeps an answer
                     if not _overlaps(array, inputs.buffers):
-                        array.fill(0)
+                        self.h.fill(array, 0)
                 self.h.sync()
                 self.peaks[name] = peak[0]
             except Exception as exc:
@@ -431,7 +431,7 @@ class TimingStage:
                 self._store_baseline(inputs)
             for array in arrays:  # nothing the candidate can read keeps an answer
                 if not _overlaps(array, inputs.buffers):
-                    array.fill(0)
+                    self.h.fill(array, 0)
             if name == self.primary and self.pending and self.pending[0] is inputs:
                 self._check(*self.pending)
             return ms, wall
