@@ -216,7 +216,8 @@ class Check(Request):
 @dataclass(frozen=True)
 class TrialRun(Message):
     """One trial in the GPU worker: ``status`` ``ran`` (then ``files``: run label -> output name -> what was handed
-    over; ``identical``: the two runs agree bitwise) or the status it ended with and why."""
+    over; ``identical``: the two runs agree bitwise) or the status it ended with and why. ``gpu_s``: the trial's
+    seconds in the GPU worker (its buffers, inputs, launches, guards and hand-over: ``split_s``)."""
 
     label: str
     status: str
