@@ -42,6 +42,7 @@ Approximate math, refused where a task does not admit fast math, is ``sandbox.ca
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from dataclasses import dataclass
 
@@ -86,11 +87,18 @@ class Token:
     first: bool  # first token of its line
 
 
-def read_tokens(source: str) -> tuple[list[Token], _LineMap]:
-    """The source's tokens (line splices joined) and the map from an offset to its line; FilterError if unreadable."""
+def read_tokens(source: str) -> tuple[tuple[Token, ...], _LineMap]:
+    """The source's tokens (line splices joined) and the map from an offset to its line; FilterError if unreadable.
+    The last few texts read are remembered: a candidate's source is read by the filter, the fast-math rule and the
+    checks of its knobs, once per compile and once more in the orchestrator."""
+    return _read_tokens(source)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_tokens(source: str) -> tuple[tuple[Token, ...], _LineMap]:
     text, splices = _splice(source)
     line = _LineMap(text, splices)
-    return _Lexer(text, splices, line).tokens(), line
+    return tuple(_Lexer(text, splices, line).tokens()), line
 
 
 def check(source: str) -> list[str]:
