@@ -14,9 +14,10 @@ Three parts, each printed as a table as soon as it is done (``--parts`` picks th
 - ``candidates``: LLM-style candidates (whole kernels, each new code, evaluated in full: every check size against
   the reference, the full timing protocol, a profile of each new best) at a memory-bound suite task's benchmark
   size, handed to the loop as a model's answers would be (``--parallel`` requests open). Reports candidates per
-  GPU-hour, the GPU worker's busy share of the wall time (the correctness and timing stages' own seconds and the
-  profiles', over the phase's wall; the phase starts once the baseline is evaluated and profiled) and what a
-  profile of a new best took.
+  GPU-hour, the GPU's busy share of the wall time (the GPU worker's correctness and timing stages, the reference
+  worker's comparisons and the profiles, each on the GPU and one at a time, over the phase's wall; the phase starts
+  once the baseline is evaluated and profiled), what a profile of a new best took, and the loop's own seconds
+  between evaluations.
 
     python bench/throughput.py                                  # every part
     python bench/throughput.py --parts optimize,candidates --json out.json
@@ -229,7 +230,8 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
     base = next(e for e in run.entries if e.origin == "baseline")
     base_profile_s = base.result.cost.profile_gpu_s
     phase_s = max(t for _, t in timeline) - next(t for w, t in timeline if "c0000" in w) - base_profile_s
-    gpu = sum(e.result.cost.check_gpu_s + e.result.cost.time_gpu_s + e.result.cost.profile_gpu_s for e in evaluated)
+    gpu = sum(e.result.cost.check_gpu_s + e.result.cost.time_gpu_s + e.result.cost.reference_s
+              + e.result.cost.profile_gpu_s for e in evaluated)
     profiles = [e.result.cost.profile_gpu_s for e in evaluated if e.result.cost.profile_gpu_s > 0]
     ahead = sum(1 for e in evaluated if e.result.profile is not None and e.result.profile.started_ahead)
     walls = [e.result.cost.wall_s for e in evaluated]
@@ -248,7 +250,21 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
     print(f"\nBefore the phase (run wall {wall:.1f} s in all): {out['baseline']}, then its profile "
           f"{base_profile_s:.2f} s")
     out["split"] = _candidate_split(evaluated, phase_s)
+    out["gaps"] = _gaps(run.path)
     return out
+
+
+def _gaps(run: Path) -> dict:
+    """The loop's own seconds between evaluations: from one evaluation's record to the next evaluation's start (its
+    record's time less its wall and its profile, which runs before it is recorded), over the candidates' phase."""
+    from agent.trace.events import read_events
+
+    evs = [e for e in read_events(run) if e.kind == "evaluation"]
+    gaps = [b.wall_s - b.result.cost.wall_s - b.result.cost.profile_gpu_s - a.wall_s for a, b in zip(evs[1:], evs[2:])]
+    if gaps:
+        print(f"\nThe loop between evaluations (record to next start): median {statistics.median(gaps):.3f} s, "
+              f"max {max(gaps):.3f} s, sum {sum(gaps):.2f} s over {len(gaps)}")
+    return dict(gaps_s=gaps)
 
 
 def _candidate_split(evaluated, phase_s: float) -> dict:
@@ -262,7 +278,10 @@ def _candidate_split(evaluated, phase_s: float) -> dict:
         if e.result.profile is not None:
             profile.update({f"stage {k}": v for k, v in e.result.profile.stage_seconds.items()})
             profile.update({f"program {k}": v for k, v in e.result.profile.program_seconds.items()})
-    print(f"\nWhere the candidates' seconds went (phase wall {phase_s:.1f} s):\n")
+    timed = [e.result.timing for e in evaluated if e.result.timing is not None]
+    counts = {k: [getattr(t, k) for t in timed if getattr(t, k) is not None] for k in ("rounds", "candidate_launches")}
+    print(f"\nWhere the candidates' seconds went (phase wall {phase_s:.1f} s; timing stages: "
+          + ", ".join(f"{k} median {statistics.median(v):g}, sum {sum(v)}" for k, v in counts.items() if v) + "):\n")
     print("| cost | median s | sum s |")
     print("|---|---|---|")
     for k, v in costs.items():
@@ -270,7 +289,7 @@ def _candidate_split(evaluated, phase_s: float) -> dict:
     for title, parts in (("timing stage", timing), ("profiles", profile)):
         if parts:
             print(f"\n{title}, summed: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.most_common()))
-    return dict(costs=costs, timing=dict(timing), profile=dict(profile))
+    return dict(costs=costs, timing=dict(timing), profile=dict(profile), counts=counts)
 
 
 def main(argv=None) -> int:
@@ -278,12 +297,14 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, from: {', '.join(PARTS)}")
     ap.add_argument("--cases", default=",".join(vkt.CASES), help="the search part's cases")
     ap.add_argument("--finalists", type=int, default=1, help="screened configurations evaluated in full per case")
-    ap.add_argument("--candidates", type=int, default=24, help="LLM-style candidates")
+    ap.add_argument("--candidates", type=int, default=48, help="LLM-style candidates")
     ap.add_argument("--repeat", type=int, default=2, help="pairs of whole processes in the optimize part")
     ap.add_argument("--parallel", type=int, default=4, help="requests open at once in the candidates part")
     ap.add_argument("--sandbox", default="gpu", help="the optimize and candidates parts' sandbox (fake: a dry run "
                     "of this script, simulated figures)")
     ap.add_argument("--json", type=Path, help="also write every part's figures to this file")
+    ap.add_argument("--cprofile", type=Path, metavar="FILE",
+                    help="also write a cProfile of this process (the loop, the orchestrator) to FILE")
     ap.add_argument("--kt-process", metavar="TASK_DIR", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.kt_process:
@@ -296,6 +317,12 @@ def main(argv=None) -> int:
     if min(args.candidates, args.parallel, args.finalists, args.repeat) < 1:
         ap.error("--candidates, --parallel, --finalists and --repeat must be at least 1")
     out, t0 = {}, time.perf_counter()
+    prof = None
+    if args.cprofile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
     with tempfile.TemporaryDirectory(prefix="kw-throughput-") as folder:
         for part in parts:
             if part == "search":
@@ -306,6 +333,9 @@ def main(argv=None) -> int:
                 out[part] = candidates_part(Path(folder), args.candidates, args.parallel, args.sandbox)
             if args.json:
                 args.json.write_text(json.dumps(out, indent=1, default=str))
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(args.cprofile)
     print(f"\n{len(parts)} parts in {time.perf_counter() - t0:.0f} s")
     return 0
 
