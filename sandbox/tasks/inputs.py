@@ -11,7 +11,9 @@ saturated activations), ``kinks`` (values at and just beside the kinks of the co
 the largest finite ones, or a task's own list); ``constant`` fills an input with one value.
 A generated array is computed in float64 by the backend's own generator (NumPy or CuPy, same code
 path on every process of one backend) and rounded once to the input's dtype; bfloat16 inputs are
-kept as their uint16 bit patterns (``dtypes.to_bfloat16``)."""
+kept as their uint16 bit patterns (``dtypes.to_bfloat16``). On a GPU, a float32 input of the ``normal``, ``wide``
+or ``uniform`` kind is drawn in float32 directly (cuRAND's float32 draws, the offset added in float32): a 1 GiB
+input then moves a quarter of the bytes that its float64 temporaries did."""
 
 from __future__ import annotations
 
@@ -121,6 +123,8 @@ def random_state(xp, seed: int):
 def _draw(xp, spec: dict, rs, shape: tuple[int, ...]):
     dtype = spec["dtype"]
     dist = spec.get("kind", spec["dist"])
+    if dtype == "float32" and dist in ("normal", "wide", "uniform") and getattr(xp, "__name__", "") == "cupy":
+        return _draw_float32(xp, spec, rs, shape, dist)
     if dist == "ones":
         values = xp.ones(shape, dtype=xp.float64)
     elif dist == "constant":
@@ -151,6 +155,18 @@ def _draw(xp, spec: dict, rs, shape: tuple[int, ...]):
     if spec.get("offset"):
         values = values + spec["offset"]
     return from_float64(xp, values, dtype)
+
+
+def _draw_float32(xp, spec: dict, rs, shape: tuple[int, ...], dist: str):
+    """A float32 ``normal``, ``wide`` or ``uniform`` input drawn in float32 (``_draw`` on a GPU)."""
+    f = xp.float32
+    if dist == "uniform":
+        values = rs.uniform(spec["low"], spec["high"], size=shape, dtype=f)
+    else:
+        values = rs.normal(0.0, WIDE_SCALE if dist == "wide" else spec["scale"], size=shape, dtype=f)
+    if spec.get("offset"):
+        values += f(spec["offset"])
+    return values
 
 
 def describe(spec: TensorSpec) -> str:
