@@ -214,22 +214,61 @@ def softmax_answers(n: int):
     return [dataclasses.replace(c, label=f"answer{i}") for i, c in enumerate(out)]
 
 
+class Spans:
+    """The sandbox's evaluations and profiles as (start, end) on this process's clock, for what the loop leaves idle
+    between them: their methods wrapped for the length of a ``with`` block."""
+
+    def __init__(self, cls):
+        self.cls, self.spans = cls, []   # (method, start, end), in seconds since the epoch as the trace's events
+
+    def __enter__(self):
+        self.saved = {name: getattr(self.cls, name) for name in ("evaluate", "profile")}
+        for name, real in self.saved.items():
+            def timed(sb, *args, _real=real, _name=name, **kwargs):
+                t0 = time.time()
+                try:
+                    return _real(sb, *args, **kwargs)
+                finally:
+                    self.spans.append((_name, t0, time.time()))
+            setattr(self.cls, name, timed)
+        return self
+
+    def __exit__(self, *exc):
+        for name, real in self.saved.items():
+            setattr(self.cls, name, real)
+
+    def idle(self, start: float, end: float) -> list[float]:
+        """The gaps between consecutive spans that lie in [start, end]."""
+        inside = sorted((a, b) for _, a, b in self.spans if a >= start and b <= end)
+        return [max(0.0, b0 - a1) for (_, a1), (b0, _) in zip(inside, inside[1:])]
+
+
 def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
     import agent
+    from sandbox.host.fake import FakeSandbox
+    from sandbox.host.gpu import GPUSandbox
 
     answers = softmax_answers(n)
     t0 = time.perf_counter()
-    run = agent.optimize("softmax", proposer=Answers(answers), traces=folder / "traces", progress=False, sandbox=sandbox,
-                         config={"budget": {"iterations": len(answers)}, "parallel": parallel,
-                                 "tune": {"enabled": False}, "sanitize": {"enabled": False}})
+    with Spans(GPUSandbox if sandbox == "gpu" else FakeSandbox) as spans:
+        run = agent.optimize("softmax", proposer=Answers(answers), traces=folder / "traces", progress=False,
+                             sandbox=sandbox, config={"budget": {"iterations": len(answers)}, "parallel": parallel,
+                                                      "tune": {"enabled": False}, "sanitize": {"enabled": False}})
     wall = time.perf_counter() - t0
+    from agent.trace.events import read_events
+
     timeline = _timeline(run.path)
+    events = read_events(run.path)
     evaluated = [e for e in run.entries if e.origin != "baseline"]
-    # the phase starts once the baseline is settled: its evaluation, then its profile (the first prompt's), which
-    # runs right after its evaluation is recorded and before any candidate is asked for
     base = next(e for e in run.entries if e.origin == "baseline")
     base_profile_s = base.result.cost.profile_gpu_s
-    phase_s = max(t for _, t in timeline) - next(t for w, t in timeline if "c0000" in w) - base_profile_s
+    # The phase starts once the baseline is settled: evaluated, then profiled (the first prompt's profile, taken
+    # before its evaluation is recorded), and ends when the last candidate is recorded. What the run does after (the
+    # held-out check of its leaders) is a cost of the run, not of its candidates, and is reported beside.
+    stamps = [e.t for e in events if e.kind == "evaluation"]
+    profiled = [b for name, _, b in spans.spans if name == "profile"]
+    start = max([stamps[0]] + profiled[:1])
+    phase_s, finish_s = stamps[-1] - start, max(e.t for e in events) - stamps[-1]
     gpu = sum(e.result.cost.check_gpu_s + e.result.cost.time_gpu_s + e.result.cost.reference_s
               + e.result.cost.profile_gpu_s for e in evaluated)
     profiles = [e.result.cost.profile_gpu_s for e in evaluated if e.result.cost.profile_gpu_s > 0]
@@ -248,23 +287,15 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
     print(f"| {out['candidates']} | {out['statuses']} | {phase_s:.1f} | {out['per_gpu_hour']:,.0f} | {out['busy']:.0%} | "
           f"{out['evaluation_wall_median_s']:.2f} | {prof} |")
     print(f"\nBefore the phase (run wall {wall:.1f} s in all): {out['baseline']}, then its profile "
-          f"{base_profile_s:.2f} s")
+          f"{base_profile_s:.2f} s. After it: {finish_s:.2f} s (the held-out check of the leaders, the summary)")
+    out["finish_s"] = finish_s
     out["split"] = _candidate_split(evaluated, phase_s)
-    out["gaps"] = _gaps(run.path)
-    return out
-
-
-def _gaps(run: Path) -> dict:
-    """The loop's own seconds between evaluations: from one evaluation's record to the next evaluation's start (its
-    record's time less its wall and its profile, which runs before it is recorded), over the candidates' phase."""
-    from agent.trace.events import read_events
-
-    evs = [e for e in read_events(run) if e.kind == "evaluation"]
-    gaps = [b.wall_s - b.result.cost.wall_s - b.result.cost.profile_gpu_s - a.wall_s for a, b in zip(evs[1:], evs[2:])]
+    gaps = spans.idle(start, stamps[-1])
     if gaps:
-        print(f"\nThe loop between evaluations (record to next start): median {statistics.median(gaps):.3f} s, "
-              f"max {max(gaps):.3f} s, sum {sum(gaps):.2f} s over {len(gaps)}")
-    return dict(gaps_s=gaps)
+        print(f"\nThe loop between one evaluation or profile and the next (the GPU slot idle): median "
+              f"{statistics.median(gaps):.3f} s, max {max(gaps):.3f} s, sum {sum(gaps):.2f} s over {len(gaps)}")
+    out["gaps_s"] = gaps
+    return out
 
 
 def _candidate_split(evaluated, phase_s: float) -> dict:
