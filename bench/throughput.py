@@ -288,6 +288,8 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
           f"{out['evaluation_wall_median_s']:.2f} | {prof} |")
     print(f"\nBefore the phase (run wall {wall:.1f} s in all): {out['baseline']}, then its profile "
           f"{base_profile_s:.2f} s. After it: {finish_s:.2f} s (the held-out check of the leaders, the summary)")
+    if profiled:
+        print(f"The baseline's profile ended {stamps[0] - profiled[0]:+.3f} s before its evaluation was recorded")
     out["finish_s"] = finish_s
     out["split"] = _candidate_split(evaluated, phase_s)
     gaps = spans.idle(start, stamps[-1])
