@@ -99,55 +99,44 @@ __global__ void agree(const T* __restrict__ c, const T* __restrict__ bm, long lo
     unsigned long long bad = 0, first = ~0ULL;
     long long words = (n + E - 1) / E;
     long long stride = (long long)gridDim.x * blockDim.x;
-    // Whole words are read 8 bytes at a time where both outputs are 8-byte aligned (a Guarded buffer always is),
-    // two words per thread and iteration (w and w + stride), both loaded before either is looked at.
+    // Whole words are read 8 bytes at a time where both outputs are 8-byte aligned (a Guarded buffer always is).
     const bool aligned = ((((unsigned long long)c) | ((unsigned long long)bm)) & 7ULL) == 0;
     const long long whole = aligned ? n / E : 0;
-    for (long long w0 = blockIdx.x * (long long)blockDim.x + threadIdx.x; w0 < words; w0 += 2 * stride) {
-        unsigned long long cws[2] = {0, 0}, bws[2] = {0, 0};
-        #pragma unroll
-        for (int u = 0; u < 2; ++u) {
-            long long w = w0 + u * stride;
-            if (w < whole) {
-                cws[u] = reinterpret_cast<const unsigned long long*>(c)[w];
-                bws[u] = reinterpret_cast<const unsigned long long*>(bm)[w];
-            }
+    for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < words; w += stride) {
+        unsigned long long m = mix64((unsigned long long)w ^ k1) ^ k2;
+        unsigned long long h = mix64((unsigned long long)w ^ sign_key);
+        unsigned long long cw = 0, bw = 0;
+        if (w < whole) {
+            cw = reinterpret_cast<const unsigned long long*>(c)[w];
+            bw = reinterpret_cast<const unsigned long long*>(bm)[w];
         }
         #pragma unroll
-        for (int u = 0; u < 2; ++u) {
-            const long long w = w0 + u * stride;
-            if (w >= words) break;
-            const unsigned long long cw = cws[u], bw = bws[u];
-            unsigned long long m = mix64((unsigned long long)w ^ k1) ^ k2;
-            unsigned long long h = mix64((unsigned long long)w ^ sign_key);
+        for (int j = 0; j < E; ++j) {
+            long long i = w * E + j;
+            if (i >= n) break;
+            U cbits = w < whole ? (U)(cw >> (8 * sizeof(T) * j)) : cu[i];
+            U bbits = (w < whole ? (U)(bw >> (8 * sizeof(T) * j)) : bu[i]) ^ (U)(m >> (8 * sizeof(T) * j));
+            double cd = as_double(*reinterpret_cast<const T*>(&cbits));
+            double bd = as_double(*reinterpret_cast<const T*>(&bbits));
+            double d = 0.0;
+            bool wrong;
+            if (exact) {
+                wrong = cbits != bbits;
+                d = cd - bd;
+            } else if (isfinite(cd) && isfinite(bd)) {
+                double t = a2 + r2 * fmax(fabs(cd), fabs(bd));
+                d = cd - bd;
+                wrong = !(fabs(d) <= t);
+                t2 += t * t;
+            } else {
+                wrong = !((isnan(cd) && isnan(bd)) || (isinf(cd) && cd == bd));
+            }
+            unsigned int signs = (unsigned int)(h >> (AGREE_PROJECTIONS * j));
             #pragma unroll
-            for (int j = 0; j < E; ++j) {
-                long long i = w * E + j;
-                if (i >= n) break;
-                U cbits = w < whole ? (U)(cw >> (8 * sizeof(T) * j)) : cu[i];
-                U bbits = (w < whole ? (U)(bw >> (8 * sizeof(T) * j)) : bu[i]) ^ (U)(m >> (8 * sizeof(T) * j));
-                double cd = as_double(*reinterpret_cast<const T*>(&cbits));
-                double bd = as_double(*reinterpret_cast<const T*>(&bbits));
-                double d = 0.0;
-                bool wrong;
-                if (exact) {
-                    wrong = cbits != bbits;
-                    d = cd - bd;
-                } else if (isfinite(cd) && isfinite(bd)) {
-                    double t = a2 + r2 * fmax(fabs(cd), fabs(bd));
-                    d = cd - bd;
-                    wrong = !(fabs(d) <= t);
-                    t2 += t * t;
-                } else {
-                    wrong = !((isnan(cd) && isnan(bd)) || (isinf(cd) && cd == bd));
-                }
-                unsigned int signs = (unsigned int)(h >> (AGREE_PROJECTIONS * j));
-                #pragma unroll
-                for (int k = 0; k < AGREE_PROJECTIONS; ++k) s[k] += ((signs >> k) & 1u) ? -d : d;
-                if (wrong) {
-                    ++bad;
-                    if ((unsigned long long)i < first) first = (unsigned long long)i;
-                }
+            for (int k = 0; k < AGREE_PROJECTIONS; ++k) s[k] += ((signs >> k) & 1u) ? -d : d;
+            if (wrong) {
+                ++bad;
+                if ((unsigned long long)i < first) first = (unsigned long long)i;
             }
         }
     }
