@@ -200,13 +200,13 @@ class Answers:
 
 
 def softmax_answers(n: int):
-    """``n`` distinct softmax kernels: the suite's baseline and bench/candidates/softmax_tuned.cu at several
-    knob values and compiler options."""
+    """``n`` distinct softmax kernels, none of them the baseline itself: the suite's baseline at its other knob
+    values and bench/candidates/softmax_tuned.cu at several, under several compiler options."""
     from sandbox import load_candidate, load_task
 
     base = load_candidate(load_task("softmax").baseline_path)
     tuned = load_candidate(ROOT / "bench" / "candidates" / "softmax_tuned.cu")
-    pool = [base.with_knobs({"BLOCK": b}) for b in base.knobs["BLOCK"]]
+    pool = [base.with_knobs({"BLOCK": b}) for b in base.knobs["BLOCK"] if b != base.defines()["BLOCK"]]
     pool += [tuned.with_knobs(dict(THREADS=t, VEC=v, ONLINE=o, UNROLL=u, WARP_PER_ROW=w))
              for t in (256, 512) for v in (1, 2, 4) for o in (0, 1) for u in (1, 4) for w in (0, 1)]
     flags = [(), ("--extra-device-vectorization",), ("--ptxas-options=-O2",)]

@@ -27,7 +27,7 @@ def run(*args, timeout=120):
 @pytest.mark.parametrize("script", ["bench/suite.py", "bench/tuner.py", "bench/sandbox_bench.py", "bench/check_power.py",
                                     "bench/vs_kernel_tuner.py",
                                     "bench/l2_flush.py", "bench/launch_hold.py", "bench/ray_ab.py",
-                                    "bench/kernelbench.py"])
+                                    "bench/kernelbench.py", "bench/stage_parts.py", "bench/throughput.py"])
 def test_bench_script_imports_and_explains_itself(script):
     out = run(script, "--help")
     assert out.returncode == 0, out.stderr
@@ -40,6 +40,29 @@ def test_bench_script_imports_and_explains_itself(script):
 def test_the_launch_hold_bench_refuses_bad_options_with_one_error(args, says):
     out = run("bench/launch_hold.py", *args)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, says", [(["--reps", "1"], "at least 2"), (["--task", "nope"], "no such task")])
+def test_the_stage_parts_bench_refuses_bad_options_with_one_error(args, says):
+    out = run("bench/stage_parts.py", *args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(300)
+def test_the_throughput_bench_counts_llm_candidates_and_the_loop_between_them_on_the_fake_sandbox(tmp_path):
+    out = run("bench/throughput.py", "--parts", "candidates", "--sandbox", "fake", "--candidates", "6",
+              "--json", tmp_path / "t.json", timeout=280)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    got = json.loads((tmp_path / "t.json").read_text())["candidates"]
+    assert got["candidates"] == 6 and got["statuses"] == {"ok": 6}
+    assert got["phase_s"] > 0 and got["per_gpu_hour"] == pytest.approx(3600 * 6 / got["phase_s"])
+    assert got["finish_s"] >= 0 and got["profiles"] == 0    # simulated results are never profiled
+    # one gap between each two consecutive evaluations of the phase: the five after the first candidate's
+    assert len(got["gaps_s"]) == 5 and all(g >= 0 for g in got["gaps_s"])
+    assert "(the GPU slot idle)" in out.stdout and "the held-out check of the leaders" in out.stdout
 
 
 @pytest.mark.timeout(120)
