@@ -65,10 +65,16 @@ class Loop:
                     stop = self.limit(phase)
                 if not asked and not len(pipeline):
                     break
+                # Every answer already in is taken, in request order, before the GPU is waited on: their candidates
+                # join the pipeline and their compiles start now, beside the evaluations ahead of them, instead of
+                # one answer's compile starting only once the candidates before it are recorded. Requests are still
+                # sent, and candidates recorded, in the same order.
                 answer = self.receive(asked, inbox, arrived, phase, wait=0.0 if len(pipeline) else 0.5)
-                if answer is not None:
+                took = answer is not None
+                while answer is not None:
                     stop = self.take(answer, phase, proposer, pipeline, stop)
-                timeout = 0.2 if answer is None else 0.0   # nothing came in: wait on the GPUs a moment
+                    answer = self.receive(asked, inbox, arrived, phase, wait=0.0)
+                timeout = 0.0 if took else 0.2   # nothing came in: wait on the GPUs a moment
                 while (item := pipeline.head(timeout)) is not None:
                     stop, timeout = self.settle(item, pipeline) or stop, 0.0
                     if item.candidate is None:   # its request is closed: the next one is sent before recording more
