@@ -243,17 +243,26 @@ class Spans:
         return [max(0.0, b0 - a1) for (_, a1), (b0, _) in zip(inside, inside[1:])]
 
 
-def candidates_part(folder: Path, n: int, parallel: int, sandbox: str) -> dict:
+def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval_s: float = 0.0) -> dict:
     import agent
     from sandbox.host.fake import FakeSandbox
     from sandbox.host.gpu import GPUSandbox
 
     answers = softmax_answers(n)
     t0 = time.perf_counter()
-    with Spans(GPUSandbox if sandbox == "gpu" else FakeSandbox) as spans:
-        run = agent.optimize("softmax", proposer=Answers(answers), traces=folder / "traces", progress=False,
-                             sandbox=sandbox, config={"budget": {"iterations": len(answers)}, "parallel": parallel,
-                                                      "tune": {"enabled": False}, "sanitize": {"enabled": False}})
+    simulated = FakeSandbox.evaluate
+    if sandbox == "fake" and fake_eval_s > 0:   # a simulated evaluation that takes as long as a GPU's would
+        def slow(sb, *args, **kwargs):
+            time.sleep(fake_eval_s)
+            return simulated(sb, *args, **kwargs)
+        FakeSandbox.evaluate = slow
+    try:
+        with Spans(GPUSandbox if sandbox == "gpu" else FakeSandbox) as spans:
+            run = agent.optimize("softmax", proposer=Answers(answers), traces=folder / "traces", progress=False,
+                                 sandbox=sandbox, config={"budget": {"iterations": len(answers)}, "parallel": parallel,
+                                                          "tune": {"enabled": False}, "sanitize": {"enabled": False}})
+    finally:
+        FakeSandbox.evaluate = simulated
     wall = time.perf_counter() - t0
     from agent.trace.events import read_events
 
@@ -335,6 +344,9 @@ def main(argv=None) -> int:
     ap.add_argument("--parallel", type=int, default=4, help="requests open at once in the candidates part")
     ap.add_argument("--sandbox", default="gpu", help="the optimize and candidates parts' sandbox (fake: a dry run "
                     "of this script, simulated figures)")
+    ap.add_argument("--fake-eval-s", type=float, default=0.0, metavar="S",
+                    help="with --sandbox fake: each simulated evaluation takes S seconds, as a GPU's would (the "
+                         "candidates part then shows the loop's own waits)")
     ap.add_argument("--json", type=Path, help="also write every part's figures to this file")
     ap.add_argument("--cprofile", type=Path, metavar="FILE",
                     help="also write a cProfile of this process (the loop, the orchestrator) to FILE")
@@ -349,6 +361,8 @@ def main(argv=None) -> int:
         ap.error(f"unknown parts or cases {unknown} (parts: {', '.join(PARTS)}; cases: {', '.join(vkt.CASES)})")
     if min(args.candidates, args.parallel, args.finalists, args.repeat) < 1:
         ap.error("--candidates, --parallel, --finalists and --repeat must be at least 1")
+    if args.fake_eval_s < 0 or (args.fake_eval_s and args.sandbox != "fake"):
+        ap.error("--fake-eval-s takes seconds (at least 0), with --sandbox fake only")
     out, t0 = {}, time.perf_counter()
     prof = None
     if args.cprofile:
@@ -363,7 +377,8 @@ def main(argv=None) -> int:
             elif part == "optimize":
                 out[part] = optimize_part(Path(folder), args.sandbox, args.repeat)
             else:
-                out[part] = candidates_part(Path(folder), args.candidates, args.parallel, args.sandbox)
+                out[part] = candidates_part(Path(folder), args.candidates, args.parallel, args.sandbox,
+                                            args.fake_eval_s)
             if args.json:
                 args.json.write_text(json.dumps(out, indent=1, default=str))
     if prof is not None:

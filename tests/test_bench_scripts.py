@@ -49,6 +49,15 @@ def test_the_stage_parts_bench_refuses_bad_options_with_one_error(args, says):
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, says", [(["--fake-eval-s", "0.5"], "--sandbox fake only"),
+                                        (["--sandbox", "fake", "--fake-eval-s", "-1"], "at least 0"),
+                                        (["--candidates", "0"], "at least 1"), (["--parts", "nope"], "unknown parts")])
+def test_the_throughput_bench_refuses_bad_options_with_one_error(args, says):
+    out = run("bench/throughput.py", *args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
 @pytest.mark.timeout(300)
 def test_the_throughput_bench_counts_llm_candidates_and_the_loop_between_them_on_the_fake_sandbox(tmp_path):
     out = run("bench/throughput.py", "--parts", "candidates", "--sandbox", "fake", "--candidates", "6",
