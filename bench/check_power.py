@@ -263,15 +263,6 @@ def run_task(xp, name: str, cpu: bool, trials: int, rng, checks=None) -> tuple[l
     return lines, cost
 
 
-def _compiled_harness(cp) -> tuple[str, bytes, dict]:
-    """(arch, cubin, lowered names) of harness.cu for the current device."""
-    from sandbox.host.gpu import compile_harness
-
-    major, minor = cp.cuda.Device().compute_capability[0], cp.cuda.Device().compute_capability[1:]
-    arch = f"sm_{major}{minor}"
-    return (arch, *compile_harness(arch))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cpu", action="store_true", help="NumPy at each task's largest check size (no GPU needed)")
@@ -293,10 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         try:
             import cupy as xp
+            from device_harness import device_harness
 
-            from sandbox.worker.harness import Harness
-
-            checks = Harness(*_compiled_harness(xp)).agreement
+            checks = device_harness()[0].agreement
         except Exception as exc:  # no CuPy, no device
             print(f"error: {type(exc).__name__}: {exc}: without a GPU, use --cpu", file=sys.stderr)
             return 3

@@ -54,12 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import cupy as cp
 
-        from sandbox.host.gpu import compile_harness
+        from device_harness import device_harness
         from sandbox.worker.guards import L2Flush
-        from sandbox.worker.harness import Harness
 
-        major, minor = cp.cuda.Device().compute_capability[0], cp.cuda.Device().compute_capability[1:]
-        h = Harness(f"sm_{major}{minor}", *compile_harness(f"sm_{major}{minor}"))
+        h, _ = device_harness()
     except Exception as exc:  # no CuPy, no device
         print(f"error: {type(exc).__name__}: {exc}: bench/l2_flush.py needs a CUDA device", file=sys.stderr)
         return 3

@@ -43,13 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(exc).splitlines()[0])
     try:
         import cupy as cp
+        from device_harness import device_harness
 
-        from sandbox.host.gpu import compile_harness
-        from sandbox.worker.harness import Harness
-
-        major, minor = cp.cuda.Device().compute_capability[0], cp.cuda.Device().compute_capability[1:]
-        arch = f"sm_{major}{minor}"
-        h = Harness(arch, *compile_harness(arch))
+        h, _ = device_harness()
     except Exception as exc:  # no CuPy, no device
         print(f"error: {type(exc).__name__}: {exc}: bench/launch_hold.py needs a CUDA device", file=sys.stderr)
         return 3
@@ -62,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from sandbox.worker.harness import generate_into
 
     cand = load_candidate(task.baseline_path)
-    info, cubin = compile_source(cand, arch)
+    info, cubin = compile_source(cand, h.arch)
     if cubin is None:
         print(f"error: {task.baseline_path} does not compile:\n{info.log}", file=sys.stderr)
         return 3

@@ -41,28 +41,35 @@ def main(argv: list[str] | None = None) -> int:
     except TaskError as exc:
         ap.error(str(exc).splitlines()[0])
     try:
-        import cupy as cp
+        from device_harness import device_harness
 
-        from sandbox.host.gpu import compile_harness
-        from sandbox.worker.harness import Harness
-
-        major, minor = cp.cuda.Device().compute_capability[0], cp.cuda.Device().compute_capability[1:]
-        arch = f"sm_{major}{minor}"
-        h = Harness(arch, *compile_harness(arch))
+        h, compiled = device_harness()
     except Exception as exc:  # no CuPy, no device
         print(f"error: {type(exc).__name__}: {exc}: bench/stage_parts.py needs a CUDA device", file=sys.stderr)
         return 3
     from sandbox.candidates.compiler import compile_source
+
+    cand = load_candidate(task.baseline_path)
+    info, cubin = compile_source(cand, h.arch)
+    if cubin is None:
+        print(f"error: {task.baseline_path} does not compile:\n{info.log}", file=sys.stderr)
+        return 3
+    step_table(h, task, cand, info, cubin, args.reps)
+    h.release_cached()   # the table's buffers, freed on its return, back to the device
+    if args.stage:
+        whole_stage(h, task, cand, info, cubin, compiled, args.stage)
+    return 0
+
+
+def step_table(h, task, cand, info, cubin: bytes, reps: int) -> None:
+    """Each step of the stage ``reps`` times on guarded buffers at the benchmark size, a table row each."""
+    import cupy as cp
+
     from sandbox.candidates.plan import resolve
     from sandbox.tasks.inputs import input_specs, output_specs
     from sandbox.worker.checks import queue_violations, violations, violations_in
     from sandbox.worker.harness import generate_into, poison_outputs
 
-    cand = load_candidate(task.baseline_path)
-    info, cubin = compile_source(cand, arch)
-    if cubin is None:
-        print(f"error: {task.baseline_path} does not compile:\n{info.log}", file=sys.stderr)
-        return 3
     bench = task.spec.sizes.benchmark
     specs, out_specs = input_specs(task, bench, 0), output_specs(task, bench)
     loaded = h.load(cubin, resolve(task, cand, info, bench))
@@ -142,36 +149,31 @@ def main(argv: list[str] | None = None) -> int:
     bytes_in = sum(b.nbytes for b in ins.values())
     bytes_out = sum(b.nbytes for b in outs.values())
     print(f"{task.name} at its benchmark size {bench}: inputs {bytes_in / 2**30:.2f} GiB, outputs "
-          f"{bytes_out / 2**30:.2f} GiB; ms per repetition over {args.reps}\n")
+          f"{bytes_out / 2**30:.2f} GiB; ms per repetition over {reps}\n")
     print("| step | device ms | host ms to queue | wall ms |")
     print("|---|---|---|---|")
     for label, step in steps:
         step()  # warm: CuPy compiles its kernels on first use
         flush_batch()
         h.sync()
-        walls, queued = [], []
+        queued = []
         start_all, end_all = cp.cuda.Event(), cp.cuda.Event()
         start_all.record(h.stream)
         t0 = time.perf_counter()
-        for _ in range(args.reps):
+        for _ in range(reps):
             t = time.perf_counter()
             step()
             queued.append(time.perf_counter() - t)
         flush_batch()
         end_all.record(h.stream)
         end_all.synchronize()
-        walls.append(time.perf_counter() - t0)
-        device = cp.cuda.get_elapsed_time(start_all, end_all) / args.reps
+        wall = time.perf_counter() - t0
+        device = cp.cuda.get_elapsed_time(start_all, end_all) / reps
         print(f"| {label} | {device:.3f} | {1e3 * statistics.median(queued):.3f} | "
-              f"{1e3 * walls[0] / args.reps:.3f} |", flush=True)
-    del ins, outs, base, arrays, scratch, groups, batch
-    h.release_cached()
-    if args.stage:
-        whole_stage(h, task, cand, info, cubin, arch, args.stage)
-    return 0
+              f"{1e3 * wall / reps:.3f} |", flush=True)
 
 
-def whole_stage(h, task, cand, info, cubin: bytes, arch: str, n: int) -> None:
+def whole_stage(h, task, cand, info, cubin: bytes, compiled: tuple, n: int) -> None:
     """The timing stage as the GPU worker runs it, ``n`` times, under cProfile after the first."""
     import cProfile
     import pstats
@@ -179,7 +181,6 @@ def whole_stage(h, task, cand, info, cubin: bytes, arch: str, n: int) -> None:
 
     from sandbox.candidates.plan import resolve
     from sandbox.host.config import SandboxConfig
-    from sandbox.host.gpu import compile_harness
     from sandbox.host.timing import timing_request
     from sandbox.wire import HarnessCode, Timed
     from sandbox.worker.timing import run_timing
@@ -187,7 +188,7 @@ def whole_stage(h, task, cand, info, cubin: bytes, arch: str, n: int) -> None:
     bench = task.spec.sizes.benchmark
     plan = resolve(task, cand, info, bench)
     rng = random.Random(1)
-    harness = HarnessCode(arch, *compile_harness(arch))
+    harness = HarnessCode(*compiled)   # what this process's Harness was built from
     prof = cProfile.Profile()
     print(f"\nthe whole timing stage, {n} times (the baseline as the candidate):\n")
     print("| run | rounds | candidate launches | seconds | parts |")
