@@ -97,6 +97,8 @@ def optimize_part(folder: Path, sandbox: str, repeat: int = 1) -> list[dict]:
     """Both tools' whole processes, one after the other, ``repeat`` times: the first pair on this machine's caches as
     they are (on a fresh machine: kernelwright measures the GPU's ceilings and compiles its stages' kernels once,
     CuPy compiles Kernel Tuner's), the next ones as a user's later runs find them."""
+    from agent.trace.events import read_events
+
     task_dir = row_sum_task(folder)
     config = folder / "run.toml"
     config.write_text(RUN_CONFIG)
@@ -110,7 +112,7 @@ def optimize_part(folder: Path, sandbox: str, repeat: int = 1) -> list[dict]:
                      str(traces), "--quiet", "--json", "--run-id", run_id, "--sandbox", sandbox])
         summary = json.loads(kw["stdout"])
         out = dict(kernel_tuner=dict(wall_s=kt["wall_s"], **json.loads(kt["stdout"].strip().splitlines()[-1])),
-                   kernelwright=dict(wall_s=kw["wall_s"], timeline=_timeline(traces / run_id),
+                   kernelwright=dict(wall_s=kw["wall_s"], timeline=_timeline(read_events(traces / run_id)),
                                      totals=summary.get("totals"), tuning=summary.get("tuning"),
                                      best=(summary.get("best") or {}).get("speedup")))
         out["ratio"] = out["kernelwright"]["wall_s"] / out["kernel_tuner"]["wall_s"]
@@ -128,12 +130,11 @@ def _timed(cmd: list[str]) -> dict:
     return dict(wall_s=wall, stdout=proc.stdout)
 
 
-def _timeline(run: Path) -> list[tuple[str, float]]:
-    """(what, the run's wall seconds when it was recorded) for the events that mark its stages."""
-    from agent.trace.events import read_events
-
+def _timeline(events) -> list[tuple[str, float]]:
+    """(what, the run's wall seconds when it was recorded) for the run's events (``read_events``) that mark its
+    stages."""
     marks, screens = [], 0
-    for e in read_events(run):
+    for e in events:
         if e.kind == "evaluation":
             c = e.result.cost
             marks.append((f"evaluated {e.candidate_id} ({e.status}; its wall {c.wall_s:.2f} s: compile {c.compile_s:.2f}, "
@@ -266,8 +267,8 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval
     wall = time.perf_counter() - t0
     from agent.trace.events import read_events
 
-    timeline = _timeline(run.path)
     events = read_events(run.path)
+    timeline = _timeline(events)
     evaluated = [e for e in run.entries if e.origin != "baseline"]
     base = next(e for e in run.entries if e.origin == "baseline")
     base_profile_s = base.result.cost.profile_gpu_s
