@@ -87,15 +87,11 @@ class Token:
     first: bool  # first token of its line
 
 
+@functools.lru_cache(maxsize=32)
 def read_tokens(source: str) -> tuple[tuple[Token, ...], _LineMap]:
     """The source's tokens (line splices joined) and the map from an offset to its line; FilterError if unreadable.
     The last few texts read are remembered: a candidate's source is read by the filter, the fast-math rule and the
     checks of its knobs, once per compile and once more in the orchestrator."""
-    return _read_tokens(source)
-
-
-@functools.lru_cache(maxsize=32)
-def _read_tokens(source: str) -> tuple[tuple[Token, ...], _LineMap]:
     text, splices = _splice(source)
     line = _LineMap(text, splices)
     return tuple(_Lexer(text, splices, line).tokens()), line
