@@ -24,6 +24,9 @@ FAKE = """if args == ["--version"]:
 tool = args[args.index("--tool") + 1]
 request = json.loads(pathlib.Path(args[-1]).read_text())
 (here / ("request-" + tool + ".json")).write_text(json.dumps(request))
+(here / ("started-" + tool)).write_text(repr(time.time()))
+if mode == "slow":   # long enough that two runs one after the other could not overlap
+    time.sleep(1.0)
 if mode == "hang":
     (here / "pid").write_text(str(os.getpid()))
     time.sleep(600)
@@ -32,6 +35,7 @@ pathlib.Path(request["status_file"]).write_text(json.dumps(status))
 fixture = {("race", "racecheck"): "racecheck_race.txt", ("oob", "memcheck"): "memcheck_oob.txt"}.get(
     (mode, tool), tool + "_clean.txt")
 sys.stdout.write((here / fixture).read_text())
+(here / ("ended-" + tool)).write_text(repr(time.time()))
 sys.exit(%d if fixture in ("racecheck_race.txt", "memcheck_oob.txt") else 0)
 """ % ERROR_EXIT
 
@@ -72,7 +76,7 @@ def test_each_tool_runs_the_target_at_the_smallest_odd_check_sizes(tool, sandbox
     assert [t.tool for t in report.tools] == ["memcheck", "racecheck"]
     assert report.tool_version == "Version 2025.3.0 (stand-in)"
     calls = [json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines()]
-    memcheck = calls[0]
+    memcheck = next(c for c in calls if c[:2] == ["--tool", "memcheck"])   # the tools run side by side
     assert memcheck[:10] == ["--tool", "memcheck", "--print-limit", "20", "--show-backtrace", "no",
                              "--report-api-errors", "no", "--error-exitcode", str(ERROR_EXIT)]
     assert memcheck[10:13] == [sys.executable, "-m", "sandbox.worker.sanitize_target"]
@@ -80,6 +84,24 @@ def test_each_tool_runs_the_target_at_the_smallest_odd_check_sizes(tool, sandbox
     assert [c["plan"]["launches"][0]["grid"] for c in request["cases"]] == [[1, 1, 1], [4, 1, 1]]
     assert [c["inputs"][0]["shape"] for c in request["cases"]] == [[7], [1000]]
     assert not Path(request["cubin"]).exists()  # the run's folder is gone
+
+
+def test_the_tools_run_side_by_side_and_the_gpu_is_charged_their_wall(tool, sandbox):
+    exe, set_mode = tool
+    folder = set_mode("slow")
+    task = load_task("vector_add")
+    report = Sanitizer(sandbox.builder.build, "sm_90", b"h", executable=str(exe)).sanitize(task, baseline(task))
+    assert report.status == "clean", report
+    at = {f"{edge}-{t}": float((folder / f"{edge}-{t}").read_text()) for edge in ("started", "ended")
+          for t in ("memcheck", "racecheck")}
+    # each run started before the other ended: they overlapped
+    assert at["started-memcheck"] < at["ended-racecheck"] and at["started-racecheck"] < at["ended-memcheck"]
+    assert all(t.seconds >= 1.0 for t in report.tools)
+    assert report.seconds >= 2.0 and 1.0 <= report.wall_s < report.seconds
+    from sandbox.judging.result import Result
+    result = Result(status="ok", task="vector_add", task_fingerprint="f", candidate="c", candidate_key="k")
+    result.record_sanitize(report)
+    assert result.cost.sanitize_gpu_s == report.wall_s
 
 
 def test_a_race_makes_the_report_errors_with_the_first_hazard(tool, sandbox):

@@ -3,8 +3,10 @@
 ``Sanitizer.sanitize`` (behind ``GPUSandbox.sanitize(task, candidate)``) resolves the candidate's plan at
 the task's smallest non-trivial check sizes (every size symbol at least 2: odd sizes that run the
 tails in seconds under the tools' slowdown), then runs ``python -m sandbox.worker.sanitize_target`` under
-``compute-sanitizer --tool T`` once per tool, in a process of its own with a scrubbed environment,
-a private folder and a wall-clock limit (its process group is killed past it). The target gives
+``compute-sanitizer --tool T`` once per tool, each in a process of its own with a scrubbed environment,
+a private folder and a wall-clock limit (its process group is killed past it). The tools run side by side:
+their verdicts do not depend on timing, each run is mostly its own start-up (the tool, the interpreter, a
+CUDA context), and the sizes are small, so a winner waits for the slowest tool, not for their sum. The target gives
 every array an allocation of its own, so memcheck's bounds are the arrays' bounds. Each run's
 verdict joins the tool's summary with the target's status (sandbox.judging.sanitizer_report).
 
@@ -20,7 +22,9 @@ import random
 import shutil
 import sys
 import tempfile
+import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -80,24 +84,29 @@ class Sanitizer:
         except PlanError as exc:
             return SanitizeReport(status="skipped", reason=f"plan: {exc}", sizes=sizes)
         work = Path(tempfile.mkdtemp(prefix="run-", dir=self.home()))
+        t0 = time.perf_counter()
         try:
-            (work / "cwd").mkdir()
             (work / "candidate.cubin").write_bytes(cubin)
             (work / "harness.cubin").write_bytes(self.harness_cubin)
             cases = [dict(plan=p, inputs=input_specs(task, s, 0), outputs=output_specs(task, s))
                      for s, p in zip(sizes, plans)]
-            verdicts = [self._tool(tool, cases, work, timeout_s) for tool in tools]
+            with ThreadPoolExecutor(len(tools) + 1) as pool:   # every tool, and the version asked once, at once
+                version = pool.submit(self.version)
+                runs = [pool.submit(self._tool, tool, cases, work, timeout_s) for tool in tools]
+                verdicts = [run.result() for run in runs]
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        return SanitizeReport(status=overall(verdicts), sizes=sizes, tools=verdicts, tool_version=self.version())
+        return SanitizeReport(status=overall(verdicts), sizes=sizes, tools=verdicts, tool_version=version.result(),
+                              wall_s=time.perf_counter() - t0)
 
     def _tool(self, tool: str, cases: list[dict], work: Path, timeout_s: float):
-        status_file = work / f"{tool}.status.json"
+        status_file, cwd = work / f"{tool}.status.json", work / f"cwd-{tool}"
+        cwd.mkdir()
         request = dict(arch=self.arch, cubin=str(work / "candidate.cubin"), harness_cubin=str(work / "harness.cubin"),
                        cases=cases, seed=random.SystemRandom().getrandbits(62), status_file=str(status_file))
         (work / f"{tool}.json").write_text(json.dumps(request))
         target = [sys.executable, "-m", "sandbox.worker.sanitize_target", str(work / f"{tool}.json")]
-        code, output, seconds = run_tool(command(self.exe, tool, target), work / "cwd", self.env(), timeout_s)
+        code, output, seconds = run_tool(command(self.exe, tool, target), cwd, self.env(), timeout_s)
         return verdict(tool, code, redact(output, {str(self.home()): "<sanitizer>"}), read_json(status_file),
                        seconds, timeout_s)
 

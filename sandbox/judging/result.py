@@ -270,7 +270,7 @@ class Result(_Record):
         """Keep compute-sanitizer's report; errors make the result ``rejected``: a kernel with a race or an
         out-of-bounds access is not a winner, however fast."""
         self.sanitize = report
-        self.cost.sanitize_gpu_s = report.seconds
+        self.cost.sanitize_gpu_s = report.held_s
         if report.status == "errors":
             self.status = Status.rejected
             self.error = "compute-sanitizer: " + next(t.line() for t in report.tools if t.status == "errors")

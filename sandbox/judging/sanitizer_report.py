@@ -156,10 +156,17 @@ class SanitizeReport(BaseModel):
     tools: list[ToolVerdict] = Field(default_factory=list)
     tool_version: str | None = None
     simulated: bool = False
+    wall_s: float = 0.0   # the tools ran side by side: from the first start to the last end (0: not recorded)
 
     @property
     def seconds(self) -> float:
+        """The tools' seconds added up (each its own process's wall)."""
         return sum(t.seconds for t in self.tools)
+
+    @property
+    def held_s(self) -> float:
+        """How long the sanitizer held the GPU: the wall where recorded, else the tools' seconds added up."""
+        return self.wall_s or self.seconds
 
     def text(self) -> str:
         """One line for summaries, notes and terminals."""
