@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shutil
+import re
 import statistics
 import subprocess
 import sys
@@ -76,12 +76,29 @@ def search_part(cases: list[str], finalists: int) -> list[dict]:
 # ---- optimize, end to end ---------------------------------------------------------------------------------
 
 
-def row_sum_task(folder: Path) -> Path:
+def row_sum_task(folder: Path, start: dict[str, str] | None = None) -> Path:
     """The row-sum case's task (rows=16384, cols=8192) with row_sum_vec.cu as its starting kernel: the 24-point
-    space a user brings."""
+    space a user brings. ``start``: knob values the run starts from (each moved to the front of its knob's list;
+    the space is the same)."""
     task = vkt.case_task(vkt.CASES["row_sum"], folder)
-    shutil.copyfile(ROW_SUM, task.baseline_path)
+    task.baseline_path.write_text(start_at(ROW_SUM.read_text(), start or {}))
     return task.folder
+
+
+def start_at(source: str, start: dict[str, str]) -> str:
+    """``source`` with each knob of ``start`` listing the given value first (a knob's first value is where a run
+    starts); ValueError naming a knob or value the kernel does not have."""
+    lines = source.splitlines(keepends=True)
+    for knob, value in start.items():
+        at = next((i for i, line in enumerate(lines) if re.match(rf"{re.escape(knob)}\s*=\s*\[", line)), None)
+        if at is None:
+            raise ValueError(f"the kernel has no knob {knob!r}")
+        values = [v.strip() for v in lines[at].split("[", 1)[1].rsplit("]", 1)[0].split(",")]
+        if value not in values:
+            raise ValueError(f"knob {knob} has no value {value!r} (it has {', '.join(values)})")
+        values.remove(value)
+        lines[at] = f"{knob} = [{', '.join([value, *values])}]\n"
+    return "".join(lines)
 
 
 RUN_CONFIG = """profile = "none"
@@ -93,13 +110,13 @@ finalists = 3
 """
 
 
-def optimize_part(folder: Path, sandbox: str, repeat: int = 1) -> list[dict]:
+def optimize_part(folder: Path, sandbox: str, repeat: int = 1, start: dict[str, str] | None = None) -> list[dict]:
     """Both tools' whole processes, one after the other, ``repeat`` times: the first pair on this machine's caches as
     they are (on a fresh machine: kernelwright measures the GPU's ceilings and compiles its stages' kernels once,
     CuPy compiles Kernel Tuner's), the next ones as a user's later runs find them."""
     from agent.trace.events import read_events
 
-    task_dir = row_sum_task(folder)
+    task_dir = row_sum_task(folder, start)
     config = folder / "run.toml"
     config.write_text(RUN_CONFIG)
     rows = []
@@ -116,7 +133,7 @@ def optimize_part(folder: Path, sandbox: str, repeat: int = 1) -> list[dict]:
                                      totals=summary.get("totals"), tuning=summary.get("tuning"),
                                      best=(summary.get("best") or {}).get("speedup")))
         out["ratio"] = out["kernelwright"]["wall_s"] / out["kernel_tuner"]["wall_s"]
-        _print_optimize(out, i)
+        _print_optimize(out, i, start)
         rows.append(out)
     return rows
 
@@ -148,9 +165,10 @@ def _timeline(events) -> list[tuple[str, float]]:
     return marks
 
 
-def _print_optimize(out: dict, i: int) -> None:
+def _print_optimize(out: dict, i: int, start: dict[str, str] | None = None) -> None:
     kt, kw = out["kernel_tuner"], out["kernelwright"]
-    print(f"\n## optimize with no model on the 24-point row-sum space, as a user runs it (pair {i + 1})")
+    where = f", starting at {', '.join(f'{k}={v}' for k, v in start.items())}" if start else ""
+    print(f"\n## optimize with no model on the 24-point row-sum space{where}, as a user runs it (pair {i + 1})")
     print("\n| | wall s | configurations | best |")
     print("|---|---|---|---|")
     print(f"| Kernel Tuner, whole process (imports, context, inputs, tune {kt['tune_s']:.2f} s) | {kt['wall_s']:.2f} | "
@@ -342,6 +360,9 @@ def main(argv=None) -> int:
     ap.add_argument("--finalists", type=int, default=1, help="screened configurations evaluated in full per case")
     ap.add_argument("--candidates", type=int, default=48, help="LLM-style candidates")
     ap.add_argument("--repeat", type=int, default=2, help="pairs of whole processes in the optimize part")
+    ap.add_argument("--start", metavar="KNOB=V,...", default="",
+                    help="the optimize part's run starts at these knob values (the same space; a slow start gives "
+                         "the run a winner, which is sanitized and checked at the held-out sizes)")
     ap.add_argument("--parallel", type=int, default=4, help="requests open at once in the candidates part")
     ap.add_argument("--sandbox", default="gpu", help="the optimize and candidates parts' sandbox (fake: a dry run "
                     "of this script, simulated figures)")
@@ -364,6 +385,14 @@ def main(argv=None) -> int:
         ap.error("--candidates, --parallel, --finalists and --repeat must be at least 1")
     if args.fake_eval_s < 0 or (args.fake_eval_s and args.sandbox != "fake"):
         ap.error("--fake-eval-s takes seconds (at least 0), with --sandbox fake only")
+    try:
+        pairs = [kv.strip() for kv in args.start.split(",") if kv.strip()]
+        if any("=" not in kv for kv in pairs):
+            raise ValueError("each item is KNOB=VALUE")
+        start = dict(kv.split("=", 1) for kv in pairs)
+        start_at(ROW_SUM.read_text(), start)
+    except ValueError as exc:
+        ap.error(f"--start {args.start!r}: {exc} (give KNOB=VALUE pairs separated by commas)")
     out, t0 = {}, time.perf_counter()
     prof = None
     if args.cprofile:
@@ -376,7 +405,7 @@ def main(argv=None) -> int:
             if part == "search":
                 out[part] = search_part(cases, args.finalists)
             elif part == "optimize":
-                out[part] = optimize_part(Path(folder), args.sandbox, args.repeat)
+                out[part] = optimize_part(Path(folder), args.sandbox, args.repeat, start)
             else:
                 out[part] = candidates_part(Path(folder), args.candidates, args.parallel, args.sandbox,
                                             args.fake_eval_s)

@@ -52,10 +52,29 @@ def test_the_stage_parts_bench_refuses_bad_options_with_one_error(args, says):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("args, says", [(["--fake-eval-s", "0.5"], "--sandbox fake only"),
                                         (["--sandbox", "fake", "--fake-eval-s", "-1"], "at least 0"),
-                                        (["--candidates", "0"], "at least 1"), (["--parts", "nope"], "unknown parts")])
+                                        (["--candidates", "0"], "at least 1"), (["--parts", "nope"], "unknown parts"),
+                                        (["--start", "BLOCK"], "KNOB=VALUE"), (["--start", "BLOCK=3"], "no value '3'"),
+                                        (["--start", "WARPS=4"], "no knob 'WARPS'")])
 def test_the_throughput_bench_refuses_bad_options_with_one_error(args, says):
     out = run("bench/throughput.py", *args)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_the_throughput_bench_starts_the_optimize_run_where_asked_in_the_same_space(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import throughput
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    source = throughput.ROW_SUM.read_text()
+    moved = throughput.start_at(source, {"BLOCK": "32", "VEC": "1"})
+    knobs = lambda text: {line.split("=")[0].strip(): line.split("=")[1].strip()
+                          for line in text.splitlines() if line.startswith(("BLOCK", "VEC"))}
+    assert knobs(source) == {"BLOCK": "[256, 32, 64, 128, 512, 1024]", "VEC": "[4, 1, 2, 8]"}
+    assert knobs(moved) == {"BLOCK": "[32, 256, 64, 128, 512, 1024]", "VEC": "[1, 4, 2, 8]"}
+    assert moved.splitlines()[4:] == source.splitlines()[4:]
+    task = load_task(throughput.row_sum_task(tmp_path, {"VEC": "8"}))
+    assert load_candidate(task.baseline_path).knobs == {"BLOCK": (256, 32, 64, 128, 512, 1024), "VEC": (8, 4, 1, 2)}
 
 
 @pytest.mark.timeout(300)
