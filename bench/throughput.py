@@ -160,8 +160,13 @@ def _timeline(events) -> list[tuple[str, float]]:
         elif e.kind == "screen":
             screens += len(e.configurations)
             marks.append((f"screened {len(e.configurations)} (total {screens})", e.wall_s))
-        elif e.kind in ("sanitize", "phase", "stop", "end"):
-            marks.append((f"phase {e.name}" if e.kind == "phase" else e.kind, e.wall_s))
+        elif e.kind == "sanitize":
+            tools = ", ".join(f"{t.tool} {t.seconds:.2f} s" + (" [its program: " + ", ".join(
+                f"{k} {v:.2f}" for k, v in t.program_s.items()) + "]" if t.program_s else "") for t in e.report.tools)
+            marks.append((f"sanitized {e.candidate_id} ({e.report.status}: {tools}; wall {e.report.wall_s:.2f} s)", e.wall_s))
+        elif e.kind in ("phase", "stop", "end"):
+            marks.append((f"phase {e.name}" if e.kind == "phase" else
+                          "end (after the held-out check and the summary)" if e.kind == "end" else e.kind, e.wall_s))
     return marks
 
 

@@ -41,3 +41,6 @@ def test_honest_kernels_are_clean_under_both_tools(sandbox, task_name, path):
     assert report.status == "clean", report.text() + "\n" + "\n".join(t.reason for t in report.tools)
     assert [t.tool for t in report.tools] == ["memcheck", "racecheck"]
     assert all(t.errors == 0 for t in report.tools) and report.seconds > 0
+    # side by side: the wall is under the tools' seconds added up; each says where its program's seconds went
+    assert 0 < report.wall_s < report.seconds
+    assert all(set(t.program_s) == {"imports", "context", "load", "inputs", "launches"} for t in report.tools)

@@ -136,6 +136,7 @@ class ToolVerdict(BaseModel):
     location: str | None = None
     reason: str = ""
     seconds: float = 0.0
+    program_s: dict[str, float] = Field(default_factory=dict)   # the target program's parts (its ``split_s``)
 
     def line(self) -> str:
         if self.status == "clean":
@@ -185,7 +186,8 @@ def overall(tools: list[ToolVerdict]) -> str:
 def verdict(tool: str, code: int | None, output: str, target: dict, seconds: float, limit_s: float) -> ToolVerdict:
     """Join the tool's output (``code`` None: killed at ``limit_s``) with the target's status file."""
     out = parse(tool, output)
-    base = dict(tool=tool, errors=out.errors, warnings=out.warnings, seconds=seconds)
+    base = dict(tool=tool, errors=out.errors, warnings=out.warnings, seconds=seconds,
+                program_s=target.get("split_s") or {})
     if out.errors:
         return ToolVerdict(status="errors", first_error=out.first_error, kernel=out.kernel, location=out.location, **base)
     if code is None:

@@ -6,7 +6,8 @@ guard bands: memcheck knows the bounds of each allocation, so an access past an 
 bounds for it (a vectorized read that stays within the array's last 256-byte block is not). For each
 requested size it generates the inputs from the seed, poisons outputs and scratch, runs the resolved
 plan once and synchronizes. It writes its status as JSON to ``status_file``: ``ran``,
-``launch_error`` or ``crashed``, with the error.
+``launch_error`` or ``crashed``, with the error, and where its seconds went (``split_s``: imports, CUDA context
+and harness, module load, inputs, launches; the rest of a tool's run is the tool's own start-up and end).
 """
 
 from __future__ import annotations
@@ -38,31 +39,41 @@ class Exact:
 
 
 def run(req: dict) -> dict:
-    import cupy as cp
+    from .stopwatch import Stopwatch
 
-    from .harness import Harness, LaunchFailed, Poisoned, generate_into, poison_outputs
+    watch = Stopwatch()
+    with watch("imports"):
+        import cupy as cp
+
+        from .harness import Harness, LaunchFailed, Poisoned, generate_into, poison_outputs
 
     cp.cuda.set_allocator(None)
     try:
-        h = Harness(req["arch"], Path(req["harness_cubin"]).read_bytes())
+        with watch("context"):   # the CUDA context and the harness module, under the tool
+            h = Harness(req["arch"], Path(req["harness_cubin"]).read_bytes())
+            h.sync()
         cubin = Path(req["cubin"]).read_bytes()
         loaded = None
         for case in req["cases"]:
-            loaded = h.load(cubin, case["plan"]) if loaded is None else loaded.with_plan(case["plan"])
-            ins = {s["name"]: Exact(cp, s["dtype"], tuple(s["shape"])) for s in case["inputs"]}
-            outs = {s["name"]: Exact(cp, s["dtype"], tuple(s["shape"])) for s in case["outputs"]}
-            scratch = {s["name"]: Exact(cp, s["dtype"], (s["count"],)) for s in case["plan"]["scratch"]}
-            generate_into(h, ins, case["inputs"], req["seed"])
-            poison_outputs(outs, case["outputs"], second=False)
-            loaded.poison_scratch(scratch)
-            h.sync()
-            loaded.launch({n: b.view for n, b in {**ins, **outs}.items()}, scratch)
-            h.sync()
+            with watch("load"):
+                loaded = h.load(cubin, case["plan"]) if loaded is None else loaded.with_plan(case["plan"])
+            with watch("inputs"):
+                ins = {s["name"]: Exact(cp, s["dtype"], tuple(s["shape"])) for s in case["inputs"]}
+                outs = {s["name"]: Exact(cp, s["dtype"], tuple(s["shape"])) for s in case["outputs"]}
+                scratch = {s["name"]: Exact(cp, s["dtype"], (s["count"],)) for s in case["plan"]["scratch"]}
+                generate_into(h, ins, case["inputs"], req["seed"])
+                poison_outputs(outs, case["outputs"], second=False)
+                loaded.poison_scratch(scratch)
+                h.sync()
+            with watch("launches"):
+                loaded.launch({n: b.view for n, b in {**ins, **outs}.items()}, scratch)
+                h.sync()
     except LaunchFailed as exc:
         return {"status": "launch_error", "error": str(exc)}
     except Poisoned as exc:
         return {"status": "crashed", "error": str(exc)}
-    return {"status": "ran", "cases": len(req["cases"])}
+    return {"status": "ran", "cases": len(req["cases"]),
+            "split_s": {part: round(seconds, 4) for part, seconds in watch.seconds.items()}}
 
 
 if __name__ == "__main__":
