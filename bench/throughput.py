@@ -355,6 +355,18 @@ def _candidate_split(evaluated, phase_s: float) -> dict:
     for title, parts in (("timing stage", timing), ("profiles", profile)):
         if parts:
             print(f"\n{title}, summed: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.most_common()))
+    profiled = [(e.id, e.result.profile) for e in evaluated
+                if e.result.profile is not None and e.result.profile.seconds > 0]
+    if profiled:
+        print("\nEach profile: its seconds, the profiled program's parts (launches: the warm-up and ncu's replay passes "
+              "of the profiled one), and the rest (ncu's report and the program's exit):\n")
+        print("| candidate | s | started ahead | the program's parts | the rest s |")
+        print("|---|---|---|---|---|")
+        for cid, prof in profiled:
+            parts = prof.program_seconds or {}
+            print(f"| {cid} | {prof.seconds:.2f} | {'yes' if prof.started_ahead else 'no'} | "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
+                  + f" | {prof.seconds - sum(parts.values()):.2f} |")
     return dict(costs=costs, timing=dict(timing), profile=dict(profile), counts=counts)
 
 
