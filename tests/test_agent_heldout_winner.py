@@ -19,7 +19,7 @@ from sandbox.candidates.candidate import load_candidate
 from sandbox.host.builder import new_result
 from sandbox.judging.result import Status
 from test_agent_prompts import DEVICE
-from test_agent_sanitize import _isolated, serve  # noqa: F401 -- the same scripted-server fixtures
+from test_agent_sanitize import _isolated, _sanitize_events, serve  # noqa: F401 -- the same scripted-server fixtures
 from sandbox.tasks.task import describe_sizes, load_task
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
@@ -47,6 +47,35 @@ def test_a_leader_wrong_at_a_heldout_size_gives_way_to_the_next_best_and_is_name
     assert reread.best.id == "c0001"
     view = summary_view(read(run.path))
     assert view["best"]["id"] == "c0001" and view["best"]["set_aside"].startswith("set aside: c0002 led at")
+
+
+def test_a_leader_set_aside_at_a_heldout_size_is_never_sanitized(serve, tmp_path):
+    url = serve([answer(fake="speedup=1.3", variant=1), answer(fake="speedup=1.6, heldout_wrong", variant=2)])
+    run = _run(url, tmp_path, 2)
+    assert run.best.id == "c0001" and [f["id"] for f in run.summary["heldout_flagged"]] == ["c0002"]
+    assert [e["candidate_id"] for e in _sanitize_events(run)] == ["c0001"]   # the held-out check came first
+    assert run.summary["sanitize"]["winner"] == "c0001" and run.summary["sanitize"]["status"] == "clean"
+
+
+def test_a_leader_the_sanitizer_rejects_gives_way_to_the_next_which_is_checked_at_the_heldout_sizes(serve, tmp_path):
+    url = serve([answer(fake="speedup=1.3, heldout_wrong", variant=1), answer(fake="speedup=1.5", variant=2),
+                 answer(fake="speedup=1.7, race", variant=3)])
+    run = _run(url, tmp_path, 3)
+    # c0003 passed the held-out sizes and then failed the sanitizer; c0002, next, passed both; c0001 was never reached
+    assert run.best.id == "c0002" and not run.summary.get("heldout_flagged")
+    assert [e["candidate_id"] for e in _sanitize_events(run)] == ["c0003", "c0002"]
+    assert run.summary["sanitize"]["rejected"] == ["c0003"] and run.summary["sanitize"]["winner"] == "c0002"
+    assert all(r["status"] == "ok" and not r["flagged"] for r in run.summary["heldout"])
+
+
+def test_a_leader_the_sanitizer_rejects_gives_way_to_one_that_fails_a_heldout_size_in_its_turn(serve, tmp_path):
+    url = serve([answer(fake="speedup=1.3", variant=1), answer(fake="speedup=1.5, heldout_wrong", variant=2),
+                 answer(fake="speedup=1.7, race", variant=3)])
+    run = _run(url, tmp_path, 3)
+    assert run.best.id == "c0001" and [f["id"] for f in run.summary["heldout_flagged"]] == ["c0002"]
+    # c0002 was sanitized when c0003 was rejected (the sanitizer goes on to the next best), then set aside
+    assert [e["candidate_id"] for e in _sanitize_events(run)] == ["c0003", "c0002", "c0001"]
+    assert run.summary["sanitize"]["winner"] == "c0001"
 
 
 def test_when_every_leader_tried_fails_a_heldout_size_no_winner_is_claimed(serve, tmp_path):

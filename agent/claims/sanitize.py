@@ -17,15 +17,16 @@ from ..trace.events import SanitizeEvent
 DISABLED = "not sanitized (disabled: --no-sanitize or [sanitize] enabled = false)"
 
 
-def sanitize_winner(sandbox, task, lineage, trace, config) -> dict | None:
+def sanitize_winner(sandbox, task, lineage, trace, config, done: int = 0) -> dict | None:
     """Sanitize the winner (and the next best after one with errors); the summary's ``sanitize`` section.
+    ``done``: candidates this session sanitized already (in earlier calls), counted against ``max_candidates``.
 
     Entries sanitized in an earlier session of a resumed run keep their reports. None when there is no
     winner and nothing was rejected (nothing beat the baseline, or nothing was timed)."""
     base, best = lineage.baseline(), lineage.best()
-    sanitized = 0
+    sanitized = done
     while config.enabled and best is not None and best is not base and best.result.sanitize is None:
-        if sanitized == config.max_candidates:
+        if sanitized >= config.max_candidates:
             break
         report = sandbox.sanitize(task, best.candidate, tools=tuple(config.tools), check_sizes=config.check_sizes,
                                   timeout_s=config.timeout_s)

@@ -372,10 +372,12 @@ def finish(s: Session) -> Summary:
 
 
 def _extras(s: Session) -> dict:
-    """The winner sanitized (a winner with errors gives way to the next best) and re-checked at the held-out
-    sizes (a leader that fails one gives way to the next best, and is named beside the winner), the cost ledger,
-    what the built-in search covered and why it stopped (neither sanitizing nor the held-out check after an
-    interrupt)."""
+    """The winner re-checked at the held-out sizes (a leader that fails one is set aside, named beside the winner,
+    and the next best re-checked) and then sanitized (a winner with errors gives way to the next best, which is
+    re-checked at the held-out sizes in its turn), the cost ledger, what the built-in search covered and why it
+    stopped (neither the held-out check nor sanitizing after an interrupt). The held-out check comes first: it is
+    the one that sets leaders aside in practice (a configuration tuned to one size), and a leader set aside is
+    then never sanitized."""
     from ..claims.heldout import format_heldout, heldout_winner, set_aside_note
     from ..claims.ledger import Ledger
     from ..claims.sanitize import sanitize_winner
@@ -383,31 +385,44 @@ def _extras(s: Session) -> dict:
 
     loop = s.loop
     interrupted = any(stop.reason is StopReason.INTERRUPTED for stop in s.stops.values())
-    sanitized = {"section": None}
+    sanitized = {"section": None, "done": 0}
 
     def sanitize() -> None:
-        sanitized["section"] = sanitize_winner(s.sandbox, s.task, loop.lineage, s.trace, s.config.sanitize)
+        reports = lambda: sum(1 for e in loop.lineage.entries() if e.result.sanitize is not None)
+        before = reports()
+        sanitized["section"] = sanitize_winner(s.sandbox, s.task, loop.lineage, s.trace, s.config.sanitize,
+                                               done=sanitized["done"])
+        sanitized["done"] += reports() - before
 
-    if not interrupted:
-        sanitize()
     out: dict = {"heldout": None}
     best, base = loop.lineage.best(), loop.lineage.baseline()
+    flagged = []
     if (s.sandbox.kind != "compile-only" and best is not None and best is not base and not interrupted
             and (base is not None or not s.task.has_baseline)):
-        try:   # the winner is the best entry that passes every held-out size; a leader that fails one is set aside
-            claim = heldout_winner(s.sandbox, s.task, loop.lineage, after_set_aside=sanitize)
-        except (RuntimeError, TaskError) as exc:
-            s.notes.append(f"held-out sizes not re-checked: the sandbox failed ({str(exc).splitlines()[0]})")
-        else:
-            if claim.rows is not None:
-                out["heldout"], out["heldout_text"] = claim.rows, format_heldout(claim.rows)
-            if claim.flagged:
-                out["heldout_flagged"] = [f.model_dump(mode="json") for f in claim.flagged]
-                s.notes.append(set_aside_note(claim.flagged))
+        while True:
+            try:   # the winner is the best entry that passes every held-out size; a leader that fails one is set aside
+                claim = heldout_winner(s.sandbox, s.task, loop.lineage)
+            except (RuntimeError, TaskError) as exc:
+                s.notes.append(f"held-out sizes not re-checked: the sandbox failed ({str(exc).splitlines()[0]})")
+                sanitize()
+                break
+            flagged += claim.flagged
+            out["heldout"] = claim.rows
             if claim.note:
                 s.notes.append(claim.note)
-                sanitize()   # the section names no winner once the untried ones are set aside too
+            leader = loop.lineage.best()
+            sanitize()   # the leader that passed (none once the untried ones are set aside too: the section says so)
+            after = loop.lineage.best()
+            if after is None or after is base or after is leader:
+                break    # else the sanitizer rejected that leader, and the next best is re-checked at the held-out sizes
+        if out["heldout"] is not None:
+            out["heldout_text"] = format_heldout(out["heldout"])
+        if flagged:
+            out["heldout_flagged"] = [f.model_dump(mode="json") for f in flagged]
+            s.notes.append(set_aside_note(flagged))
         best = loop.lineage.best()
+    elif not interrupted:
+        sanitize()
     ledger = Ledger(wall_before_s=loop.totals.wall_s)
     for e in loop.lineage.entries():
         ledger.add_result(e.result)
