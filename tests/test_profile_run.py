@@ -41,6 +41,11 @@ if "--profile-from-start" in args:   # a run started ahead: its program waits fo
         time.sleep(0.005)
     with open(here / "spare_requests.jsonl", "a") as f:
         f.write(json.dumps([launch["kernel"] for launch in json.loads(go.read_text())["plan"]["launches"]]) + "\\n")
+    if mode == "slow-spare":   # a profile that takes a while: how many runs were started ahead by its end
+        time.sleep(1.0)
+        seen = [c for c in map(json.loads, (here / "calls.jsonl").read_text().splitlines())
+                if "--profile-from-start" in c]
+        (here / "started_by_the_end.json").write_text(json.dumps(len(seen)))
     pathlib.Path(spare["status_file"]).write_text(json.dumps({"status": "ran", "split_s": {"launches": 0.01}}))
 if mode == "noperm":
     print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters "
@@ -143,6 +148,11 @@ def profiling_runs(folder: Path) -> list[list[str]]:
     return [c for c in calls(folder) if "--export" in c]
 
 
+def run_now(folder: Path) -> list[list[str]]:
+    """The profiling runs started for a request (not ahead of one)."""
+    return [c for c in profiling_runs(folder) if "--profile-from-start" not in c]
+
+
 @pytest.fixture()
 def sandbox(fake):
     sb = profiling_sandbox(ProfileConfig(ncu=str(fake / "ncu"), timeout_s=20, warmup_rounds=2))
@@ -212,8 +222,9 @@ def test_a_refused_metric_falls_back_to_sections_only_and_stays_off(sandbox, fak
     cand = parse_candidate(THREE, label="three")
     assert sandbox.profile(task, cand, sizes={"n": 4096}).status == "ok"
     assert sandbox.profile(task, cand, sizes={"n": 4096}).status == "ok"
-    runs = profiling_runs(fake)
-    assert ["--metrics" in r for r in runs] == [True, True, False, False]
+    now, ahead = run_now(fake), started_ahead(fake, 2)
+    assert ["--metrics" in r for r in now] == [True, True, False]   # every metric, the base set, none
+    assert len(ahead) == 2 and not any("--metrics" in r for r in ahead)   # each started with what ncu takes
 
 
 def _named(run: list[str]) -> list[str]:
@@ -253,7 +264,8 @@ def test_an_ncu_without_the_log_options_is_asked_again_without_them_and_its_page
     first = sandbox.profile(task, cand, sizes={"n": 4096})
     second = sandbox.profile(task, cand, sizes={"n": 4096})
     assert first.status == second.status == "ok" and first.pages == second.pages == "imported"
-    assert ["--log-file" in r for r in profiling_runs(fake)] == [True, False, False]
+    assert ["--log-file" in r for r in run_now(fake)] == [True, False]
+    assert not any("--log-file" in r for r in started_ahead(fake, 2))
     assert first.kernels == second.kernels
 
 
@@ -263,8 +275,8 @@ def test_a_refused_summary_metric_falls_back_to_the_base_set_and_imports_the_pag
     first = sandbox.profile(task, cand, sizes={"n": 4096})
     second = sandbox.profile(task, cand, sizes={"n": 4096})
     assert first.status == second.status == "ok" and second.pages == "imported"
-    runs = profiling_runs(fake)
-    assert [set(_named(r)) == set(ncu.METRICS) for r in runs] == [False, True, True]
+    assert [set(_named(r)) == set(ncu.METRICS) for r in run_now(fake)] == [False, True]
+    assert all(set(_named(r)) == set(ncu.METRICS) for r in started_ahead(fake, 2))
 
 
 def test_a_hanging_ncu_is_killed_at_the_limit_and_the_candidate_marked_failed(sandbox, fake, task):
@@ -350,6 +362,45 @@ def test_a_profile_after_the_first_runs_on_the_run_started_ahead_of_it(sandbox, 
     waiting = sandbox.profiler._spare
     sandbox.close()
     assert waiting.proc.poll() is not None and not waiting.work.exists()   # closed: nothing left running
+
+
+def test_the_next_run_starts_when_one_is_handed_its_request_not_when_its_profile_ends(sandbox, fake, task):
+    (fake / "mode").write_text("slow-spare")   # read by each run as it starts: the runs started ahead are slow
+    cand = parse_candidate(THREE, label="three")
+    assert not sandbox.profile(task, cand, sizes={"n": 4096}).started_ahead
+    started_ahead(fake, 1)
+    second = sandbox.profile(task, cand, sizes={"n": 4096})
+    assert second.status == "ok" and second.started_ahead and second.seconds >= 1.0
+    # by the time the slow profile ended, the run after it had been started beside it
+    assert json.loads((fake / "started_by_the_end.json").read_text()) == 2
+    third = sandbox.profile(task, cand, sizes={"n": 4096})
+    assert third.started_ahead and len(run_now(fake)) == 1
+
+
+def test_a_run_that_will_profile_starts_one_ahead_of_its_first_profile(sandbox, fake, task):
+    sandbox.profiler.start_ahead()
+    sandbox.profiler.start_ahead()   # one at a time: a second call finds it started
+    assert len(started_ahead(fake, 1)) == 1
+    first = sandbox.profile(task, parse_candidate(THREE, label="three"), sizes={"n": 4096})
+    assert first.status == "ok" and first.started_ahead and run_now(fake) == []
+
+
+def test_a_profiler_that_cannot_profile_starts_nothing_ahead(fake, task, tmp_path):
+    (fake / "mode").write_text("noperm")
+    sb = profiling_sandbox(ProfileConfig(ncu=str(fake / "ncu"), timeout_s=20))
+    try:
+        cand = parse_candidate(THREE, label="three")
+        assert sb.profile(task, cand, sizes={"n": 4096}).status == "unavailable"
+        sb.profiler.start_ahead()
+        assert sb.profiler._spare is None and started_ahead(fake) == []
+    finally:
+        sb.close()
+    missing = profiling_sandbox(ProfileConfig(ncu=str(tmp_path / "no-ncu"), timeout_s=20))
+    try:
+        missing.profiler.start_ahead()
+        assert missing.profiler._spare is None
+    finally:
+        missing.close()
 
 
 def test_a_run_started_ahead_that_ended_is_set_aside_and_the_profile_runs_the_usual_way(sandbox, fake, task):

@@ -275,6 +275,8 @@ def drive(session: Session, pending: list[Pending] = ()) -> Summary:
         if (s.main_phase == "search" and _should_run(s, "search")) or \
                 (s.main_phase == "model" and _should_run(s, "model") and model_window(s) > 1):
             s.sandbox.warm()   # the compile workers of many compiles at once start while the baseline is evaluated
+        if _will_profile(s):
+            s.sandbox.warm_profiler()   # the first profile's run starts up while the baseline is evaluated
         for p in pending:
             skip = loop.evaluate(p)
             if skip:
@@ -328,6 +330,15 @@ def _search(s: Session, search: TunerProposer, phase: str) -> Stop:
     target_id, steps = recorded_search(s.events, phase, lineage)
     target = next((e for e in lineage.entries() if e.id == target_id), None) or lineage.best() or lineage.baseline()
     return s.loop.run(FastForward(search, steps) if steps else search, phase, parallel=1, target=target)
+
+
+def _will_profile(s: Session) -> bool:
+    """Whether this session will profile (``agent.loop.judge.should_profile``'s policies): ``all`` and
+    ``promising`` do in any phase, ``prompt`` where a model reads the diagnoses and its phase is still to run."""
+    policy = s.config.profile
+    if policy in ("all", "promising"):
+        return True
+    return policy == "prompt" and s.loop.model_run and _should_run(s, "model")
 
 
 def _should_run(s: Session, phase: str) -> bool:

@@ -69,6 +69,10 @@ class CompileOnlySandbox(Sandbox):
         """Start every compile worker in the background (``Builder.warm``)."""
         self.builder.warm()
 
+    def warm_profiler(self) -> None:
+        """Start a profiling run ahead of the first profile (``Profiler.start_ahead``; nothing without a GPU)."""
+        self.profiler.start_ahead()
+
     def plans(self, task: Task, candidate: Candidate, info: CompileInfo, labelled) -> dict[str, dict]:
         """The plan resolved at each labelled size, within this device's (or target's) shared memory per block."""
         limit = shared_limit(self.device, self.arch)

@@ -16,9 +16,10 @@ sections and metrics. It builds a flat dict (what ``sandbox.profile.diagnosis`` 
   estimated speedups);
 - ``diagnosis`` (short text, for ``Entry.diagnosis`` and prompts) and ``diagnosis_data`` (the same as a
   dict: bound, roofline, issues, changes, resources), from ``sandbox.profile.diagnosis``;
-- ``started_ahead``: after each profile the next profiling run is started at once and waits for its request
-  (``ProfileConfig.ahead``; ncu with ``--profile-from-start off``, the program up to its CUDA context), so a later
-  profile pays only for its launches and its report; a run that ended or that ncu refused is set aside;
+- ``started_ahead``: the next profiling run is started ahead and waits for its request (``ProfileConfig.ahead``;
+  ncu with ``--profile-from-start off``, the program up to its CUDA context): when a run that will profile begins
+  (``start_ahead``), and again each time one is handed its request, so a profile pays only for its launches and
+  its report; a run that ended or that ncu refused is set aside;
 - ``seconds``: wall time of the ncu runs, also added to ``result.cost.profile_gpu_s``; ``stage_seconds`` splits
   it into the profiling run and the report's page imports, ``program_seconds`` the profiled program's own parts
   (under ncu: imports, CUDA context, module load, buffers, inputs, launches with their replays).
@@ -129,9 +130,7 @@ class Profiler:
         return record
 
     def close(self) -> None:
-        if self._spare is not None:
-            self._spare.close()
-            self._spare = None
+        self._close_spare()
         if self._cleanup is not None:
             self._cleanup()
 
@@ -175,14 +174,40 @@ class Profiler:
             self._cleanup = weakref.finalize(self, shutil.rmtree, str(home), True)
         return self._home
 
+    def start_ahead(self) -> None:
+        """Start a profiling run ahead of the first request (``ProfileConfig.ahead``), for a run that will profile:
+        its start-up runs beside what comes first (the baseline's evaluation), and the first profile pays only for
+        its launches and report too. Nothing where no profile can run here, or one is started already."""
+        if not self.config.ahead or self._spare is not None or self.harness_cubin is None or self._refused:
+            return
+        exe = self.config.ncu or ncu.find_ncu()
+        if exe and os.access(exe, os.X_OK):
+            self._spare = self._start_spare(exe)
+
     def _run_ncu(self, exe: str, task, plan: dict, cubin: bytes, sizes: dict, work: Path, save_to: Path | None) -> dict:
         spare, self._spare = self._spare, None
-        found = self._on_spare(spare, exe, task, plan, cubin, sizes, save_to) if spare is not None else None
-        if found is None:
+        found = None
+        if spare is not None:
+            # the next run starts as soon as this one has its request, beside its replays: two new bests in a row
+            # then find it up (its start-up, about as long as a profile, would otherwise be waited for)
+            found = self._on_spare(spare, exe, task, plan, cubin, sizes, save_to, then=lambda: self._start_next(exe))
+        if found is None:   # set aside: one started beside it was started with what it had, so it goes too
+            self._close_spare()
             found = self._run_now(exe, task, plan, cubin, sizes, work, save_to)
-        if found["status"] != "unavailable" and self.config.ahead:
-            self._spare = self._start_spare(exe)
+        if found["status"] == "unavailable":
+            self._close_spare()
+        else:
+            self._start_next(exe)
         return found
+
+    def _start_next(self, exe: str) -> None:
+        if self.config.ahead and self._spare is None:
+            self._spare = self._start_spare(exe)
+
+    def _close_spare(self) -> None:
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
 
     # ---- a run started ahead ----------------------------------------------------------------
 
@@ -212,9 +237,9 @@ class Profiler:
         return _Spare(proc, work)
 
     def _on_spare(self, spare: "_Spare", exe: str, task, plan: dict, cubin: bytes, sizes: dict,
-                  save_to: Path | None) -> dict | None:
+                  save_to: Path | None, then: Callable[[], None] | None = None) -> dict | None:
         """Profile on the run started ahead; None where it cannot be used (it ended, or ncu refused something it was
-        started with), and the caller profiles the usual way."""
+        started with), and the caller profiles the usual way. ``then`` runs once the request is handed over."""
         try:
             if spare.proc.poll() is not None:
                 return None
@@ -226,6 +251,8 @@ class Profiler:
             (work / "go.tmp").write_text(json.dumps(request))
             t0 = time.perf_counter()
             os.replace(work / "go.tmp", work / "go.json")
+            if then is not None:
+                then()
             try:
                 code = spare.proc.wait(timeout=self.config.timeout_s)
             except subprocess.TimeoutExpired:
