@@ -378,8 +378,8 @@ def main(argv=None) -> int:
     ap.add_argument("--candidates", type=int, default=48, help="LLM-style candidates")
     ap.add_argument("--repeat", type=int, default=2, help="pairs of whole processes in the optimize part")
     ap.add_argument("--start", metavar="KNOB=V,...", default="",
-                    help="the optimize part's run starts at these knob values (the same space; a slow start gives "
-                         "the run a winner, which is sanitized and checked at the held-out sizes)")
+                    help="the optimize part's run starts at these knob values (the same space; from a slower start "
+                         "its leaders are re-checked at the held-out sizes and the one that passes is sanitized)")
     ap.add_argument("--parallel", type=int, default=4, help="requests open at once in the candidates part")
     ap.add_argument("--sandbox", default="gpu", help="the optimize and candidates parts' sandbox (fake: a dry run "
                     "of this script, simulated figures)")
