@@ -319,8 +319,13 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval
     prof = f"{len(profiles)} ({ahead}), {statistics.median(profiles):.2f}, {max(profiles):.2f}" if profiles else "0"
     print(f"| {out['candidates']} | {out['statuses']} | {phase_s:.1f} | {out['per_gpu_hour']:,.0f} | {out['busy']:.0%} | "
           f"{out['evaluation_wall_median_s']:.2f} | {prof} |")
+    bp = base.result.profile
+    parts = ""
+    if bp is not None and bp.seconds > 0:
+        parts = (f" ({'started ahead' if bp.started_ahead else 'started then'}; the program's parts: "
+                 + ", ".join(f"{k} {v:.2f}" for k, v in (bp.program_seconds or {}).items()) + ")")
     print(f"\nBefore the phase (run wall {wall:.1f} s in all): {out['baseline']}, then its profile "
-          f"{base_profile_s:.2f} s. After it: {finish_s:.2f} s (the held-out check of the leaders, the summary)")
+          f"{base_profile_s:.2f} s{parts}. After it: {finish_s:.2f} s (the held-out check of the leaders, the summary)")
     if profiled:
         print(f"The baseline's profile ended {stamps[0] - profiled[0]:+.3f} s before its evaluation was recorded")
     out["finish_s"] = finish_s
