@@ -33,7 +33,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +48,7 @@ from ..judging.result import Profile, Status
 from ..plumbing import tempdirs
 from ..plumbing.files import cache_dir
 from ..plumbing.hostpaths import redact
-from ..plumbing.tools import OUTPUT_LIMIT, kill_group, read_json, run_tool, scrubbed_env
+from ..plumbing.tools import StartedAhead, read_json, run_tool, scrubbed_env, start_ahead
 from ..profile import ncu
 from ..profile.counters import summarize
 from ..profile.diagnosis import diagnose
@@ -102,7 +101,7 @@ class Profiler:
         self._version: str | None = None
         self._home: Path | None = None
         self._cleanup = None
-        self._spare: _Spare | None = None     # the next profiling run, started ahead (``ProfileConfig.ahead``)
+        self._spare: StartedAhead | None = None     # the next profiling run, started ahead (``ProfileConfig.ahead``)
 
     def profile(self, task, candidate, result=None, parent_profile: Profile | None = None,
                 sizes: dict[str, int] | None = None, save_to: Path | None = None) -> Profile:
@@ -211,55 +210,39 @@ class Profiler:
 
     # ---- a run started ahead ----------------------------------------------------------------
 
-    def _start_spare(self, exe: str) -> "_Spare | None":
+    def _start_spare(self, exe: str) -> StartedAhead | None:
         """Start the next profiling run ahead of its request: ncu, the interpreter, the imports and the CUDA context
         come up now, while the loop goes on, and the next profile pays only for its own launches and report
         (``profile_target.wait_then_run``). None where it cannot start."""
         work = Path(tempfile.mkdtemp(prefix="spare-", dir=self._profile_home()))
-        (work / "cwd").mkdir()
         (work / "harness.cubin").write_bytes(self.harness_cubin)
-        spare = dict(arch=self.arch, harness_cubin=str(work / "harness.cubin"), go=str(work / "go.json"),
-                     wait_s=SPARE_WAIT_S, owner=os.getpid(), status_file=str(work / "target.json"))
-        (work / "spare.json").write_text(json.dumps(spare))
-        target = [sys.executable, "-m", "sandbox.worker.profile_target", "--wait", str(work / "spare.json")]
-        metrics = METRIC_LEVELS[self._metrics]
-        cmd = ncu.profile_command(exe, None, 0, 0, work / "report", target, metrics,
-                                  work / "ncu.log" if self._printed else None)
-        out = open(work / "output", "wb")
-        try:
-            proc = subprocess.Popen(cmd, cwd=work / "cwd", env=self._profile_env(), stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        except OSError:
-            shutil.rmtree(work, ignore_errors=True)
-            return None
-        finally:
-            out.close()
-        return _Spare(proc, work)
+        metrics, printed = METRIC_LEVELS[self._metrics], self._printed
 
-    def _on_spare(self, spare: "_Spare", exe: str, task, plan: dict, cubin: bytes, sizes: dict,
+        def cmd(spare_json: Path) -> list[str]:
+            target = [sys.executable, "-m", "sandbox.worker.profile_target", "--wait", str(spare_json)]
+            return ncu.profile_command(exe, None, 0, 0, work / "report", target, metrics,
+                                       work / "ncu.log" if printed else None)
+
+        return start_ahead(cmd, work, self._profile_env(),
+                           dict(arch=self.arch, harness_cubin=str(work / "harness.cubin"),
+                                status_file=str(work / "target.json")))
+
+    def _on_spare(self, spare: StartedAhead, exe: str, task, plan: dict, cubin: bytes, sizes: dict,
                   save_to: Path | None, then: Callable[[], None] | None = None) -> dict | None:
         """Profile on the run started ahead; None where it cannot be used (it ended, or ncu refused something it was
         started with), and the caller profiles the usual way. ``then`` runs once the request is handed over."""
         try:
-            if spare.proc.poll() is not None:
+            if not spare.waiting:
                 return None
             work = spare.work
             (work / "candidate.cubin").write_bytes(cubin)
-            request = dict(cubin=str(work / "candidate.cubin"), plan=plan, inputs=input_specs(task, sizes, 0),
-                           outputs=output_specs(task, sizes), seed=random.SystemRandom().getrandbits(62),
-                           warmup=self.config.warmup_rounds)
-            (work / "go.tmp").write_text(json.dumps(request))
-            t0 = time.perf_counter()
-            os.replace(work / "go.tmp", work / "go.json")
+            spare.hand_over(dict(cubin=str(work / "candidate.cubin"), plan=plan, inputs=input_specs(task, sizes, 0),
+                                 outputs=output_specs(task, sizes), seed=random.SystemRandom().getrandbits(62),
+                                 warmup=self.config.warmup_rounds))
             if then is not None:
                 then()
-            try:
-                code = spare.proc.wait(timeout=self.config.timeout_s)
-            except subprocess.TimeoutExpired:
-                kill_group(spare.proc)
-                code = None
-            seconds = time.perf_counter() - t0
-            output = _read_text(work / "output")[-OUTPUT_LIMIT:] + _read_text(work / "ncu.log")
+            code, output, seconds = spare.finish(self.config.timeout_s)
+            output += _read_text(work / "ncu.log")
             if ncu.unknown_option(output) or ncu.unknown_metric(output):
                 return None
             return self._finish(exe, code, output, seconds, work, plan, save_to, spare=True)
@@ -369,22 +352,6 @@ class Profiler:
             lines = [line.strip() for line in text.splitlines() if line.strip()]
             self._version = lines[-1] if code == 0 and lines else "ncu"
         return self._version
-
-
-SPARE_WAIT_S = 1800.0   # a run started ahead that no request reached by then ends by itself
-
-
-class _Spare:
-    """A profiling run started ahead (``Profiler._start_spare``): ncu's process and its work folder."""
-
-    def __init__(self, proc: subprocess.Popen, work: Path):
-        self.proc, self.work = proc, work
-
-    def close(self) -> None:
-        """End it (if it still waits) and remove its folder."""
-        if self.proc.poll() is None:
-            kill_group(self.proc)
-        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def kernels_from(rows: list[dict], plan: dict) -> list[dict]:

@@ -96,3 +96,68 @@ def _read(f, tail: int | None) -> str:
     size = f.seek(0, os.SEEK_END)
     f.seek(0 if tail is None else max(0, size - tail))
     return f.read().decode(errors="replace")
+
+
+WAIT_AHEAD_S = 1800.0   # a run started ahead that no request reached by then ends by itself
+
+
+class StartedAhead:
+    """A tool's run started ahead of its request (``start_ahead``): the tool's process, with its target program
+    (``sandbox.worker.ahead``) up to its CUDA context and waiting in ``work`` for the request file ``go.json``;
+    the tool's output goes to ``work/output``."""
+
+    def __init__(self, proc: subprocess.Popen, work: Path):
+        self.proc, self.work = proc, work
+        self.handed: float | None = None   # when the request was handed over (perf_counter)
+
+    @property
+    def waiting(self) -> bool:
+        return self.proc.poll() is None
+
+    def hand_over(self, request: dict) -> None:
+        """Write the request whole (a rename: the program never reads half of it)."""
+        (self.work / "go.tmp").write_text(json.dumps(request))
+        self.handed = time.perf_counter()
+        os.replace(self.work / "go.tmp", self.work / "go.json")
+
+    def finish(self, timeout: float) -> tuple[int | None, str, float]:
+        """After ``hand_over``: (exit code or None when killed at ``timeout`` seconds from now, the tool's output
+        (its last ``OUTPUT_LIMIT`` bytes), seconds since the request was handed over)."""
+        t0 = self.handed if self.handed is not None else time.perf_counter()
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(self.proc)
+            code = None
+        seconds = time.perf_counter() - t0
+        try:
+            with open(self.work / "output", "rb") as f:
+                text = _read(f, OUTPUT_LIMIT)
+        except OSError:
+            text = ""
+        return code, text, seconds
+
+    def close(self) -> None:
+        """End it (if it still waits) and remove its folder."""
+        if self.proc.poll() is None:
+            kill_group(self.proc)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def start_ahead(cmd_for, work: Path, env: dict, spare: dict) -> StartedAhead | None:
+    """Start a tool's run ahead of its request in ``work`` (its own folder: ``cwd`` for the tool, ``spare.json``
+    for the program): ``cmd_for(spare_json)`` is the tool's command line around the program's ``--wait`` run;
+    ``spare`` what the program reads (``go``, ``wait_s``, ``owner`` are added). None where it cannot start."""
+    (work / "cwd").mkdir(exist_ok=True)
+    spare = dict(spare, go=str(work / "go.json"), wait_s=WAIT_AHEAD_S, owner=os.getpid())
+    (work / "spare.json").write_text(json.dumps(spare))
+    out = open(work / "output", "wb")
+    try:
+        proc = subprocess.Popen(cmd_for(work / "spare.json"), cwd=work / "cwd", env=env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)
+        return None
+    finally:
+        out.close()
+    return StartedAhead(proc, work)

@@ -11,9 +11,7 @@ inputs and outputs at the requested sizes, generates the inputs from a seed, run
 from __future__ import annotations
 
 import importlib
-import os
 import sys
-import time
 from pathlib import Path
 
 from .stopwatch import Stopwatch
@@ -33,27 +31,21 @@ def run(req: dict) -> dict:
 
 def wait_then_run(spare: dict) -> dict:
     """A run started ahead (``sandbox.host.profiler``'s spare): up to the CUDA context and the harness, then wait
-    for the request file ``spare["go"]`` (written whole, by a rename) for at most ``spare["wait_s"]`` seconds and
-    while the process ``spare["owner"]`` that started it lives, and profile it with the profiled launches between
+    for its request (``ahead.wait_for_request``), and profile it with the profiled launches between
     ``cudaProfilerStart`` and ``cudaProfilerStop`` (ncu knew no kernel names when it started). Its seconds are
     those from the request on."""
-    import json
+    from .ahead import wait_for_request
 
     h = _harness(spare)
     if isinstance(h, dict):
         return h
-    ready = time.time()
-    go, deadline = Path(spare["go"]), time.monotonic() + spare["wait_s"]
-    polls = 0
-    while not go.exists():
-        polls += 1
-        if time.monotonic() > deadline or (polls % 100 == 0 and not _alive(spare["owner"])):
-            return {"status": "unused"}
-        time.sleep(0.002)
+    req, late = wait_for_request(spare)
+    if req is None:
+        return {"status": "unused"}
     watch = Stopwatch()
     # a request that came before this run was up waited for its start-up: how long, in the profile's seconds
-    watch.seconds["start-up still running"] = max(0.0, ready - go.stat().st_mtime)
-    return profiled(h, json.loads(go.read_text()), watch, ranged=True)
+    watch.seconds["start-up still running"] = late
+    return profiled(h, req, watch, ranged=True)
 
 
 def _harness(req: dict):
@@ -105,17 +97,6 @@ def profiled(h, req: dict, watch: Stopwatch, ranged: bool) -> dict:
         return {"status": "crashed", "error": str(exc)}
     return {"status": "ran", "launches": (req["warmup"] + 1) * len(req["plan"]["launches"]),
             "split_s": {part: round(seconds, 4) for part, seconds in watch.seconds.items()}}
-
-
-def _alive(pid: int) -> bool:
-    """Whether the process that started this run still runs (a run whose sandbox is gone ends)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def main(argv: list[str]) -> int:
