@@ -1,7 +1,7 @@
 """``Sandbox``: the seam between the agent and everything that touches CUDA, every member the agent uses.
 
 The sandboxes (``host/compile_only``, ``host/fake``, ``host/gpu``, ``cluster/pool``) subclass it, so an ability one
-of them lacks has an answer here: ``prefetch``, ``warm`` and ``warm_profiler`` do nothing, ``describe`` and ``usage`` have nothing to say,
+of them lacks has an answer here: ``prefetch`` and the ``warm`` methods do nothing, ``describe`` and ``usage`` have nothing to say,
 ``screen`` says it cannot (``can_screen`` is False). The evaluation contract is the same for one GPU and many:
 ``submit_compile`` / ``submit_evaluate`` hand a job over, ``wait`` returns the jobs done with their typed outcomes
 (``sandbox.jobs``), and ``slots`` says how many run at once. A local sandbox has one slot: its jobs run on the
@@ -60,6 +60,11 @@ class Sandbox(Protocol):
     def warm_profiler(self) -> None:
         """Start, in the background, a profiling run for a run that will profile (its first profile then pays no
         start-up: ``sandbox.host.profiler.Profiler.start_ahead``); nothing where there is nothing to start."""
+
+    def warm_sanitizer(self, tools: tuple[str, ...]) -> None:
+        """Start, in the background, a run of each of compute-sanitizer's ``tools`` for the next ``sanitize`` (it then
+        pays no start-up: ``sandbox.host.sanitizer.Sanitizer.start_ahead``); nothing where there is nothing to
+        start."""
 
     def describe(self) -> dict | None:
         """What run.json records of where the run measured beyond ``device`` (a cluster's GPUs); None here."""

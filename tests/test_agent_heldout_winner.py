@@ -114,3 +114,29 @@ def test_a_slower_held_out_size_disqualifies_only_a_leader_that_claimed_to_be_fa
     assert not disqualifies([clean, slower], None)
     assert disqualifies([wrong], Interval(value=0.2, low=0.19, high=0.21))
     assert not disqualifies([clean], Interval(value=1.4, low=1.3, high=1.5))
+
+
+def test_the_sanitizers_runs_start_before_the_heldout_check_only_when_a_leader_will_be_sanitized(serve, tmp_path,
+                                                                                                  monkeypatch):
+    from sandbox import FakeSandbox
+
+    log = []
+    monkeypatch.setattr(FakeSandbox, "warm_sanitizer", lambda sb, tools: log.append(("warm", tools)))
+    evaluate, sanitize = FakeSandbox.evaluate, FakeSandbox.sanitize
+    monkeypatch.setattr(FakeSandbox, "evaluate", lambda sb, task, cand, sizes=None, *a, **kw: (
+        log.append(("held-out" if sizes else "evaluate", cand.label)), evaluate(sb, task, cand, sizes, *a, **kw))[1])
+    monkeypatch.setattr(FakeSandbox, "sanitize", lambda sb, task, cand, **kw: (
+        log.append(("sanitize", cand.label)), sanitize(sb, task, cand, **kw))[1])
+    run = _run(serve([answer(fake="speedup=1.3", variant=1)]), tmp_path / "a", 1)
+    assert run.best.id == "c0001"
+    after = log[next(i for i, e in enumerate(log) if e[0] == "warm"):]
+    assert after[0] == ("warm", ("memcheck", "racecheck")) and after[1][0] == "held-out" and after[-1][0] == "sanitize"
+    assert all(e[0] != "evaluate" for e in after)   # after the last candidate's evaluation
+    log.clear()
+    agent.optimize("vector_add", model="scripted", base_url=serve([answer(fake="speedup=1.3", variant=1)]),
+                   iterations=1, sandbox="fake", tune=False, traces=tmp_path / "b", sanitize=False)
+    assert not any(e[0] == "warm" for e in log)   # nothing will be sanitized
+    log.clear()
+    agent.optimize("vector_add", model="scripted", base_url=serve([answer(fake="speedup=0.8", variant=1)]),
+                   iterations=1, sandbox="fake", tune=False, traces=tmp_path / "c")
+    assert not any(e[0] in ("warm", "held-out", "sanitize") for e in log)   # no leader: no claim to check

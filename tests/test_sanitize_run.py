@@ -23,6 +23,17 @@ FAKE = """if args == ["--version"]:
     sys.exit(0)
 tool = args[args.index("--tool") + 1]
 request = json.loads(pathlib.Path(args[-1]).read_text())
+if args[-2] == "--wait":   # a run started ahead: its program waits for the request, then runs it
+    go = pathlib.Path(request["go"])
+    while not go.exists():
+        if mode == "spare-dies":
+            sys.exit(3)
+        try:
+            os.kill(request["owner"], 0)
+        except ProcessLookupError:   # as the program does: its sandbox's process is gone
+            sys.exit(0)
+        time.sleep(0.005)
+    request = dict(request, **json.loads(go.read_text()), started_ahead=True)
 (here / ("request-" + tool + ".json")).write_text(json.dumps(request))
 (here / ("started-" + tool)).write_text(repr(time.time()))
 if mode == "slow":   # long enough that two runs one after the other could not overlap
@@ -102,6 +113,57 @@ def test_the_tools_run_side_by_side_and_the_gpu_is_charged_their_wall(tool, sand
     result = Result(status="ok", task="vector_add", task_fingerprint="f", candidate="c", candidate_key="k")
     result.record_sanitize(report)
     assert result.cost.sanitize_gpu_s == report.wall_s
+
+
+def test_runs_started_ahead_take_the_next_request_and_give_the_same_verdicts(tool, sandbox):
+    exe, set_mode = tool
+    folder = set_mode("race")
+    task = load_task("vector_add")
+    san = Sanitizer(sandbox.builder.build, "sm_90", b"harness bytes", executable=str(exe))
+    san.start_ahead()
+    san.start_ahead()   # one per tool: a second call finds them started
+    report = san.sanitize(task, baseline(task))
+    runs = [c for c in (json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines())
+            if "--tool" in c]
+    assert sorted(c[1] for c in runs) == ["memcheck", "racecheck"] and all(c[-2] == "--wait" for c in runs)
+    assert report.status == "errors" and report.tools[1].kernel == "k"   # the same verdicts as the usual way
+    for t in ("memcheck", "racecheck"):
+        request = json.loads((folder / f"request-{t}.json").read_text())
+        assert request["started_ahead"] and [c["inputs"][0]["shape"] for c in request["cases"]] == [[7], [1000]]
+        assert not Path(request["cubin"]).exists()   # the run's folder is gone
+    assert san._spares == {}
+    again = san.sanitize(task, baseline(task))   # none started ahead: the usual way
+    assert again.status == "errors"
+    assert [c[-2] for c in (json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines())
+            if "--tool" in c].count("--wait") == 2
+
+
+def test_a_run_started_ahead_that_ended_is_set_aside_and_the_tool_runs_the_usual_way(tool, sandbox):
+    exe, set_mode = tool
+    folder = set_mode("spare-dies")
+    task = load_task("vector_add")
+    san = Sanitizer(sandbox.builder.build, "sm_90", b"h", executable=str(exe))
+    san.start_ahead(("memcheck",))
+    san._spares["memcheck"].proc.wait(timeout=20)
+    set_mode("clean")
+    report = san.sanitize(task, baseline(task), tools=("memcheck",))
+    assert report.status == "clean", report
+    assert "started_ahead" not in json.loads((folder / "request-memcheck.json").read_text())
+
+
+def test_runs_started_ahead_end_with_their_sanitizer_and_none_start_without_the_tool(tool, sandbox, monkeypatch):
+    exe, _ = tool
+    san = Sanitizer(sandbox.builder.build, "sm_90", b"h", executable=str(exe))
+    san.start_ahead()
+    spares = list(san._spares.values())
+    assert len(spares) == 2 and all(s.waiting for s in spares)
+    san.close()
+    assert all(s.proc.poll() is not None and not s.work.exists() for s in spares)
+    monkeypatch.setenv("KERNELWRIGHT_COMPUTE_SANITIZER", "/nonexistent/compute-sanitizer")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    none = Sanitizer(sandbox.builder.build, "sm_90", b"h")
+    none.start_ahead()
+    assert none._spares == {}
 
 
 def test_a_race_makes_the_report_errors_with_the_first_hazard(tool, sandbox):

@@ -410,6 +410,8 @@ def _extras(s: Session) -> dict:
     flagged = []
     if (s.sandbox.kind != "compile-only" and best is not None and best is not base and not interrupted
             and (base is not None or not s.task.has_baseline)):
+        if s.config.sanitize.enabled and best.result.sanitize is None:
+            s.sandbox.warm_sanitizer(tuple(s.config.sanitize.tools))   # its start-up beside the held-out check
         while True:
             try:   # the winner is the best entry that passes every held-out size; a leader that fails one is set aside
                 claim = heldout_winner(s.sandbox, s.task, loop.lineage)

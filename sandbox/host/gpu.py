@@ -110,6 +110,10 @@ class GPUSandbox(CompileOnlySandbox):
         """compute-sanitizer's tools on ``candidate`` at the smallest check sizes (``sandbox.host.sanitizer``)."""
         return self.sanitizer.sanitize(task, candidate, tools, check_sizes, timeout_s)
 
+    def warm_sanitizer(self, tools: tuple[str, ...] = DEFAULT_TOOLS) -> None:
+        """Start each tool's run ahead of the next ``sanitize`` (``Sanitizer.start_ahead``)."""
+        self.sanitizer.start_ahead(tools)
+
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
         """Check and time ``candidate`` at ``sizes`` (default: the task's benchmark size)."""
         t0 = time.perf_counter()

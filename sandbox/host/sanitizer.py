@@ -6,7 +6,9 @@ tails in seconds under the tools' slowdown), then runs ``python -m sandbox.worke
 ``compute-sanitizer --tool T`` once per tool, each in a process of its own with a scrubbed environment,
 a private folder and a wall-clock limit (its process group is killed past it). The tools run side by side:
 their verdicts do not depend on timing, each run is mostly its own start-up (the tool, the interpreter, a
-CUDA context), and the sizes are small, so a winner waits for the slowest tool, not for their sum. The target gives
+CUDA context), and the sizes are small, so a winner waits for the slowest tool, not for their sum. A run that will
+sanitize starts each tool's run ahead of its request (``start_ahead``), so that start-up is paid beside the
+held-out check instead of after it. The target gives
 every array an allocation of its own, so memcheck's bounds are the arrays' bounds. Each run's
 verdict joins the tool's summary with the target's status (sandbox.judging.sanitizer_report).
 
@@ -34,8 +36,7 @@ from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport, overall, v
 from ..plumbing import tempdirs
 from ..plumbing.files import cache_dir
 from ..plumbing.hostpaths import redact
-from ..plumbing.tools import scrubbed_env
-from ..plumbing.tools import find_tool, read_json, run_tool
+from ..plumbing.tools import StartedAhead, find_tool, read_json, run_tool, scrubbed_env, start_ahead
 from ..tasks.inputs import input_specs, output_specs
 
 SANITIZER_GLOBS = ("/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda-*/bin/compute-sanitizer",
@@ -69,6 +70,19 @@ class Sanitizer:
         self.exe = executable or find_sanitizer()
         self._home: Path | None = None
         self._version: str | None = None
+        self._spares: dict[str, StartedAhead] = {}   # tool -> its run started ahead of the next request
+
+    def start_ahead(self, tools=DEFAULT_TOOLS) -> None:
+        """Start each tool's run ahead of its request: the tool, the interpreter, the imports and the CUDA context
+        under the tool come up now, beside what the caller does meanwhile (a run's held-out check), and the next
+        ``sanitize`` pays only for its cases (``sanitize_target.wait_then_run``). Nothing without the tool."""
+        if not self.exe:
+            return
+        for tool in tools:
+            if tool not in self._spares:
+                spare = self._start_spare(tool)
+                if spare is not None:
+                    self._spares[tool] = spare
 
     def sanitize(self, task, candidate, tools=DEFAULT_TOOLS, check_sizes: int = 2, timeout_s: float = 300.0) -> SanitizeReport:
         """Run each of ``tools`` on ``candidate`` at the task's ``check_sizes`` smallest non-trivial check sizes."""
@@ -100,6 +114,18 @@ class Sanitizer:
                               wall_s=time.perf_counter() - t0)
 
     def _tool(self, tool: str, cases: list[dict], work: Path, timeout_s: float):
+        spare = self._spares.pop(tool, None)
+        if spare is not None:
+            try:
+                if spare.waiting:   # else it ended (it is not waited for): the tool runs the usual way
+                    (spare.work / "candidate.cubin").write_bytes((work / "candidate.cubin").read_bytes())
+                    spare.hand_over(dict(cubin=str(spare.work / "candidate.cubin"), cases=cases,
+                                         seed=random.SystemRandom().getrandbits(62)))
+                    code, output, seconds = spare.finish(timeout_s)
+                    return verdict(tool, code, redact(output, {str(self.home()): "<sanitizer>"}),
+                                   read_json(spare.work / "status.json"), seconds, timeout_s)
+            finally:
+                spare.close()
         status_file, cwd = work / f"{tool}.status.json", work / f"cwd-{tool}"
         cwd.mkdir()
         request = dict(arch=self.arch, cubin=str(work / "candidate.cubin"), harness_cubin=str(work / "harness.cubin"),
@@ -110,6 +136,17 @@ class Sanitizer:
         return verdict(tool, code, redact(output, {str(self.home()): "<sanitizer>"}), read_json(status_file),
                        seconds, timeout_s)
 
+    def _start_spare(self, tool: str) -> StartedAhead | None:
+        work = Path(tempfile.mkdtemp(prefix=f"spare-{tool}-", dir=self.home()))
+        (work / "harness.cubin").write_bytes(self.harness_cubin)
+
+        def cmd(spare_json: Path) -> list[str]:
+            return command(self.exe, tool, [sys.executable, "-m", "sandbox.worker.sanitize_target", "--wait",
+                                            str(spare_json)])
+
+        return start_ahead(cmd, work, self.env(), dict(arch=self.arch, harness_cubin=str(work / "harness.cubin"),
+                                                       status_file=str(work / "status.json")))
+
     def home(self) -> Path:
         if self._home is None:
             self._home = tempdirs.make("sanitize")
@@ -118,6 +155,9 @@ class Sanitizer:
         return self._home
 
     def close(self) -> None:
+        for spare in self._spares.values():
+            spare.close()
+        self._spares = {}
         if self._home is not None:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None

@@ -1,4 +1,5 @@
-"""The program compute-sanitizer runs: ``python -m sandbox.worker.sanitize_target REQUEST.json``.
+"""The program compute-sanitizer runs: ``python -m sandbox.worker.sanitize_target REQUEST.json``, or, started
+ahead of its request, ``python -m sandbox.worker.sanitize_target --wait SPARE.json`` (``wait_then_run``).
 
 Like a GPU worker, it runs only trusted host code. Unlike one, it gives every array its own
 ``cudaMalloc`` (CuPy's memory pool is off) of exactly its size rounded up to 256 bytes, with no
@@ -16,6 +17,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from .stopwatch import Stopwatch
 
 ROUND = 256
 
@@ -39,19 +42,54 @@ class Exact:
 
 
 def run(req: dict) -> dict:
-    from .stopwatch import Stopwatch
-
+    """The request in one go: start up (imports, the CUDA context and the harness under the tool), then its cases."""
     watch = Stopwatch()
+    h = _start(req, watch)
+    if isinstance(h, dict):
+        return h
+    return _cases(h, req, watch)
+
+
+def wait_then_run(spare: dict) -> dict:
+    """A run started ahead (``sandbox.host.sanitizer``'s spares): start up, then wait for the request
+    (``ahead.wait_for_request``: the cubin, the cases and the seed) and run its cases. Its parts are those from the
+    request on, and how long the request waited for the start-up."""
+    from .ahead import wait_for_request
+
+    h = _start(spare, Stopwatch())
+    if isinstance(h, dict):
+        return h
+    req, late = wait_for_request(spare)
+    if req is None:
+        return {"status": "unused"}
+    watch = Stopwatch()
+    watch.seconds["start-up still running"] = late
+    return _cases(h, req, watch)
+
+
+def _start(req: dict, watch):
+    """The harness with its CUDA context up (CuPy's memory pool off), or the status of a context that broke."""
     with watch("imports"):
         import cupy as cp
 
-        from .harness import Harness, LaunchFailed, Poisoned, generate_into, poison_outputs
+        from .harness import Harness, Poisoned
 
     cp.cuda.set_allocator(None)
     try:
         with watch("context"):   # the CUDA context and the harness module, under the tool
             h = Harness(req["arch"], Path(req["harness_cubin"]).read_bytes())
             h.sync()
+    except Poisoned as exc:
+        return {"status": "crashed", "error": str(exc)}
+    return h
+
+
+def _cases(h, req: dict, watch) -> dict:
+    """Each case of the request: its plan at its sizes, on exact allocations, once."""
+    from .harness import LaunchFailed, Poisoned, generate_into, poison_outputs
+
+    cp = h.cp
+    try:
         cubin = Path(req["cubin"]).read_bytes()
         loaded = None
         for case in req["cases"]:
@@ -76,7 +114,13 @@ def run(req: dict) -> dict:
             "split_s": {part: round(seconds, 4) for part, seconds in watch.seconds.items()}}
 
 
-if __name__ == "__main__":
+def main(argv: list[str]) -> int:
     from .harness import serve_request
 
-    sys.exit(serve_request(sys.argv[1:], run))
+    if argv[:1] == ["--wait"]:   # a run started ahead: its file names the status file too
+        return serve_request(argv[1:], wait_then_run)
+    return serve_request(argv, run)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
