@@ -129,7 +129,8 @@ def optimize_part(folder: Path, sandbox: str, repeat: int = 1, start: dict[str, 
                      str(traces), "--quiet", "--json", "--run-id", run_id, "--sandbox", sandbox])
         summary = json.loads(kw["stdout"])
         out = dict(kernel_tuner=dict(wall_s=kt["wall_s"], **json.loads(kt["stdout"].strip().splitlines()[-1])),
-                   kernelwright=dict(wall_s=kw["wall_s"], timeline=_timeline(read_events(traces / run_id)),
+                   kernelwright=dict(wall_s=kw["wall_s"], timeline=_timeline(events := read_events(traces / run_id)),
+                                     **_outside(events, kw),
                                      totals=summary.get("totals"), tuning=summary.get("tuning"),
                                      best=(summary.get("best") or {}).get("speedup")))
         out["ratio"] = out["kernelwright"]["wall_s"] / out["kernel_tuner"]["wall_s"]
@@ -139,12 +140,20 @@ def optimize_part(folder: Path, sandbox: str, repeat: int = 1, start: dict[str, 
 
 
 def _timed(cmd: list[str]) -> dict:
-    t0 = time.perf_counter()
+    """The process's wall seconds and output, with when it started and ended (the clock of a trace's events)."""
+    started, t0 = time.time(), time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return dict(wall_s=wall, stdout=proc.stdout)
+    return dict(wall_s=wall, stdout=proc.stdout, started=started, ended=time.time())
+
+
+def _outside(events, run: dict) -> dict:
+    """The process's seconds outside its run's trace: before the trace began (the interpreter, the imports, the
+    sandbox's start) and after its last event (the sandbox's close, the exit)."""
+    begun = events[0].t - events[0].wall_s
+    return dict(before_trace_s=begun - run["started"], after_trace_s=run["ended"] - events[-1].t)
 
 
 def _timeline(events) -> list[tuple[str, float]]:
@@ -185,6 +194,8 @@ def _print_optimize(out: dict, i: int, start: dict[str, str] | None = None) -> N
     print("| the run's events | wall s |\n|---|---|")
     for what, t in kw["timeline"]:
         print(f"| {what} | {t:.2f} |")
+    print(f"\nThe process outside its run's trace: {kw['before_trace_s']:.2f} s before it began (the interpreter, the "
+          f"imports, the sandbox's start), {kw['after_trace_s']:.2f} s after its last event (the sandbox's close, the exit)")
 
 
 def kt_process(task_dir: str) -> int:

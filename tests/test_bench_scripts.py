@@ -78,6 +78,20 @@ def test_the_throughput_bench_starts_the_optimize_run_where_asked_in_the_same_sp
 
 
 @pytest.mark.timeout(300)
+def test_the_throughput_benchs_optimize_part_accounts_for_the_process_around_its_trace(tmp_path):
+    out = run("bench/throughput.py", "--parts", "optimize", "--sandbox", "fake", "--repeat", "1", "--start", "VEC=8",
+              "--json", tmp_path / "o.json", timeout=280)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    kw = json.loads((tmp_path / "o.json").read_text())["optimize"][0]["kernelwright"]
+    span = kw["timeline"][-1][1]   # the trace's last event, in seconds since it began
+    assert kw["before_trace_s"] > 0 and kw["after_trace_s"] >= 0
+    assert kw["before_trace_s"] + span + kw["after_trace_s"] == pytest.approx(kw["wall_s"], abs=0.1)
+    assert "starting at VEC=8" in out.stdout and "outside its run's trace" in out.stdout
+
+
+@pytest.mark.timeout(300)
 def test_the_throughput_bench_counts_llm_candidates_and_the_loop_between_them_on_the_fake_sandbox(tmp_path):
     out = run("bench/throughput.py", "--parts", "candidates", "--sandbox", "fake", "--candidates", "6",
               "--json", tmp_path / "t.json", timeout=280)
