@@ -213,7 +213,7 @@ class Profiler:
     def _start_spare(self, exe: str) -> StartedAhead | None:
         """Start the next profiling run ahead of its request: ncu, the interpreter, the imports and the CUDA context
         come up now, while the loop goes on, and the next profile pays only for its own launches and report
-        (``profile_target.wait_then_run``). None where it cannot start."""
+        (``ahead.serve``: ``profile_target --wait``). None where it cannot start."""
         work = Path(tempfile.mkdtemp(prefix="spare-", dir=self._profile_home()))
         (work / "harness.cubin").write_bytes(self.harness_cubin)
         metrics, printed = METRIC_LEVELS[self._metrics], self._printed

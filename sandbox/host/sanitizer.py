@@ -75,7 +75,7 @@ class Sanitizer:
     def start_ahead(self, tools=DEFAULT_TOOLS) -> None:
         """Start each tool's run ahead of its request: the tool, the interpreter, the imports and the CUDA context
         under the tool come up now, beside what the caller does meanwhile (a run's held-out check), and the next
-        ``sanitize`` pays only for its cases (``sanitize_target.wait_then_run``). Nothing without the tool."""
+        ``sanitize`` pays only for its cases (``ahead.serve``: ``sanitize_target --wait``). Nothing without the tool."""
         if not self.exe:
             return
         for tool in tools:
