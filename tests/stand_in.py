@@ -1,6 +1,6 @@
 """Stand-in command-line tools (ncu, compute-sanitizer) for tests: a Python script that follows the real tool's
 command-line contract, appends each call's arguments to ``calls.jsonl`` and reads its behaviour from ``mode``,
-all in its own folder."""
+all in its own folder; ``wait_for_go(spare)`` is a run started ahead waiting for its request."""
 
 from __future__ import annotations
 
@@ -15,6 +15,20 @@ mode = (here / "mode").read_text().strip()
 args = sys.argv[1:]
 with open(here / "calls.jsonl", "a") as f:
     f.write(json.dumps(args) + "\\n")
+
+
+def wait_for_go(spare):
+    # as a target program started ahead does: wait for its request, or end once its starter is gone
+    go = pathlib.Path(spare["go"])
+    while not go.exists():
+        if mode == "spare-dies":
+            sys.exit(3)
+        try:
+            os.kill(spare["owner"], 0)
+        except ProcessLookupError:
+            sys.exit(0)
+        time.sleep(0.005)
+    return json.loads(go.read_text())
 """
 
 

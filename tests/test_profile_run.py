@@ -30,17 +30,9 @@ if "--import" in args:
     sys.exit(0)
 if "--profile-from-start" in args:   # a run started ahead: its program waits for the request, then runs it
     spare = json.loads(pathlib.Path(args[-1]).read_text())
-    go = pathlib.Path(spare["go"])
-    while not go.exists():
-        if mode == "spare-dies":
-            sys.exit(3)
-        try:
-            os.kill(spare["owner"], 0)
-        except ProcessLookupError:   # as the program does: its sandbox's process is gone
-            sys.exit(0)
-        time.sleep(0.005)
+    request = wait_for_go(spare)
     with open(here / "spare_requests.jsonl", "a") as f:
-        f.write(json.dumps([launch["kernel"] for launch in json.loads(go.read_text())["plan"]["launches"]]) + "\\n")
+        f.write(json.dumps([launch["kernel"] for launch in request["plan"]["launches"]]) + "\\n")
     if mode == "slow-spare":   # a profile that takes a while: how many runs were started ahead by its end
         time.sleep(1.0)
         seen = [c for c in map(json.loads, (here / "calls.jsonl").read_text().splitlines())

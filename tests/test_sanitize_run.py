@@ -24,16 +24,7 @@ FAKE = """if args == ["--version"]:
 tool = args[args.index("--tool") + 1]
 request = json.loads(pathlib.Path(args[-1]).read_text())
 if args[-2] == "--wait":   # a run started ahead: its program waits for the request, then runs it
-    go = pathlib.Path(request["go"])
-    while not go.exists():
-        if mode == "spare-dies":
-            sys.exit(3)
-        try:
-            os.kill(request["owner"], 0)
-        except ProcessLookupError:   # as the program does: its sandbox's process is gone
-            sys.exit(0)
-        time.sleep(0.005)
-    request = dict(request, **json.loads(go.read_text()), started_ahead=True)
+    request = dict(request, **wait_for_go(request), started_ahead=True)
 (here / ("request-" + tool + ".json")).write_text(json.dumps(request))
 (here / ("started-" + tool)).write_text(repr(time.time()))
 if mode == "slow":   # long enough that two runs one after the other could not overlap
