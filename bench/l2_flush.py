@@ -51,16 +51,16 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--sizes-mb: expected numbers, got {args.sizes_mb!r}")
     if not sizes or min(sizes) <= 0:
         ap.error("--sizes-mb: sizes must be positive")
-    try:
-        import cupy as cp
+    from device_harness import harness_or_say
 
-        from device_harness import device_harness
-        from sandbox.worker.guards import L2Flush
-
-        h, _ = device_harness()
-    except Exception as exc:  # no CuPy, no device
-        print(f"error: {type(exc).__name__}: {exc}: bench/l2_flush.py needs a CUDA device", file=sys.stderr)
+    opened = harness_or_say("bench/l2_flush.py")
+    if opened is None:
         return 3
+    import cupy as cp
+
+    from sandbox.worker.guards import L2Flush
+
+    h, _ = opened
     rng = random.Random(0)
     stream, l2, sms = h.stream, h.l2_bytes, h.sms
     read8 = L2Flush(cp, h.function, stream, sms, l2, rng, factor=8)

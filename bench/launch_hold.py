@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 3:
         ap.error("--rounds must be at least 3")
     from agent.cli.app import BadInput, parse_sizes
-    from sandbox import load_candidate, load_task
+    from sandbox import load_task
     from sandbox.tasks.task import TaskError
 
     try:
@@ -41,27 +41,25 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [parse_sizes(part, task) for part in args.sizes.split(";")]
     except (BadInput, TaskError, ValueError) as exc:
         ap.error(str(exc).splitlines()[0])
-    try:
-        import cupy as cp
-        from device_harness import device_harness
+    from device_harness import baseline_or_say, harness_or_say
 
-        h, _ = device_harness()
-    except Exception as exc:  # no CuPy, no device
-        print(f"error: {type(exc).__name__}: {exc}: bench/launch_hold.py needs a CUDA device", file=sys.stderr)
+    opened = harness_or_say("bench/launch_hold.py")
+    if opened is None:
         return 3
+    import cupy as cp
+
+    h, _ = opened
     if h.hold is None:
         print(f"error: the stream hold cannot be set up here: {h.hold_error}", file=sys.stderr)
         return 3
-    from sandbox.candidates.compiler import compile_source
     from sandbox.tasks.inputs import input_specs, output_specs
     from sandbox.candidates.plan import resolve
     from sandbox.worker.harness import generate_into
 
-    cand = load_candidate(task.baseline_path)
-    info, cubin = compile_source(cand, h.arch)
-    if cubin is None:
-        print(f"error: {task.baseline_path} does not compile:\n{info.log}", file=sys.stderr)
+    built = baseline_or_say(task, h.arch)
+    if built is None:
         return 3
+    cand, info, cubin = built
     rng = random.Random(0)
     start, end = cp.cuda.Event(), cp.cuda.Event()
 

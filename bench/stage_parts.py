@@ -33,27 +33,23 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.reps < 2:
         ap.error("--reps must be at least 2")
-    from sandbox import load_candidate, load_task
+    from sandbox import load_task
     from sandbox.tasks.task import TaskError
 
     try:
         task = load_task(args.task)
     except TaskError as exc:
         ap.error(str(exc).splitlines()[0])
-    try:
-        from device_harness import device_harness
+    from device_harness import baseline_or_say, harness_or_say
 
-        h, compiled = device_harness()
-    except Exception as exc:  # no CuPy, no device
-        print(f"error: {type(exc).__name__}: {exc}: bench/stage_parts.py needs a CUDA device", file=sys.stderr)
+    opened = harness_or_say("bench/stage_parts.py")
+    if opened is None:
         return 3
-    from sandbox.candidates.compiler import compile_source
-
-    cand = load_candidate(task.baseline_path)
-    info, cubin = compile_source(cand, h.arch)
-    if cubin is None:
-        print(f"error: {task.baseline_path} does not compile:\n{info.log}", file=sys.stderr)
+    h, compiled = opened
+    built = baseline_or_say(task, h.arch)
+    if built is None:
         return 3
+    cand, info, cubin = built
     step_table(h, task, cand, info, cubin, args.reps)
     h.release_cached()   # the table's buffers, freed on its return, back to the device
     if args.stage:
