@@ -15,12 +15,9 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
+from ..tasks.inputs import is_cupy
 from . import require_torch
 from .problem import ProblemError, problem_at, run_forward
-
-
-def _is_cupy(xp) -> bool:
-    return getattr(xp, "__name__", "") == "cupy"
 
 
 def to_torch(xp, array):
@@ -29,7 +26,7 @@ def to_torch(xp, array):
     bits = str(array.dtype) == "uint16"
     if bits:
         array = array.view(xp.int16)
-    if _is_cupy(xp):
+    if is_cupy(xp):
         tensor = torch.from_dlpack(array)
     else:
         import numpy as np
@@ -45,7 +42,7 @@ def to_xp(xp, tensor):
     bits = tensor.dtype == torch.bfloat16
     if bits:
         tensor = tensor.view(torch.int16)
-    array = xp.from_dlpack(tensor) if _is_cupy(xp) else tensor.cpu().numpy()
+    array = xp.from_dlpack(tensor) if is_cupy(xp) else tensor.cpu().numpy()
     return array.view(xp.uint16) if bits else array
 
 
@@ -124,7 +121,7 @@ class TorchRuntime:
 
     def generate(self, xp, sizes: dict[str, int], names: list[str], seed: int) -> dict:
         """The named inputs (forward arguments and module parameters) for ``seed``, as ``xp`` arrays."""
-        model, args = self._model(sizes, "cuda" if _is_cupy(xp) else "cpu", seed)
+        model, args = self._model(sizes, "cuda" if is_cupy(xp) else "cpu", seed)
         state = self._state(model)
         tensors = {name: args[i] for i, name in enumerate(self.spec.arguments) if name in self.inputs}
         tensors.update({name: state[key] for name, key in self.spec.parameters.items()})
@@ -156,7 +153,7 @@ class TorchRuntime:
         """The module at the task's sizes, with the given parameters, in float64 (or its own dtypes)."""
         sizes = {s: kw[s] for s in self.task.symbols}
         float64 = self.spec.reference_dtype == "float64"
-        model = self._module_for(sizes, "cuda" if _is_cupy(xp) else "cpu", float64)
+        model = self._module_for(sizes, "cuda" if is_cupy(xp) else "cpu", float64)
         params, args = self._call_args(xp, kw, self._state(model), float64)
         return self._outputs(xp, run_forward(model, args, params), sizes)
 
