@@ -170,13 +170,19 @@ def _timeline(events) -> list[tuple[str, float]]:
             screens += len(e.configurations)
             marks.append((f"screened {len(e.configurations)} (total {screens})", e.wall_s))
         elif e.kind == "sanitize":
-            tools = ", ".join(f"{t.tool} {t.seconds:.2f} s" + (" [its program: " + ", ".join(
-                f"{k} {v:.2f}" for k, v in t.program_s.items()) + "]" if t.program_s else "") for t in e.report.tools)
+            tools = ", ".join(f"{t.tool} {t.seconds:.2f} s" + (f" [its program: {_parts(t.program_s)}]"
+                                                                  if t.program_s else "") for t in e.report.tools)
             marks.append((f"sanitized {e.candidate_id} ({e.report.status}: {tools}; wall {e.report.wall_s:.2f} s)", e.wall_s))
         elif e.kind in ("phase", "stop", "end"):
             marks.append((f"phase {e.name}" if e.kind == "phase" else
-                          "end (after the held-out check and the summary)" if e.kind == "end" else e.kind, e.wall_s))
+                          "end (after the claim's held-out check and sanitizer, and the summary)" if e.kind == "end"
+                          else e.kind, e.wall_s))
     return marks
+
+
+def _parts(seconds: dict) -> str:
+    """Where seconds went, part by part, in the order given."""
+    return ", ".join(f"{k} {v:.2f}" for k, v in seconds.items())
 
 
 def _print_optimize(out: dict, i: int, start: dict[str, str] | None = None) -> None:
@@ -334,7 +340,7 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval
     parts = ""
     if bp is not None and bp.seconds > 0:
         parts = (f" ({'started ahead' if bp.started_ahead else 'started then'}; the program's parts: "
-                 + ", ".join(f"{k} {v:.2f}" for k, v in (bp.program_seconds or {}).items()) + ")")
+                 + _parts(bp.program_seconds or {}) + ")")
     print(f"\nBefore the phase (run wall {wall:.1f} s in all): {out['baseline']}, then its profile "
           f"{base_profile_s:.2f} s{parts}. After it: {finish_s:.2f} s (the held-out check of the leaders, the summary)")
     if profiled:
@@ -370,7 +376,7 @@ def _candidate_split(evaluated, phase_s: float) -> dict:
         print(f"| {k} | {statistics.median(v) if v else 0:.3f} | {sum(v):.2f} |")
     for title, parts in (("timing stage", timing), ("profiles", profile)):
         if parts:
-            print(f"\n{title}, summed: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.most_common()))
+            print(f"\n{title}, summed: " + _parts(dict(parts.most_common())))
     profiled = [(e.id, e.result.profile) for e in evaluated
                 if e.result.profile is not None and e.result.profile.seconds > 0]
     if profiled:
@@ -381,7 +387,7 @@ def _candidate_split(evaluated, phase_s: float) -> dict:
         for cid, prof in profiled:
             parts = prof.program_seconds or {}
             print(f"| {cid} | {prof.seconds:.2f} | {'yes' if prof.started_ahead else 'no'} | "
-                  + ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
+                  + _parts(parts)
                   + f" | {prof.seconds - sum(parts.values()):.2f} |")
     return dict(costs=costs, timing=dict(timing), profile=dict(profile), counts=counts)
 
