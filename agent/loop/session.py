@@ -396,14 +396,13 @@ def _extras(s: Session) -> dict:
 
     loop = s.loop
     interrupted = any(stop.reason is StopReason.INTERRUPTED for stop in s.stops.values())
-    sanitized = {"section": None, "done": 0}
+    sanitized = {"section": None}
+    reports = lambda: sum(1 for e in loop.lineage.entries() if e.result.sanitize is not None)
+    earlier = reports()   # sanitized in an earlier session of a resumed run
 
-    def sanitize() -> None:
-        reports = lambda: sum(1 for e in loop.lineage.entries() if e.result.sanitize is not None)
-        before = reports()
+    def sanitize() -> None:   # the limit counts this session's reports, however many turns the claim takes
         sanitized["section"] = sanitize_winner(s.sandbox, s.task, loop.lineage, s.trace, s.config.sanitize,
-                                               done=sanitized["done"])
-        sanitized["done"] += reports() - before
+                                               done=reports() - earlier)
 
     out: dict = {"heldout": None}
     best, base = loop.lineage.best(), loop.lineage.baseline()
