@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
-from ..tasks.inputs import is_cupy
+from ..tasks.dtypes import is_cupy
 from . import require_torch
 from .problem import ProblemError, problem_at, run_forward
 

@@ -14,6 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def is_cupy(xp) -> bool:
+    """Whether the array backend ``xp`` is CuPy (the GPU), not NumPy."""
+    return getattr(xp, "__name__", "") == "cupy"
+
+
 @dataclass(frozen=True)
 class DType:
     name: str

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .dtypes import DTYPES, from_float64, special_values, storage_dtype
+from .dtypes import DTYPES, from_float64, is_cupy, special_values, storage_dtype
 
 if TYPE_CHECKING:  # annotations only: a worker process that generates inputs needs no task model
     from .task import Task, TensorSpec
@@ -107,11 +107,6 @@ def generate(xp, spec: dict, seed: int):
         out[start:start + part.size] = part
         del part
     return out.reshape(shape)
-
-
-def is_cupy(xp) -> bool:
-    """Whether the array backend ``xp`` is CuPy (the GPU), not NumPy."""
-    return getattr(xp, "__name__", "") == "cupy"
 
 
 def random_state(xp, seed: int):
