@@ -99,23 +99,15 @@ __global__ void agree(const T* __restrict__ c, const T* __restrict__ bm, long lo
     unsigned long long bad = 0, first = ~0ULL;
     long long words = (n + E - 1) / E;
     long long stride = (long long)gridDim.x * blockDim.x;
-    // Whole words are read 8 bytes at a time where both outputs are 8-byte aligned (a Guarded buffer always is).
-    const bool aligned = ((((unsigned long long)c) | ((unsigned long long)bm)) & 7ULL) == 0;
-    const long long whole = aligned ? n / E : 0;
     for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < words; w += stride) {
         unsigned long long m = mix64((unsigned long long)w ^ k1) ^ k2;
         unsigned long long h = mix64((unsigned long long)w ^ sign_key);
-        unsigned long long cw = 0, bw = 0;
-        if (w < whole) {
-            cw = reinterpret_cast<const unsigned long long*>(c)[w];
-            bw = reinterpret_cast<const unsigned long long*>(bm)[w];
-        }
         #pragma unroll
         for (int j = 0; j < E; ++j) {
             long long i = w * E + j;
             if (i >= n) break;
-            U cbits = w < whole ? (U)(cw >> (8 * sizeof(T) * j)) : cu[i];
-            U bbits = (w < whole ? (U)(bw >> (8 * sizeof(T) * j)) : bu[i]) ^ (U)(m >> (8 * sizeof(T) * j));
+            U cbits = cu[i];
+            U bbits = bu[i] ^ (U)(m >> (8 * sizeof(T) * j));
             double cd = as_double(*reinterpret_cast<const T*>(&cbits));
             double bd = as_double(*reinterpret_cast<const T*>(&bbits));
             double d = 0.0;
