@@ -62,6 +62,16 @@ def test_a_winner_slower_than_the_baseline_at_some_size_is_flagged(task, baselin
     assert "FLAGGED" in text.splitlines()[2] and "FLAGGED" not in text.splitlines()[1]
 
 
+def test_with_until_the_sizes_after_the_first_row_it_holds_for_are_not_evaluated(task, baseline, winner):
+    wrong = lambda t, c, s: failed_result(t, c, Status.wrong, "output 'y' is wrong")  # noqa: E731
+    sb = ScriptedSandbox(_script({0: _faster(1.1, 1.3), 1: wrong, 2: _faster(1.1, 1.3)}))
+    rows = heldout_table(sb, task, baseline, winner, until=lambda rows: any_flagged(rows))
+    assert [r.status for r in rows] == ["ok", "wrong"]
+    assert [sizes for _, sizes in sb.calls] == task.spec.sizes.heldout[:2]
+    sb = ScriptedSandbox(_script({0: _faster(1.1, 1.3), 1: _faster(1.1, 1.3), 2: _faster(1.1, 1.3)}))
+    assert len(heldout_table(sb, task, baseline, winner, until=lambda rows: any_flagged(rows))) == 3
+
+
 def test_a_winner_that_is_not_ok_at_some_size_is_flagged(task, baseline, winner):
     wrong = lambda t, c, s: failed_result(t, c, Status.wrong, "heldout[2]: output 'y' is wrong")  # noqa: E731
     sb = ScriptedSandbox(_script({0: _faster(1.1, 1.3), 1: _faster(1.1, 1.3), 2: wrong}))

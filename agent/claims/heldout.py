@@ -8,7 +8,8 @@ evaluated at each size too and the winner is compared with it: intervals that do
 
 A row is flagged when the winner is not correct there (any status but ok), or when it is slower:
 its interval lies entirely below 1.0 (or entirely below the start's interval). A wrong row disqualifies a leader;
-a slower one only a leader that claimed to be faster (``disqualifies``).
+a slower one only a leader that claimed to be faster (``disqualifies``). A leader is checked size after size and
+set aside at the first size that disqualifies it: the sizes after it are not evaluated (the claim cannot be its).
 
 ``heldout_winner`` makes the claim: the winner is the best entry that passes every held-out size. A leader
 that fails one is set aside (``MemoryLineage.set_aside``) and named beside the winner, and the next best is
@@ -51,12 +52,14 @@ def heldout_winner(sandbox, task: Task, lineage, after_set_aside: Callable[[], N
         best = lineage.best()
         if best is None or best is base:
             return claim
-        rows = heldout_table(sandbox, task, base.candidate if base else None, best.candidate)
-        if not disqualifies(rows, best.result.speedup("baseline")):
+        claimed = best.result.speedup("baseline")
+        rows = heldout_table(sandbox, task, base.candidate if base else None, best.candidate,
+                             until=lambda rows: disqualifies(rows, claimed))
+        if not disqualifies(rows, claimed):
             claim.rows = rows
             return claim
-        claim.flagged.append(FlaggedWinner(id=best.id, speedup=best.result.speedup("baseline"),
-                                           note=regression_note(rows), rows=rows))
+        claim.flagged.append(FlaggedWinner(id=best.id, speedup=claimed, rows=rows,
+                                           note=regression_note(rows, of=len(task.spec.sizes.heldout))))
         lineage.set_aside(best.id)
         if after_set_aside is not None:
             after_set_aside()
@@ -80,14 +83,19 @@ def set_aside_note(flagged: list[FlaggedWinner]) -> str:
     return ("set aside: " + "; ".join(parts)) if parts else ""
 
 
-def heldout_table(sandbox, task: Task, baseline_candidate: Candidate | None, best_candidate: Candidate) -> list[HeldoutRow]:
-    """``baseline_candidate`` is None for a task without a CUDA baseline (the winner is timed against PyTorch)."""
+def heldout_table(sandbox, task: Task, baseline_candidate: Candidate | None, best_candidate: Candidate,
+                  until: Callable[[list[HeldoutRow]], bool] | None = None) -> list[HeldoutRow]:
+    """A row per held-out size, in the task's order; with ``until``, the rows up to the first after which it
+    holds (the sizes after it are not evaluated). ``baseline_candidate`` is None for a task without a CUDA baseline
+    (the winner is timed against PyTorch)."""
     distinct = baseline_candidate is not None and baseline_candidate.key != load_candidate(task.baseline_path).key
     rows = []
     for sizes in task.spec.sizes.heldout:
         result = sandbox.evaluate(task, best_candidate, sizes=sizes)
         start = sandbox.evaluate(task, baseline_candidate, sizes=sizes) if distinct else None
         rows.append(_row(sizes, result, start))
+        if until is not None and until(rows):
+            break
     return rows
 
 
@@ -130,9 +138,9 @@ def any_flagged(rows: list[HeldoutRow]) -> bool:
     return any(r.flagged for r in rows)
 
 
-def regression_note(rows: list[HeldoutRow] | None) -> str:
+def regression_note(rows: list[HeldoutRow] | None, of: int | None = None) -> str:
     """The held-out sizes where the winner is wrong or slower, for the headline next to its speedup; empty when
-    there are none."""
+    there are none. ``of``: the task's count of held-out sizes, where a leader set aside was not checked at all."""
     flagged = [r for r in rows or [] if r.flagged]
     if not flagged:
         return ""
@@ -140,7 +148,9 @@ def regression_note(rows: list[HeldoutRow] | None) -> str:
     for r in flagged:
         where = describe_sizes(r.sizes)
         parts.append(f"{r.speedup.value:.3f}x at {where}" if r.speedup else f"{r.status} at {where}")
-    return f"REGRESSES at {len(flagged)} of {len(rows)} held-out sizes: " + "; ".join(parts)
+    total = max(of or 0, len(rows))
+    unchecked = f" ({total - len(rows)} not checked: it was set aside at the one before)" if total > len(rows) else ""
+    return f"REGRESSES at {len(flagged)} of {total} held-out sizes{unchecked}: " + "; ".join(parts)
 
 
 def format_heldout(rows: list[HeldoutRow]) -> str:
