@@ -1,5 +1,5 @@
 """``python -m agent`` runs the kernelwright command line."""
 
-from .cli import main
+from .launch import main
 
 main()

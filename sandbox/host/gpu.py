@@ -29,12 +29,14 @@ from ..judging.result import Check, CompileInfo, Cost, Result, Status
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..plumbing import tempdirs
 from ..plumbing.files import cache_dir
+from ..plumbing.tools import compile_bytecode_ahead
 from ..tasks.inputs import distribution_count, input_specs, output_specs
 from ..tasks.task import Task, TaskError, describe_sizes
 from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, Confinement, DeviceInfo, HarnessCode, \
     Hello, MeasureCeilings, Run, StageFailed, Timed, Trial, TrialRun, WorkerError
 from .ceilings import cached_ceilings
 from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
+from . import prestart
 from .config import SandboxConfig
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout, expect
 from .referee import Referee, mismatch_text
@@ -53,18 +55,25 @@ class GPUSandbox(CompileOnlySandbox):
 
     def __init__(self, config: SandboxConfig | None = None):
         config = config or SandboxConfig()
-        tempdirs.sweep()
-        self.data_dir = tempdirs.make("data", tempdirs.shm_root())
-        self._gpu = WorkerProcess("gpu", root=self.data_dir.parent)
-        self._ref = WorkerProcess("reference", root=self.data_dir.parent)
-        self._ref.warm_up(Hello(), timeout=120)   # its CUDA context comes up beside the GPU worker's
+        started = prestart.take()   # started at the process's start, beside its imports (``sandbox.host.prestart``)
+        if started is not None:
+            self.data_dir, self._gpu, self._ref = started.data_dir, started.gpu, started.ref
+        else:
+            tempdirs.sweep()
+            self.data_dir = tempdirs.make("data", tempdirs.shm_root())
+            self._gpu = WorkerProcess("gpu", root=self.data_dir.parent)
+            self._ref = WorkerProcess("reference", root=self.data_dir.parent)
+            self._ref.warm_up(Hello(), timeout=120)   # its CUDA context comes up beside the GPU worker's
+            compile_bytecode_ahead()
         compiles = WorkerProcess("compile")       # and the first compile worker, for the first candidate
         compiles.warm_up(Confinement(), timeout=config.compile_timeout_s)
-        hello = self._gpu.call(Hello(), timeout=120)
+        try:
+            hello = started.gpu_hello.result() if started is not None else self._gpu.call(Hello(), timeout=120)
+        except BaseException:
+            self._give_up(compiles)
+            raise
         if isinstance(hello, WorkerError):
-            for worker in (self._gpu, self._ref, compiles):
-                worker.close()
-            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self._give_up(compiles)
             raise RuntimeError(f"no usable CUDA device: {hello.error}")
         info = expect(hello, DeviceInfo).info
         arch = config.arch or info["arch"]
@@ -84,6 +93,12 @@ class GPUSandbox(CompileOnlySandbox):
         self._rng = random.SystemRandom()
         self.check_split_s: dict[str, float] = {}  # the correctness stage's seconds per part in the GPU worker,
                                                    # summed over this sandbox's life (the reference's: referee)
+
+    def _give_up(self, compiles: WorkerProcess) -> None:
+        """Close what an opening that failed had started."""
+        for worker in (self._gpu, self._ref, compiles):
+            worker.close()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
     # ---- public ------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from typing import Callable, TypeVar
 from ..plumbing import tempdirs
 from ..plumbing.files import cache_dir
 from ..plumbing.hostpaths import redact
-from ..plumbing.tools import scrubbed_env
+from ..plumbing.tools import kill_group, scrubbed_env
 from ..wire import Reply, Request, WorkerError, checked
 from . import kernel_cache
 
@@ -93,6 +93,14 @@ class WorkerProcess:
         os.close(req_r)
         os.close(rep_w)
         with self._closing:  # the process and what it holds appear together to a close on another thread
+            if self._retired:   # closed for good while it started: it ends here
+                kill_group(proc)
+                for f in (req_w, rep_r):
+                    os.close(f)
+                stdout.close()
+                stderr.close()
+                shutil.rmtree(home, ignore_errors=True)
+                raise WorkerDied(f"{self.role} worker was closed for good", "")
             self.home, self._stdout, self._stderr = home, stdout, stderr
             self._send = Connection(req_w, readable=False)
             self._recv = Connection(rep_r, writable=False)

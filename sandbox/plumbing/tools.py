@@ -11,7 +11,9 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +34,30 @@ def scrubbed_env(home: Path, cupy_cache: Path) -> dict[str, str]:
                PYTHONDONTWRITEBYTECODE="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
     return env
+
+
+_bytecode_started = False
+
+
+def compile_bytecode_ahead() -> threading.Thread | None:
+    """The sandbox package's bytecode written, on a thread of its own, where it is missing or stale: a child started
+    with ``scrubbed_env`` never writes its own (a process that ran a candidate is not trusted to write code that
+    later processes run), so without it every worker compiled the modules only it imports from source at each
+    start. Here the trusted host writes it, once per process, unless it writes no bytecode itself
+    (``PYTHONDONTWRITEBYTECODE``). The thread, or None where none was started."""
+    global _bytecode_started
+    if _bytecode_started or sys.dont_write_bytecode:
+        return None
+    _bytecode_started = True
+
+    def run():
+        import compileall
+
+        compileall.compile_dir(PACKAGE_ROOT / "sandbox", quiet=2)
+
+    thread = threading.Thread(target=run, name="bytecode", daemon=True)
+    thread.start()
+    return thread
 
 
 def find_tool(name: str, env_var: str, globs: tuple[str, ...]) -> str | None:

@@ -1,0 +1,59 @@
+"""The ``kernelwright`` command's entry point, and ``python -m agent``'s.
+
+A command that will open the GPU sandbox (``optimize`` and ``batch`` on this machine's GPU) has the sandbox's device
+workers started before the rest of the program is imported (``sandbox.host.prestart``): their interpreters, imports
+and CUDA contexts come up beside the command line's own imports instead of after them. The command line is read
+here only as far as deciding that; everything else about it, and every error in it, is the CLI's.
+"""
+
+from __future__ import annotations
+
+import sys
+
+COMMANDS = ("optimize", "batch")   # the commands that open a GPU sandbox as their first real work
+NOT_HERE = ("--help", "-h", "--resume", "--ray")   # no sandbox, or one whose kind the CLI reads from elsewhere
+
+
+def main() -> None:
+    if opens_gpu_sandbox(sys.argv[1:]):
+        from sandbox.host.prestart import start_workers
+
+        start_workers()
+    from .cli import main as cli_main
+
+    cli_main()
+
+
+def opens_gpu_sandbox(args: list[str]) -> bool:
+    """Whether these arguments run a command that opens this machine's GPU sandbox (``--sandbox`` auto or gpu, by
+    the flag or else by the ``--config`` file; no ``[cluster]``). Anything unclear is a no: the workers are then
+    started as usual, when the sandbox opens."""
+    if not args or args[0] not in COMMANDS:
+        return False
+    if any(a in NOT_HERE or a.startswith(("--ray-address", "--ray-gpus")) for a in args):
+        return False
+    config = _option(args, "--config")
+    data = {}
+    if config is not None:
+        import tomllib
+
+        try:
+            with open(config, "rb") as f:
+                data = tomllib.load(f)
+        except (OSError, ValueError):
+            return False
+        if "cluster" in data:
+            return False
+    kind = _option(args, "--sandbox") or data.get("sandbox", "auto")
+    return kind in ("auto", "gpu")
+
+
+def _option(args: list[str], name: str) -> str | None:
+    """The value of ``name`` given as ``name VALUE`` or ``name=VALUE`` (the last one given), else None."""
+    value = None
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith(name + "="):
+            value = a.split("=", 1)[1]
+    return value

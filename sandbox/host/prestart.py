@@ -1,0 +1,81 @@
+"""The GPU sandbox's two device workers started at the very start of a process, beside its own imports.
+
+A GPU sandbox waits for its GPU worker to answer ``Hello`` (an interpreter, the worker's imports, CuPy and a CUDA
+context: about a second on an H200) before it opens. A command that will open one (``kernelwright optimize``)
+calls ``start_workers`` before it imports the rest of the program, so that second passes beside those imports;
+the first ``GPUSandbox`` of the process takes them over (``take``). Workers that no sandbox takes (the command
+stopped on bad input, the run's config chose another sandbox) are closed, and their folder removed, when the
+process exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..plumbing import tempdirs
+from ..plumbing.tools import compile_bytecode_ahead
+from ..wire import Hello
+from .pool import WorkerProcess
+
+HELLO_TIMEOUT_S = 120
+
+
+@dataclass
+class Started:
+    """The data folder the workers share, the GPU and reference workers, each sent ``Hello``, and the GPU worker's
+    answer to come (its ``DeviceInfo`` or ``WorkerError``; ``WorkerDied`` or ``WorkerTimeout`` where it failed)."""
+
+    data_dir: Path
+    gpu: WorkerProcess
+    ref: WorkerProcess
+    gpu_hello: Future
+
+
+_lock = threading.Lock()
+_held: Started | None = None
+
+
+def start_workers() -> None:
+    """Start the GPU and the reference worker now (each sent ``Hello`` on a thread of its own) for the next
+    ``GPUSandbox`` of this process to take over; once per process."""
+    global _held
+    with _lock:
+        if _held is not None:
+            return
+        tempdirs.sweep()
+        data_dir = tempdirs.make("data", tempdirs.shm_root())
+        started = Started(data_dir, WorkerProcess("gpu", root=data_dir.parent),
+                          WorkerProcess("reference", root=data_dir.parent), Future())
+        started.ref.warm_up(Hello(), timeout=HELLO_TIMEOUT_S)
+        threading.Thread(target=_hello, args=(started.gpu, started.gpu_hello), name="gpu-hello", daemon=True).start()
+        _held = started
+        atexit.register(_release)
+    compile_bytecode_ahead()
+
+
+def _hello(gpu: WorkerProcess, answer: Future) -> None:
+    try:
+        answer.set_result(gpu.call(Hello(), timeout=HELLO_TIMEOUT_S))
+    except BaseException as exc:  # the sandbox that takes the workers raises it, as its own call would have
+        answer.set_exception(exc)
+
+
+def take() -> Started | None:
+    """The workers ``start_workers`` started, once: the caller owns them from now on. None where none were."""
+    global _held
+    with _lock:
+        started, _held = _held, None
+    return started
+
+
+def _release() -> None:
+    started = take()
+    if started is not None:   # for good: a worker whose start is still under way on its thread ends there too
+        started.gpu.close(retire=True)
+        started.ref.close(retire=True)
+        shutil.rmtree(started.data_dir, ignore_errors=True)
