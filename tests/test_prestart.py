@@ -68,7 +68,7 @@ def test_a_sandbox_that_cannot_open_closes_the_workers_it_took_over():
     with pytest.raises(RuntimeError, match="no usable CUDA device"):
         GPUSandbox()
     assert prestart.take() is None                       # taken once
-    assert not started.gpu.alive and not started.ref.alive
+    assert not started.gpu.alive and not started.ref.alive and not started.compiles.alive
     assert not started.data_dir.exists()
 
 
@@ -79,7 +79,7 @@ def test_workers_no_sandbox_takes_are_closed_with_their_folder():
     assert prestart._held is started
     prestart._release()
     assert prestart.take() is None
-    assert not started.gpu.alive and not started.ref.alive
+    assert not started.gpu.alive and not started.ref.alive and not started.compiles.alive
     assert not started.data_dir.exists()
 
 

@@ -58,15 +58,16 @@ class GPUSandbox(CompileOnlySandbox):
         started = prestart.take()   # started at the process's start, beside its imports (``sandbox.host.prestart``)
         if started is not None:
             self.data_dir, self._gpu, self._ref = started.data_dir, started.gpu, started.ref
+            compiles = started.compiles
         else:
             tempdirs.sweep()
             self.data_dir = tempdirs.make("data", tempdirs.shm_root())
             self._gpu = WorkerProcess("gpu", root=self.data_dir.parent)
             self._ref = WorkerProcess("reference", root=self.data_dir.parent)
             self._ref.warm_up(Hello(), timeout=120)   # its CUDA context comes up beside the GPU worker's
+            compiles = WorkerProcess("compile")       # and the first compile worker, for the first candidate
+            compiles.warm_up(Confinement(), timeout=config.compile_timeout_s)
             compile_bytecode_ahead()
-        compiles = WorkerProcess("compile")       # and the first compile worker, for the first candidate
-        compiles.warm_up(Confinement(), timeout=config.compile_timeout_s)
         try:
             hello = started.gpu_hello.result() if started is not None else self._gpu.call(Hello(), timeout=120)
         except BaseException:

@@ -1,9 +1,10 @@
-"""The GPU sandbox's two device workers started at the very start of a process, beside its own imports.
+"""The GPU sandbox's first workers started at the very start of a process, beside its own imports.
 
 A GPU sandbox waits for its GPU worker to answer ``Hello`` (an interpreter, the worker's imports, CuPy and a CUDA
-context: about a second on an H200) before it opens. A command that will open one (``kernelwright optimize``)
-calls ``start_workers`` before it imports the rest of the program, so that second passes beside those imports;
-the first ``GPUSandbox`` of the process takes them over (``take``). Workers that no sandbox takes (the command
+context: about a second on an H200) before it opens, and its first evaluation waits for a compile worker (an
+interpreter, NVRTC and the confinement) even where the kernel's compile is cached. A command that will open one
+(``kernelwright optimize``) calls ``start_workers`` before it imports the rest of the program, so those seconds
+pass beside those imports; the first ``GPUSandbox`` of the process takes the workers over (``take``). Workers that no sandbox takes (the command
 stopped on bad input, the run's config chose another sandbox) are closed, and their folder removed, when the
 process exits.
 """
@@ -19,21 +20,25 @@ from pathlib import Path
 
 from ..plumbing import tempdirs
 from ..plumbing.tools import compile_bytecode_ahead
-from ..wire import Hello
+from ..wire import Confinement, Hello
 from .pool import WorkerProcess
 
 HELLO_TIMEOUT_S = 120
+CONFINEMENT_TIMEOUT_S = 120   # a compile worker's start (the sandbox's own, ``SandboxConfig.compile_timeout_s``, is
+                              # read later: its config is not known yet)
 
 
 @dataclass
 class Started:
-    """The data folder the workers share, the GPU and reference workers, each sent ``Hello``, and the GPU worker's
-    answer to come (its ``DeviceInfo`` or ``WorkerError``; ``WorkerDied`` or ``WorkerTimeout`` where it failed)."""
+    """The data folder the device workers share, the GPU and reference workers, each sent ``Hello``, the GPU
+    worker's answer to come (its ``DeviceInfo`` or ``WorkerError``; ``WorkerDied`` or ``WorkerTimeout`` where it
+    failed), and a compile worker sent ``Confinement``."""
 
     data_dir: Path
     gpu: WorkerProcess
     ref: WorkerProcess
     gpu_hello: Future
+    compiles: WorkerProcess
 
 
 _lock = threading.Lock()
@@ -41,8 +46,8 @@ _held: Started | None = None
 
 
 def start_workers() -> None:
-    """Start the GPU and the reference worker now (each sent ``Hello`` on a thread of its own) for the next
-    ``GPUSandbox`` of this process to take over; once per process."""
+    """Start the GPU and the reference worker (each sent ``Hello`` on a thread of its own) and a compile worker now,
+    for the next ``GPUSandbox`` of this process to take over; once per process."""
     global _held
     with _lock:
         if _held is not None:
@@ -50,8 +55,9 @@ def start_workers() -> None:
         tempdirs.sweep()
         data_dir = tempdirs.make("data", tempdirs.shm_root())
         started = Started(data_dir, WorkerProcess("gpu", root=data_dir.parent),
-                          WorkerProcess("reference", root=data_dir.parent), Future())
+                          WorkerProcess("reference", root=data_dir.parent), Future(), WorkerProcess("compile"))
         started.ref.warm_up(Hello(), timeout=HELLO_TIMEOUT_S)
+        started.compiles.warm_up(Confinement(), timeout=CONFINEMENT_TIMEOUT_S)
         threading.Thread(target=_hello, args=(started.gpu, started.gpu_hello), name="gpu-hello", daemon=True).start()
         _held = started
         atexit.register(_release)
@@ -76,6 +82,6 @@ def take() -> Started | None:
 def _release() -> None:
     started = take()
     if started is not None:   # for good: a worker whose start is still under way on its thread ends there too
-        started.gpu.close(retire=True)
-        started.ref.close(retire=True)
+        for worker in (started.gpu, started.ref, started.compiles):
+            worker.close(retire=True)
         shutil.rmtree(started.data_dir, ignore_errors=True)
