@@ -27,7 +27,8 @@ def run(*args, timeout=120):
 @pytest.mark.parametrize("script", ["bench/suite.py", "bench/tuner.py", "bench/sandbox_bench.py", "bench/check_power.py",
                                     "bench/vs_kernel_tuner.py",
                                     "bench/l2_flush.py", "bench/launch_hold.py", "bench/ray_ab.py",
-                                    "bench/kernelbench.py", "bench/stage_parts.py", "bench/throughput.py"])
+                                    "bench/kernelbench.py", "bench/stage_parts.py", "bench/throughput.py",
+                                    "bench/claim_parts.py"])
 def test_bench_script_imports_and_explains_itself(script):
     out = run(script, "--help")
     assert out.returncode == 0, out.stderr
@@ -46,6 +47,14 @@ def test_the_launch_hold_bench_refuses_bad_options_with_one_error(args, says):
 @pytest.mark.parametrize("args, says", [(["--reps", "1"], "at least 2"), (["--task", "nope"], "no such task")])
 def test_the_stage_parts_bench_refuses_bad_options_with_one_error(args, says):
     out = run("bench/stage_parts.py", *args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, says", [(["--leader", "BLOCK"], "not KNOB=VALUE"), (["--start", "WARPS=4"], "no knob"),
+                                        (["--leader", "BLOCK=3"], "no value '3'")])
+def test_the_claim_parts_bench_refuses_bad_options_with_one_error(args, says):
+    out = run("bench/claim_parts.py", *args)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
