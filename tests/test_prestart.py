@@ -75,7 +75,7 @@ def test_a_sandbox_that_cannot_open_closes_the_workers_it_took_over():
 def test_workers_no_sandbox_takes_are_closed_with_their_folder():
     prestart.start_workers()
     started = prestart._held
-    prestart.start_workers()                             # once per process
+    prestart.start_workers()                             # nothing while those started wait to be taken
     assert prestart._held is started
     prestart._release()
     assert prestart.take() is None

@@ -34,9 +34,9 @@ from ..tasks.inputs import distribution_count, input_specs, output_specs
 from ..tasks.task import Task, TaskError, describe_sizes
 from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, Confinement, DeviceInfo, HarnessCode, \
     Hello, MeasureCeilings, Run, StageFailed, Timed, Trial, TrialRun, WorkerError
+from . import prestart
 from .ceilings import cached_ceilings
 from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
-from . import prestart
 from .config import SandboxConfig
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout, expect
 from .referee import Referee, mismatch_text

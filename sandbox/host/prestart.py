@@ -4,9 +4,9 @@ A GPU sandbox waits for its GPU worker to answer ``Hello`` (an interpreter, the 
 context: about a second on an H200) before it opens, and its first evaluation waits for a compile worker (an
 interpreter, NVRTC and the confinement) even where the kernel's compile is cached. A command that will open one
 (``kernelwright optimize``) calls ``start_workers`` before it imports the rest of the program, so those seconds
-pass beside those imports; the first ``GPUSandbox`` of the process takes the workers over (``take``). Workers that no sandbox takes (the command
-stopped on bad input, the run's config chose another sandbox) are closed, and their folder removed, when the
-process exits.
+pass beside those imports; the first ``GPUSandbox`` of the process takes the workers over (``take``). Workers that
+no sandbox takes (the command stopped on bad input, the run's config chose another sandbox) are closed, and their
+folder removed, when the process exits.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _held: Started | None = None
 
 def start_workers() -> None:
     """Start the GPU and the reference worker (each sent ``Hello`` on a thread of its own) and a compile worker now,
-    for the next ``GPUSandbox`` of this process to take over; once per process."""
+    for the next ``GPUSandbox`` of this process to take over; nothing while the ones started before wait to be."""
     global _held
     with _lock:
         if _held is not None:
