@@ -10,7 +10,7 @@ Three parts, each printed as a table as soon as it is done (``--parts`` picks th
   24-point row-sum space (a task folder whose starting kernel is bench/candidates/row_sum_vec.cu, knobs only,
   exhaustive, no profiling, the winner sanitized and checked at the held-out sizes), against Kernel Tuner's whole
   process for the same 24 configurations (imports, CUDA context, inputs and the tune, in a new process). The run's
-  events give where its wall time went.
+  events give where its wall time went, and its summary which leaders the claim's held-out check set aside.
 - ``candidates``: LLM-style candidates (whole kernels, each new code, evaluated in full: every check size against
   the reference, the full timing protocol, a profile of each new best) at a memory-bound suite task's benchmark
   size, handed to the loop as a model's answers would be (``--parallel`` requests open). Reports candidates per
@@ -132,7 +132,7 @@ def optimize_part(folder: Path, sandbox: str, repeat: int = 1, start: dict[str, 
                    kernelwright=dict(wall_s=kw["wall_s"], timeline=_timeline(events := read_events(traces / run_id)),
                                      **_outside(events, kw),
                                      totals=summary.get("totals"), tuning=summary.get("tuning"),
-                                     best=(summary.get("best") or {}).get("speedup")))
+                                     best=(summary.get("best") or {}).get("speedup"), claim=_claim(summary)))
         out["ratio"] = out["kernelwright"]["wall_s"] / out["kernel_tuner"]["wall_s"]
         _print_optimize(out, i, start)
         rows.append(out)
@@ -154,6 +154,14 @@ def _outside(events, run: dict) -> dict:
     sandbox's start) and after its last event (the sandbox's close, the exit)."""
     begun = events[0].t - events[0].wall_s
     return dict(before_trace_s=begun - run["started"], after_trace_s=run["ended"] - events[-1].t)
+
+
+def _claim(summary: dict) -> dict:
+    """What the claim checked after the search: the leaders set aside at a held-out size (id, and the sizes it was
+    evaluated at before that), and the winner's held-out sizes."""
+    flagged = summary.get("heldout_flagged") or []
+    return dict(set_aside=[dict(id=f["id"], sizes_checked=len(f.get("rows") or [])) for f in flagged],
+                winner_sizes=len(summary.get("heldout") or []), winner=(summary.get("best") or {}).get("id"))
 
 
 def _timeline(events) -> list[tuple[str, float]]:
@@ -200,6 +208,11 @@ def _print_optimize(out: dict, i: int, start: dict[str, str] | None = None) -> N
     print("| the run's events | wall s |\n|---|---|")
     for what, t in kw["timeline"]:
         print(f"| {what} | {t:.2f} |")
+    claim = kw["claim"]
+    aside = ", ".join(f"{a['id']} (at {a['sizes_checked']} size{'s' if a['sizes_checked'] != 1 else ''})"
+                      for a in claim["set_aside"]) or "none"
+    print(f"\nThe claim's held-out check: leaders set aside {aside}; the winner {claim['winner'] or '-'} checked at "
+          f"{claim['winner_sizes']} sizes")
     print(f"\nThe process outside its run's trace: {kw['before_trace_s']:.2f} s before it began (the interpreter, the "
           f"imports, the sandbox's start), {kw['after_trace_s']:.2f} s after its last event (the sandbox's close, the exit)")
 

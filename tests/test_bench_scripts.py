@@ -86,6 +86,21 @@ def test_the_throughput_bench_starts_the_optimize_run_where_asked_in_the_same_sp
     assert load_candidate(task.baseline_path).knobs == {"BLOCK": (256, 32, 64, 128, 512, 1024), "VEC": (8, 4, 1, 2)}
 
 
+def test_the_throughput_benchs_optimize_part_names_the_leaders_the_claim_set_aside():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import throughput
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    row = {"sizes": {"rows": 4096, "cols": 16384}, "status": "ok"}
+    summary = {"best": {"id": "c0003"}, "heldout": [row, row, row],
+               "heldout_flagged": [{"id": "c0001", "rows": [row, row]}, {"id": "c0002", "rows": [row]}]}
+    assert throughput._claim(summary) == {"set_aside": [{"id": "c0001", "sizes_checked": 2},
+                                                        {"id": "c0002", "sizes_checked": 1}],
+                                          "winner_sizes": 3, "winner": "c0003"}
+    assert throughput._claim({"best": None}) == {"set_aside": [], "winner_sizes": 0, "winner": None}
+
+
 @pytest.mark.timeout(300)
 def test_the_throughput_benchs_optimize_part_accounts_for_the_process_around_its_trace(tmp_path):
     out = run("bench/throughput.py", "--parts", "optimize", "--sandbox", "fake", "--repeat", "1", "--start", "VEC=8",
@@ -98,6 +113,9 @@ def test_the_throughput_benchs_optimize_part_accounts_for_the_process_around_its
     assert kw["before_trace_s"] > 0 and kw["after_trace_s"] >= 0
     assert kw["before_trace_s"] + span + kw["after_trace_s"] == pytest.approx(kw["wall_s"], abs=0.1)
     assert "starting at VEC=8" in out.stdout and "outside its run's trace" in out.stdout
+    claim = kw["claim"]
+    assert claim["set_aside"] == [] and "The claim's held-out check: leaders set aside none" in out.stdout
+    assert claim["winner_sizes"] == (3 if claim["winner"] not in (None, "c0000") else 0)
 
 
 @pytest.mark.timeout(300)
