@@ -22,14 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 
-def knobs(text: str) -> dict[str, str]:
-    """``BLOCK=512,VEC=2`` as a mapping; ValueError naming a part that is not KNOB=VALUE."""
-    bad = [part for part in text.split(",") if "=" not in part]
-    if bad:
-        raise ValueError(f"{bad[0]!r} is not KNOB=VALUE")
-    return dict(part.split("=", 1) for part in text.split(","))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--start", default="BLOCK=1024", help="knob values the task's starting kernel lists first")
@@ -40,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="claim-parts-") as name:
         folder = Path(name)
         try:
-            task_dir = tp.row_sum_task(folder, knobs(args.start))
-            (folder / "leader.cu").write_text(tp.start_at(tp.ROW_SUM.read_text(), knobs(args.leader)))
+            task_dir = tp.row_sum_task(folder, tp.knob_values(args.start))
+            (folder / "leader.cu").write_text(tp.start_at(tp.ROW_SUM.read_text(), tp.knob_values(args.leader)))
         except ValueError as exc:
             ap.error(str(exc))
         return measure(task_dir, folder / "leader.cu", args)

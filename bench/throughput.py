@@ -85,6 +85,16 @@ def row_sum_task(folder: Path, start: dict[str, str] | None = None) -> Path:
     return task.folder
 
 
+def knob_values(text: str) -> dict[str, str]:
+    """``BLOCK=512,VEC=2`` as a mapping (empty for an empty text); ValueError naming an item that is not
+    KNOB=VALUE."""
+    pairs = [kv.strip() for kv in text.split(",") if kv.strip()]
+    bad = [kv for kv in pairs if "=" not in kv]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not KNOB=VALUE")
+    return dict(kv.split("=", 1) for kv in pairs)
+
+
 def start_at(source: str, start: dict[str, str]) -> str:
     """``source`` with each knob of ``start`` listing the given value first (a knob's first value is where a run
     starts); ValueError naming a knob or value the kernel does not have."""
@@ -438,10 +448,7 @@ def main(argv=None) -> int:
     if args.fake_eval_s < 0 or (args.fake_eval_s and args.sandbox != "fake"):
         ap.error("--fake-eval-s takes seconds (at least 0), with --sandbox fake only")
     try:
-        pairs = [kv.strip() for kv in args.start.split(",") if kv.strip()]
-        if any("=" not in kv for kv in pairs):
-            raise ValueError("each item is KNOB=VALUE")
-        start = dict(kv.split("=", 1) for kv in pairs)
+        start = knob_values(args.start)
         start_at(ROW_SUM.read_text(), start)
     except ValueError as exc:
         ap.error(f"--start {args.start!r}: {exc} (give KNOB=VALUE pairs separated by commas)")
