@@ -11,7 +11,7 @@ import numpy as np
 
 from sandbox.worker.guards import Fence
 from sandbox.worker.draw import KINDS, PhaseDraw, Reservoir, draw_slots, launch_kind, miss_probability
-from sandbox.worker.timing import round_cap
+from sandbox.worker.timing import WARM_UP_MAX, round_cap, warm_up_batch, warming
 
 
 def test_the_round_cap_depends_on_the_budget_and_the_baseline_only():
@@ -19,6 +19,23 @@ def test_the_round_cap_depends_on_the_budget_and_the_baseline_only():
     assert round_cap(250.0, 10.0, 10, 60) == 25     # the budget over the baseline's warm-up time
     assert round_cap(250.0, 100.0, 10, 60) == 10    # slow baseline: the configured minimum
     assert round_cap(250.0, 0.0, 10, 60) == 60
+
+
+def test_a_queued_warm_up_asks_for_what_the_per_launch_rule_would_launch_a_batch_at_a_time():
+    assert warming([]) and warm_up_batch([]) == 3                  # the minimum first, whatever the kernel's time
+    assert warm_up_batch([0.13] * 3) == 16                           # 20 ms of a 0.13 ms kernel: batches of 16
+    assert warm_up_batch([5.0] * 3) == 1                             # 5 ms left of a 5 ms kernel: one more launch
+    assert warm_up_batch([0.01] * (WARM_UP_MAX - 5)) == 5            # never past the most launches
+    assert not warming([7.0] * 3) and warming([0.1] * 3)             # 21 ms done; 0.3 ms is not enough
+    assert not warming([0.01] * WARM_UP_MAX)                         # the most launches, even short of 20 ms
+    # every batch it asks for is one the per-launch rule would still launch, up to the batch's last launch
+    for per in (0.013, 0.13, 1.3, 6.0, 25.0):
+        times = []
+        while warming(times):
+            n = warm_up_batch(times)
+            assert n >= 1 and warming(times + [per] * (n - 1))
+            times += [per] * n
+        assert len(times) == next(k for k in range(1, WARM_UP_MAX + 1) if not warming([per] * k))
 
 
 def test_the_reservoir_keeps_a_uniform_sample_of_a_stream_of_any_length():

@@ -136,6 +136,9 @@ class _Harness:
     def hash_arrays(self, arrays, seed):
         return np.concatenate([self.hash_array(a, seed) for a in arrays]).view(_Host)
 
+    def bands_broken(self, buffers):
+        return np.array([not ok for b in buffers for ok in b.guards_intact()], dtype=np.uint64).view(_Host)
+
     def free_bytes(self):
         return self.free
 
@@ -161,7 +164,7 @@ class _Kernel:
     def __init__(self, scale=1.0, untimed_fault=None):
         self.scale, self.untimed_fault = scale, untimed_fault   # (which untimed launch, "wrong" or "input")
         self.plan = {"scratch": []}
-        self.hold, self.untimed = None, 0
+        self.untimed, self.in_untimed = 0, False   # in_untimed: set as the untimed launches begin
 
     def poison_scratch(self, scratch, every=False):
         pass
@@ -171,7 +174,7 @@ class _Kernel:
 
     def launch(self, arrays, scratch):
         v = arrays["x"]
-        self.untimed += self.hold is not None and not self.hold.open   # a launch outside any hold: an untimed one
+        self.untimed += self.in_untimed
         fault = self.untimed_fault if self.untimed_fault and self.untimed_fault[0] == self.untimed else (0, "")
         arrays["out"][...] = (0.5 if fault[1] == "wrong" else self.scale) * np.clip(v / (1 + np.exp(-v)), -0.25, 3.0)
         if fault[1] == "input":
@@ -227,7 +230,8 @@ def test_every_candidate_launch_is_checked_against_eager_and_a_failing_compile_i
     outs = [o["candidate"]["out"].raw for o in set_outs]
     assert not any(np.shares_memory(a, b) for i, a in enumerate(outs) for b in outs[i + 1:])
     split = reply.split_s  # where the stage's seconds went, for bench/sandbox_bench.py
-    assert {"inputs", "launches", "output checks", "untimed launches", "clocks", "hand-over", "other"} == set(split)
+    assert {"inputs", "warm-up, queued", "launches", "output checks", "untimed launches", "clocks", "hand-over",
+            "other"} == set(split)
     assert all(v >= 0 for v in split.values()) and sum(split.values()) == pytest.approx(reply.gpu_s, abs=0.01)
 
 
@@ -244,9 +248,9 @@ def test_an_untimed_launch_that_errs_or_writes_its_input_ends_the_stage_named_by
                                      (3, "input", Violation, "input 'x' was modified")):
         kernel = _Kernel(untimed_fault=(k, fault))
         stage = _stage(swish, tmp_path, monkeypatch, kernel, launches_to=200)
-        kernel.hold = stage.h.hold
         first, real = [], stage._untimed
-        stage._untimed = lambda inputs: (first.append(stage.launches["candidate"] + 1), real(inputs))
+        stage._untimed = lambda inputs: (first.append(stage.launches["candidate"] + 1),
+                                         setattr(kernel, "in_untimed", True), real(inputs))
         with pytest.raises(error, match=message) as caught:
             stage.run()
         if error is timing.Disagreement:

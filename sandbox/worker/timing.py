@@ -1,7 +1,8 @@
 """A/B timing in the GPU worker, where no launch of the candidate goes unobserved.
 
 - Warm-up on one input set: the baseline, the vendor, then the candidate, each at least 3 launches and
-  20 ms (at most 200).
+  20 ms of its device time (at most 200); a kernel's launches queued in batches, checks behind each, read once a
+  batch (``_warm_up_queued``).
 - Rounds: fresh inputs every round (every listed distribution in turn) in rotating buffer sets larger
   than the L2, at least three where the device memory holds them; each set has its own output buffers for
   every implementation, so a kernel's time is measured in several placements of everything it reads and
@@ -64,7 +65,8 @@ from .harness import Harness, LaunchFailed, generate_into, hand_over, poison_out
 from .memory_plan import Needs, gib, is_out_of_memory, plan_memory, torch_peak
 from .stopwatch import Stopwatch
 
-UNTIMED_BATCH = 16  # untimed launches whose checks are read from the device in one transfer
+UNTIMED_BATCH = 16  # untimed (and queued warm-up) launches whose checks are read from the device in one transfer
+WARM_UP_MIN, WARM_UP_MS, WARM_UP_MAX = 3, 20.0, 200   # each implementation's warm-up: launches, and device ms
 GIVE_UP_HOLDS = 3  # holds of the stage's own kernels that ran out (each a 50 ms wait) before timing goes on without
 
 
@@ -155,6 +157,7 @@ class TimingStage:
         self.input_hashes: dict[int, dict] = {}  # rotating set -> its inputs' hashes, as last generated
         self.input_notes: list = []  # inputs hashed before a set was generated anew, compared at the end (_note_inputs)
         self.start, self.end = self.cp.cuda.Event(), self.cp.cuda.Event()
+        self._events = None  # a queued warm-up batch's (start, end) event pairs, made at its first use
         self.flush_bytes = 0
         self.watch = Stopwatch(h.sync)  # where the stage's seconds go (inputs, launches, output checks, ...)
         self.unheld: set[str] = set()  # implementations timed without the stream hold (they wait inside)
@@ -251,17 +254,65 @@ class TimingStage:
 
     def _warm_up(self, inputs: Inputs) -> float:
         """Every implementation, the baseline first (its output is what the candidate's are checked
-        against); returns the baseline's median warm-up time."""
+        against), each at least ``WARM_UP_MIN`` launches and ``WARM_UP_MS`` of its own device time (at most
+        ``WARM_UP_MAX`` launches); returns the baseline's median warm-up time. A kernel of the stage (the candidate, a
+        CUDA baseline) is warmed up in queued batches (``_warm_up_queued``), a library call one call at a time."""
         order = [self.primary] + [n for n in self.names if n not in (self.primary, "candidate")] + ["candidate"]
-        baseline_ms = []
+        baseline_ms: list[float] = []
         for name in order:
-            spent, count = 0.0, 0
-            while count < 3 or (spent < 20.0 and count < 200):
-                ms, _ = self._launch(name, inputs, "warm-up")
-                spent, count = spent + ms, count + 1
-                if name == self.primary:
-                    baseline_ms.append(ms)
+            if name in self.loaded:
+                with self.watch("warm-up, queued"):
+                    times = self._warm_up_queued(name, inputs)
+            else:
+                times = []
+                while warming(times):
+                    times.append(self._launch(name, inputs, "warm-up")[0])
+            if name == self.primary:
+                baseline_ms = times
         return statistics.median(baseline_ms)
+
+    def _warm_up_queued(self, name: str, inputs: Inputs) -> list[float]:
+        """The warm-up of a kernel of the stage, in batches queued on the stream: per launch its outputs
+        poisoned, the L2 flushed, events around the launch, then its checks queued behind it (guard bands and
+        input hashes; for the candidate the agreement with the baseline's output for these inputs, for the
+        baseline its output masked). Each batch is read in one transfer once queued (``_read_queued``), and its
+        events then say how much warm-up is still wanted (``warm_up_batch``). No stream hold: these times only
+        count the warm-up and fix the round cap (``round_cap``), which a host's launch latency does not move
+        where it could matter. Returns each launch's device time, in milliseconds."""
+        h, req = self.h, self.req
+        impl, scratch, outs = self.loaded[name], self.scratch[name], self._outs(inputs)[name]
+        candidate = name != self.primary
+        if candidate and self.base_for is not inputs:
+            raise RuntimeError("the candidate's warm-up has no baseline output for its inputs")
+        arrays = {n: b.view for n, b in {**inputs.buffers, **outs}.items()}
+        groups = {"input": inputs.buffers, "output": outs, "scratch": scratch}
+        masked = self._outs(inputs)[self.primary]
+        if self._events is None:
+            self._events = [(self.cp.cuda.Event(), self.cp.cuda.Event()) for _ in range(UNTIMED_BATCH)]
+        times: list[float] = []
+        while warming(times):
+            batch, events = [], self._events[:warm_up_batch(times)]
+            for start, end in events:
+                poison_outputs(outs, req.outputs, second=False)
+                impl.poison_scratch(scratch)
+                self.flush_bytes = h.flush_l2()
+                start.record(h.stream)
+                impl.launch(arrays, scratch)
+                end.record(h.stream)
+                self.launches[name] += 1
+                guards = queue_violations(h, groups, inputs.before, req.hash_seed)
+                rows = {}
+                if candidate:
+                    rows = {n: h.agreement.queue(b.view, masked[n].view, self.base_keys[n], *self._tolerance(inputs, n),
+                                                 self.rng.getrandbits(64))
+                            for n, b in outs.items()}
+                    self._keep(inputs, "warm-up")
+                else:
+                    self._store_baseline(inputs)
+                batch.append((self.launches[name], guards, rows))
+            self._read_queued(name, batch, inputs, "warm-up")
+            times += [self.cp.cuda.get_elapsed_time(start, end) for start, end in events]
+        return times
 
     # ---- device memory (``memory_plan``) --------------------------------------------------------
 
@@ -518,14 +569,16 @@ class TimingStage:
             self._keep(inputs, phase)
             batch.append((self.launches["candidate"], guards, rows))
             if len(batch) == UNTIMED_BATCH or self.launches["candidate"] >= req.launches_to:
-                self._read_untimed(batch, inputs, phase)
+                self._read_queued("candidate", batch, inputs, phase)
                 batch = []
 
-    def _read_untimed(self, batch: list, inputs: Inputs, phase: str) -> None:
-        """The queued checks of a batch of untimed launches, in one transfer, looked at in launch order."""
+    def _read_queued(self, name: str, batch: list, inputs: Inputs, phase: str) -> None:
+        """The queued checks of a batch of launches of ``name`` (``(launch, guards, agreement rows)`` each), in one
+        transfer, looked at in launch order."""
         parts = [part for _, guards, rows in batch for part in (guards.values, *rows.values())]
         try:
             host = self.cp.concatenate(parts).get()
+            self.h.sync()
         except Exception as exc:
             raise self.h.classify(exc) from None
         at, last = 0, batch[-1][0]
@@ -534,9 +587,9 @@ class TimingStage:
             problems = violations_in(guards, host[at: at + size].tolist())
             at += size
             if problems:
-                raise Violation("candidate", problems)
+                raise Violation(name, problems)
             for n, row in rows.items():
-                found = self.h.agreement.read(int(self._outs(inputs)["candidate"][n].view.size), host[at: at + row.size])
+                found = self.h.agreement.read(int(self._outs(inputs)[name][n].view.size), host[at: at + row.size])
                 at += row.size
                 self._raise_if_disagrees(found, inputs, n, launch, phase, intact=launch == last)
 
@@ -582,6 +635,21 @@ class TimingStage:
                      for n, a in slot["out"].items()}
             full.append(KeptLaunch(slot["launch"], slot["phase"], slot["seed"], slot["variant"], files))
         return full
+
+
+def warming(times: list[float]) -> bool:
+    """Whether an implementation with these warm-up times (ms, in launch order) is to be launched again."""
+    return len(times) < WARM_UP_MIN or (sum(times) < WARM_UP_MS and len(times) < WARM_UP_MAX)
+
+
+def warm_up_batch(times: list[float]) -> int:
+    """Launches to queue next in a queued warm-up: the ones the minimum still wants, then as many as its median
+    time says reach ``WARM_UP_MS``, at least one and at most a batch (``UNTIMED_BATCH``) or what ``WARM_UP_MAX``
+    leaves."""
+    if len(times) < WARM_UP_MIN:
+        return WARM_UP_MIN - len(times)
+    wanted = math.ceil((WARM_UP_MS - sum(times)) / max(statistics.median(times), 1e-3))
+    return max(1, min(UNTIMED_BATCH, WARM_UP_MAX - len(times), wanted))
 
 
 def _nbytes(specs: list[dict]) -> int:
