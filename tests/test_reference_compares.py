@@ -66,3 +66,25 @@ def test_outputs_travel_by_ipc_handle_only_where_the_probe_reads_the_pattern_bac
     assert wrong.ipc is False and "differs" in wrong.ipc_error
     refused = _workers(IpcSent(None, error="CUDARuntimeError: not supported"), WorkerError("unused"))
     assert refused.ipc is False and "not supported" in refused.ipc_error
+
+
+def test_a_probe_started_ahead_runs_once_on_its_own_thread_and_the_first_ipc_waits_for_it():
+    import threading
+
+    entry = {"ipc": b"x" * 64, "dtype": "<u4", "shape": [4]}
+    release, threads, calls = threading.Event(), [], []
+
+    def gpu_call(req, timeout):
+        threads.append(threading.current_thread().name)
+        calls.append(req)
+        release.wait(10)          # the GPU worker busy loading the harness: the caller goes on meanwhile
+        return IpcSent(entry, 6)
+
+    referee = Referee(types.SimpleNamespace(call_ok=gpu_call), types.SimpleNamespace(call=lambda req, t: IpcSum(6)),
+                      HarnessCode("sm_90", b""), 60)
+    referee.probe_ahead()
+    referee.probe_ahead()                             # a second start while the first runs starts nothing
+    assert referee._ipc is None                       # returned at once: the probe is still under way
+    release.set()
+    assert referee.ipc is True and referee.ipc is True
+    assert len(calls) == 1 and threads == ["ipc-probe"]

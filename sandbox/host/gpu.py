@@ -88,6 +88,7 @@ class GPUSandbox(CompileOnlySandbox):
                                  ready=self.builder.ready)
         self.sanitizer = Sanitizer(self.builder.build, self.arch, harness_cubin)
         self.referee = Referee(self._gpu, self._ref, self.harness, self.config.compare_timeout_s)
+        self.referee.probe_ahead()   # the workers' first use (harness kernels, an IPC handle) beside the caller's set-up
         self._baselines: dict[str, tuple[Candidate, CompileInfo, bytes]] = {}
         self._baseline_checks: dict[str, _Checked] = {}   # task fingerprint -> the baseline's correctness stage
         self._ceilings: CeilingRates | None = None

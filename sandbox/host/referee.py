@@ -10,6 +10,7 @@ where it does not (another device, a driver or container that refuses IPC), ever
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 
 from ..judging.result import Check, Mismatch
@@ -26,26 +27,40 @@ class Referee:
     def __init__(self, gpu: WorkerProcess, ref: WorkerProcess, harness: HarnessCode, timeout_s: float):
         self.gpu, self.ref, self.harness, self.timeout_s = gpu, ref, harness, timeout_s
         self._ipc: bool | None = None
+        self._probing: threading.Thread | None = None
         self.ipc_error = ""
         self.split_s: dict[str, float] = {}  # the reference worker's seconds per part, summed over this sandbox's life
+
+    def probe_ahead(self) -> None:
+        """Start the probe now, on a thread of its own: the GPU worker loads the harness's kernels and the
+        reference worker opens its first handle while the host does something else; the first ``ipc`` waits for
+        it. Its requests take their turn with any other on the same workers (one request at a time each)."""
+        if self._ipc is None and self._probing is None:
+            self._probing = threading.Thread(target=self._probe, name="ipc-probe", daemon=True)
+            self._probing.start()
 
     @property
     def ipc(self) -> bool:
         """Whether outputs can be handed to the reference worker by CUDA IPC handle (probed once)."""
+        if self._probing is not None:
+            self._probing.join()
         if self._ipc is None:
-            self._ipc = False
-            try:
-                sent = expect(self.gpu.call_ok(IpcProbe(self.harness), 120), IpcSent)
-                if sent.entry is None:
-                    self.ipc_error = sent.error
-                else:
-                    got = self.ref.call(IpcRead(sent.entry), 120)
-                    self._ipc = isinstance(got, IpcSum) and got.sum == sent.sum
-                    self.ipc_error = ("" if self._ipc else got.error if isinstance(got, WorkerError)
-                                      else "the pattern read back differs")
-            except (WorkerDied, WorkerTimeout, RuntimeError) as exc:
-                self.ipc_error = str(exc).splitlines()[0]
+            self._probe()
         return self._ipc
+
+    def _probe(self) -> None:
+        ok, error = False, ""
+        try:
+            sent = expect(self.gpu.call_ok(IpcProbe(self.harness), 120), IpcSent)
+            if sent.entry is None:
+                error = sent.error
+            else:
+                got = self.ref.call(IpcRead(sent.entry), 120)
+                ok = isinstance(got, IpcSum) and got.sum == sent.sum
+                error = "" if ok else got.error if isinstance(got, WorkerError) else "the pattern read back differs"
+        except (WorkerDied, WorkerTimeout, RuntimeError) as exc:
+            error = str(exc).splitlines()[0]
+        self.ipc_error, self._ipc = error, ok
 
     def compare(self, task: Task, trials: list[CompareTrial], hash_seed: int = 0, cost=None) -> list[list[Check]]:
         """The checks of each trial (its ``sizes`` as the task names them: the derived ones are added here), in
