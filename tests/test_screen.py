@@ -198,7 +198,8 @@ def test_violations_name_every_broken_guard_band_and_modified_input_from_one_tra
 
     cp = types.SimpleNamespace(stack=lambda xs: np.stack(xs).view(_HostArray), uint64=np.uint64,
                                concatenate=lambda xs: np.concatenate(xs).view(_HostArray))
-    h = types.SimpleNamespace(cp=cp)
+    h = types.SimpleNamespace(cp=cp, bands_broken=lambda buffers: np.array(
+        [not ok for b in buffers for ok in b.guards_intact()], dtype=np.uint64).view(_HostArray))
     groups = {"input": {"x": _Buffer(digest=9), "y": _Buffer()}, "output": {"out": _Buffer(hi_ok=False)},
               "scratch": {"tmp": _Buffer(lo_ok=False)}}
     before = {"x": np.array([8], dtype=np.uint64).view(_HostArray), "y": np.array([7], dtype=np.uint64).view(_HostArray)}

@@ -44,6 +44,10 @@ def test_a_guarded_buffer_sits_between_intact_random_guard_bands(dtype, shape):
     assert len(set(g.guard_lo.tolist())) > 100                          # random bytes, not a constant
     g.raw[g.lo - 1] ^= 0xFF                                              # a write just below the buffer
     assert g.guards_intact() == (False, True)
+    (below, n_below, _), (above, n_above, _) = g.band_spans()        # what the one-launch check compares
+    assert (below, n_below, above) == (0, g.lo, g.lo + g.nbytes) and n_below + g.nbytes + n_above == g.raw.size
+    g.raw[g.lo + g.nbytes] ^= 0xFF                                       # the first byte past its end (int8 x 5:
+    assert g.guards_intact() == (False, False)                           # not on a word boundary)
 
 
 def test_a_guarded_buffer_takes_no_temporary_as_large_as_itself():

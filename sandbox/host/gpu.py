@@ -319,7 +319,8 @@ def trial_count(task: Task, label: str, per_check_size: int) -> int:
     return n if label in ("benchmark", "size") else max(per_check_size, n)
 
 
-HARNESS_NAMES = DEVICE_NAMES + ["hash_words", "hash_many", "l2_flush_read", "hold_stream", "fill_pattern"]
+HARNESS_NAMES = DEVICE_NAMES + ["hash_words", "hash_many", "bands_differ", "l2_flush_read", "hold_stream",
+                                "fill_pattern"]
 
 
 def compile_harness(arch: str) -> tuple[bytes, dict[str, str]]:

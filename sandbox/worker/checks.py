@@ -32,7 +32,7 @@ def same_bytes(xp, a, b) -> bool:
 @dataclass
 class QueuedViolations:
     """The tests of ``violations`` queued on the device, not yet read: ``values`` (a device vector) holds the guard
-    bands' verdicts, then the inputs' hashes now, then as they were (``before``)."""
+    bands' verdicts (nonzero: broken), then the inputs' hashes now, then as they were (``before``)."""
 
     where: list[tuple[str, str, str]]
     names: list[str]
@@ -40,18 +40,18 @@ class QueuedViolations:
 
 
 def queue_violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> QueuedViolations:
-    """Guard bands of every buffer, and input hashes against ``before``: every test queued on the device, in stream
-    order behind the launch it checks; ``violations_in`` reads the verdicts once they are on the host."""
+    """Guard bands of every buffer (one launch for all: ``Harness.bands_broken``), and input hashes against
+    ``before``: every test queued on the device, in stream order behind the launch it checks; ``violations_in``
+    reads the verdicts once they are on the host."""
     cp = h.cp
-    where, verdicts = [], []
-    for kind, buffers in groups.items():
-        for name, buf in buffers.items():
-            lo, hi = buf.guards_intact()
+    where, buffers = [], []
+    for kind, group in groups.items():
+        for name, buf in group.items():
+            buffers.append(buf)
             where += [(kind, name, "below"), (kind, name, "above")]
-            verdicts += [lo, hi]
     names = list(before)
     digests = [groups["input"][name].data_hash(seed) for name in names]
-    parts = [cp.stack(verdicts).astype(cp.uint64).ravel()] if verdicts else []
+    parts = [h.bands_broken(buffers)] if buffers else []
     parts += [d.ravel() for d in digests] + [before[name].ravel() for name in names]
     values = cp.concatenate(parts) if parts else cp.zeros(0, dtype=cp.uint64)
     return QueuedViolations(where, names, values)
@@ -61,7 +61,7 @@ def violations_in(queued: QueuedViolations, values: list[int]) -> list[str]:
     """The problems ``queued`` found, from its ``values`` as read to the host."""
     where, names = queued.where, queued.names
     problems = [f"out-of-bounds write: the guard band {side} {kind} {name!r} was overwritten"
-                for (kind, name, side), ok in zip(where, values) if not ok]
+                for (kind, name, side), broken in zip(where, values) if broken]
     hashes = values[len(where):]
     for i, name in enumerate(names):
         if hashes[i] != hashes[len(names) + i]:

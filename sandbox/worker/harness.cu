@@ -52,6 +52,20 @@ extern "C" __global__ void hash_many(const unsigned long long* __restrict__ ptrs
     if ((threadIdx.x & 31) == 0 && acc) atomicAdd(out + blockIdx.y, acc);
 }
 
+// The guard bands of many buffers against the copies made when each was allocated, in one launch: blockIdx.y picks
+// band b (bytes[b] bytes at at[b], its copy at copy[b]); differs[b] is left nonzero where any byte of it differs.
+extern "C" __global__ void bands_differ(const unsigned long long* __restrict__ at,
+                                        const unsigned long long* __restrict__ copy,
+                                        const long long* __restrict__ bytes, unsigned long long* differs) {
+    const unsigned char* a = (const unsigned char*)at[blockIdx.y];
+    const unsigned char* c = (const unsigned char*)copy[blockIdx.y];
+    long long n = bytes[blockIdx.y];
+    unsigned int bad = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        bad |= a[i] ^ c[i];
+    if (__syncthreads_or(bad) && threadIdx.x == 0) atomicOr(differs + blockIdx.y, 1ull);
+}
+
 template <typename T> __device__ __forceinline__ double as_double(T v) { return (double)v; }
 template <> __device__ __forceinline__ double as_double<__half>(__half v) { return (double)__half2float(v); }
 template <> __device__ __forceinline__ double as_double<__nv_bfloat16>(__nv_bfloat16 v) { return (double)__bfloat162float(v); }

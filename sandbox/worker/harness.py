@@ -36,6 +36,8 @@ class LaunchFailed(Exception):
 
 
 FEW_ARRAYS = 4   # up to this many, ``hash_arrays`` launches one hash each (no table to copy to the device)
+BAND_BLOCKS = 8   # blocks per guard band in ``bands_broken`` (a band is at most GUARD_MAX + 259 bytes)
+BAND_TABLES = 256  # sets of guard bands whose device table ``bands_broken`` keeps (a stage uses a few dozen)
 
 
 class Harness:
@@ -55,6 +57,8 @@ class Harness:
         self._functions = {}
         self._hash = self.function("hash_words")
         self._hash_many = self.function("hash_many")
+        self._bands_differ = self.function("bands_differ")
+        self._band_tables: dict[tuple, object] = {}   # guard bands (address, copy's address, bytes) -> their table
         self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
         self._agreement = self._flush = self._hold = None
         self.hold_error = ""
@@ -154,6 +158,25 @@ class Harness:
                 out[i: i + 1] = self.hash_array(arrays[i], seed)
         return out
 
+    def bands_broken(self, buffers: list["Guarded"]):
+        """Device vector of two entries per buffer, the guard band below it then the band above: nonzero where a
+        byte of the band differs from the copy made when the buffer was allocated. One launch for every band, queued
+        on the stream (nothing is read here); the table of the bands' addresses goes to the device once per set of
+        buffers."""
+        cp = self.cp
+        out = cp.zeros(2 * len(buffers), dtype=cp.uint64)
+        if not buffers:
+            return out
+        bands = tuple(band for b in buffers for band in b.device_bands())
+        table = self._band_tables.get(bands)
+        if table is None:
+            if len(self._band_tables) >= BAND_TABLES:
+                self._band_tables.clear()
+            table = self._band_tables[bands] = cp.asarray(np.array(list(zip(*bands)), dtype=np.int64))
+        self._bands_differ((BAND_BLOCKS, len(bands)), (256,),
+                           (table[0].view(cp.uint64), table[1].view(cp.uint64), table[2], out), stream=self.stream)
+        return out
+
     def fill(self, array, value) -> None:
         """Every element of a contiguous device array set to ``value`` (of its dtype), in one pass of 16-byte
         stores (``fill_pattern``); CuPy's elementwise fill where the array is not 16-byte aligned."""
@@ -212,12 +235,26 @@ class Guarded:
         self.guard_lo = self.raw[: self.lo].copy()
         self.guard_hi = self.raw[self.lo + self.nbytes:].copy()
         self.view = self.raw[self.lo:self.lo + self.nbytes].view(np_dtype(dtype)).reshape(shape)
+        self._device_bands = None
+
+    def band_spans(self) -> tuple[tuple[int, int, object], ...]:
+        """The guard bands as (offset in ``raw``, bytes, the copy made at allocation): below the buffer, then above;
+        together with the buffer they cover ``raw`` exactly."""
+        above = self.lo + self.nbytes
+        return (0, self.lo, self.guard_lo), (above, self.raw.size - above, self.guard_hi)
+
+    def device_bands(self) -> tuple[tuple[int, int, int], ...]:
+        """The bands as ``Harness.bands_broken`` reads them: (address, its copy's address, bytes) each."""
+        if self._device_bands is None:
+            base = self.raw.data.ptr
+            self._device_bands = tuple((base + at, copy.data.ptr, n) for at, n, copy in self.band_spans())
+        return self._device_bands
 
     def guards_intact(self):
+        """(below, above): whether each guard band still holds its bytes, compared here one band at a time
+        (a stage's checks compare every band of a launch's buffers in one launch: ``Harness.bands_broken``)."""
         cp = self.h.cp
-        lo = cp.array_equal(self.raw[: self.lo], self.guard_lo)
-        hi = cp.array_equal(self.raw[self.lo + self.nbytes:], self.guard_hi)
-        return lo, hi
+        return tuple(cp.array_equal(self.raw[at: at + n], copy) for at, n, copy in self.band_spans())
 
     def data_hash(self, seed: int):
         return self.h.hash_array(self.view, seed)
