@@ -40,8 +40,8 @@ def test_a_leader_wrong_at_a_heldout_size_gives_way_to_the_next_best_and_is_name
     flagged = run.summary["heldout_flagged"]
     assert [f["id"] for f in flagged] == ["c0002"] and flagged[0]["speedup"]["value"] > 1.5
     # set aside at the first held-out size it failed: the two after it were not evaluated
-    assert flagged[0]["note"].startswith("REGRESSES at 1 of 3 held-out sizes (2 not checked: it was set aside at the "
-                                         "one before): wrong at n=1000003")
+    assert flagged[0]["note"].startswith("REGRESSES at 1 of 3 held-out sizes (2 not checked: it was set aside before "
+                                         "them): wrong at n=1000003")
     assert [r["sizes"] for r in flagged[0]["rows"]] == [{"n": 1000003}]
     assert len(run.summary["heldout"]) == 3   # the winner's own rows: every held-out size
     assert all(r["status"] == "ok" and not r["flagged"] for r in run.summary["heldout"])   # the winner's own rows

@@ -105,3 +105,42 @@ def test_a_compile_only_sandbox_reports_not_run_without_flagging(task, baseline,
     assert not any_flagged(rows)
     assert all(not r.measured and "only compiles" in r.reason for r in rows)
     assert rows[0].to_dict()["measured"] is False
+
+
+def test_sizes_named_first_are_evaluated_first_and_the_rows_keep_the_tasks_order(task, baseline, winner):
+    held = task.spec.sizes.heldout
+    sb = ScriptedSandbox(_script({0: _faster(1.1, 1.3), 1: _faster(1.1, 1.3), 2: _faster(1.1, 1.3)}))
+    evaluated = []
+    rows = heldout_table(sb, task, baseline, winner, first=[held[2], {"n": 7}], order=evaluated)  # not a held-out size:
+    assert [sizes for _, sizes in sb.calls] == [held[2], held[0], held[1]]                     # ignored
+    assert [r.sizes for r in rows] == held and [r.sizes for r in evaluated] == [held[2], held[0], held[1]]
+
+
+def test_the_size_that_set_a_leader_aside_is_evaluated_first_for_the_next(task, baseline):
+    from types import SimpleNamespace
+
+    from agent.claims.heldout import heldout_winner
+
+    held = task.spec.sizes.heldout
+    leaders = [baseline.with_knobs({"BLOCK": b}) for b in (512, 256, 128)]
+    passes = leaders[2].key                                   # the first two fail at the second held-out size
+
+    def answer(t, cand, sizes):
+        if sizes == held[1] and cand.key != passes:
+            return failed_result(t, cand, Status.wrong, "output 'y' is wrong")
+        return timed_result(t, cand, 1.0, 1.2, low=1.1, high=1.3, sizes=sizes)
+
+    entries = [SimpleNamespace(id=f"c{i}", candidate=c, result=timed_result(task, c, 1.0, 1.5 - i / 10))
+               for i, c in enumerate(leaders)]
+    aside: list[str] = []
+    lineage = SimpleNamespace(baseline=lambda: None, set_aside=aside.append,
+                              best=lambda: next(e for e in entries if e.id not in aside),
+                              ranked=lambda: [e for e in entries if e.id not in aside])
+    sb = ScriptedSandbox(answer)
+    claim = heldout_winner(sb, task, lineage)
+    assert aside == ["c0", "c1"] and [f.id for f in claim.flagged] == ["c0", "c1"]
+    assert [sizes for _, sizes in sb.calls] == [held[0], held[1],            # c0: the task's order, aside at held[1]
+                                                held[1],                     # c1: held[1] first, set aside at once
+                                                held[1], held[0], held[2]]   # c2: held[1] first, then the rest
+    assert [r.sizes for r in claim.rows] == held and not any(r.flagged for r in claim.rows)
+    assert "(2 not checked: it was set aside before them)" in claim.flagged[1].note

@@ -9,7 +9,9 @@ evaluated at each size too and the winner is compared with it: intervals that do
 A row is flagged when the winner is not correct there (any status but ok), or when it is slower:
 its interval lies entirely below 1.0 (or entirely below the start's interval). A wrong row disqualifies a leader;
 a slower one only a leader that claimed to be faster (``disqualifies``). A leader is checked size after size and
-set aside at the first size that disqualifies it: the sizes after it are not evaluated (the claim cannot be its).
+set aside at the first size that disqualifies it: the sizes not yet evaluated are not (the claim cannot be its).
+The sizes that set a leader aside are evaluated first for the next one: leaders of one run tend to fail at the same
+size, so one that will fail is set aside after one evaluation, and one that passes is evaluated at every size anyway.
 
 ``heldout_winner`` makes the claim: the winner is the best entry that passes every held-out size. A leader
 that fails one is set aside (``MemoryLineage.set_aside``) and named beside the winner, and the next best is
@@ -48,16 +50,19 @@ def heldout_winner(sandbox, task: Task, lineage, after_set_aside: Callable[[], N
     set aside too: no winner is claimed that was not re-checked, and the note says so."""
     base = lineage.baseline()
     claim = HeldoutClaim()
+    failed_at: list[dict[str, int]] = []   # the sizes that set a leader aside, the latest first
     for _ in range(tries):
         best = lineage.best()
         if best is None or best is base:
             return claim
         claimed = best.result.speedup("baseline")
+        evaluated: list[HeldoutRow] = []
         rows = heldout_table(sandbox, task, base.candidate if base else None, best.candidate,
-                             until=lambda rows: disqualifies(rows, claimed))
+                             until=lambda rows: disqualifies(rows, claimed), first=failed_at, order=evaluated)
         if not disqualifies(rows, claimed):
             claim.rows = rows
             return claim
+        failed_at[:] = [evaluated[-1].sizes] + [s for s in failed_at if s != evaluated[-1].sizes]
         claim.flagged.append(FlaggedWinner(id=best.id, speedup=claimed, rows=rows,
                                            note=regression_note(rows, of=len(task.spec.sizes.heldout))))
         lineage.set_aside(best.id)
@@ -84,19 +89,26 @@ def set_aside_note(flagged: list[FlaggedWinner]) -> str:
 
 
 def heldout_table(sandbox, task: Task, baseline_candidate: Candidate | None, best_candidate: Candidate,
-                  until: Callable[[list[HeldoutRow]], bool] | None = None) -> list[HeldoutRow]:
-    """A row per held-out size, in the task's order; with ``until``, the rows up to the first after which it
-    holds (the sizes after it are not evaluated). ``baseline_candidate`` is None for a task without a CUDA baseline
-    (the winner is timed against PyTorch)."""
+                  until: Callable[[list[HeldoutRow]], bool] | None = None, first: list[dict[str, int]] = (),
+                  order: list[HeldoutRow] | None = None) -> list[HeldoutRow]:
+    """A row per held-out size, in the task's order. The sizes are evaluated in that order, but those in ``first``
+    before the rest (in ``first``'s order); with ``until``, evaluation stops after the first row it holds for (the
+    sizes left are not evaluated, and have no row). ``order``, where given, receives the rows in the order they
+    were evaluated. ``baseline_candidate`` is None for a task without a CUDA baseline (the winner is timed against
+    PyTorch)."""
     distinct = baseline_candidate is not None and baseline_candidate.key != load_candidate(task.baseline_path).key
+    heldout = task.spec.sizes.heldout
+    ahead = [s for s in first if s in heldout]
     rows = []
-    for sizes in task.spec.sizes.heldout:
+    for sizes in ahead + [s for s in heldout if s not in ahead]:
         result = sandbox.evaluate(task, best_candidate, sizes=sizes)
         start = sandbox.evaluate(task, baseline_candidate, sizes=sizes) if distinct else None
         rows.append(_row(sizes, result, start))
         if until is not None and until(rows):
             break
-    return rows
+    if order is not None:
+        order[:] = rows
+    return sorted(rows, key=lambda r: heldout.index(r.sizes))
 
 
 def _row(sizes: dict[str, int], result: Result, start: Result | None) -> HeldoutRow:
@@ -149,7 +161,7 @@ def regression_note(rows: list[HeldoutRow] | None, of: int | None = None) -> str
         where = describe_sizes(r.sizes)
         parts.append(f"{r.speedup.value:.3f}x at {where}" if r.speedup else f"{r.status} at {where}")
     total = max(of or 0, len(rows))
-    unchecked = f" ({total - len(rows)} not checked: it was set aside at the one before)" if total > len(rows) else ""
+    unchecked = f" ({total - len(rows)} not checked: it was set aside before them)" if total > len(rows) else ""
     return f"REGRESSES at {len(flagged)} of {total} held-out sizes{unchecked}: " + "; ".join(parts)
 
 
