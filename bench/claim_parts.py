@@ -7,7 +7,7 @@ sandbox in this process: the time to open it, the start's evaluation at the benc
 what a sandbox's first evaluation pays: the IPC probe, the harness's kernels, the stages' first use), a leader's at
 the benchmark size, then the leader at each held-out size twice, as the claim's held-out check evaluates it. Each
 row gives the evaluation's wall and its parts (compile, the correctness stage's GPU seconds, the reference's, the
-timing stage's), the timing stage's rounds and candidate launches, then the sandbox's close. Needs a CUDA device.
+timing stage's), the timing stage's rounds, candidate launches and parts, then the sandbox's close. Needs a CUDA device.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def measure(task_dir: Path, leader_path: Path, args) -> int:
         rows += [(f"the leader, held-out {size}{again}", leader, size) for size in task.spec.sizes.heldout]
     print(f"start {args.start}, leader {args.leader}; GPUSandbox() opened in {opened:.2f} s\n")
     print("| evaluation | status | wall s | compile s | checks GPU s | reference s | timing GPU s | rounds | "
-          "candidate launches |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "candidate launches | the timing stage's parts s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with sb:
         for what, cand, sizes in rows:
             t1 = time.perf_counter()
@@ -66,10 +66,16 @@ def measure(task_dir: Path, leader_path: Path, args) -> int:
             wall, c, t = time.perf_counter() - t1, r.cost, r.timing
             print(f"| {what} | {r.status.value} | {wall:.3f} | {c.compile_s:.3f} | {c.check_gpu_s:.3f} | "
                   f"{c.reference_s:.3f} | {c.time_gpu_s:.3f} | {t.rounds if t else '-'} | "
-                  f"{t.candidate_launches if t else '-'} |")
+                  f"{t.candidate_launches if t else '-'} | {parts(r.env.timing_split_s)} |")
         t1 = time.perf_counter()
     print(f"\nthe sandbox's close: {time.perf_counter() - t1:.2f} s")
     return 0
+
+
+def parts(split: dict | None) -> str:
+    """The timing stage's seconds per part (``env.timing_split_s``), the larger first, those over 5 ms."""
+    kept = sorted(((v, k) for k, v in (split or {}).items() if v >= 0.005), reverse=True)
+    return ", ".join(f"{k} {v:.3f}" for v, k in kept) or "-"
 
 
 if __name__ == "__main__":
