@@ -180,9 +180,11 @@ def _timeline(events) -> list[tuple[str, float]]:
     marks, screens = [], 0
     for e in events:
         if e.kind == "evaluation":
-            c = e.result.cost
+            c, t = e.result.cost, e.result.timing
+            rounds = "" if t is None else f" in {t.rounds} rounds" + (
+                f", {t.candidate_launches} launches" if t.candidate_launches is not None else "")
             marks.append((f"evaluated {e.candidate_id} ({e.status}; its wall {c.wall_s:.2f} s: compile {c.compile_s:.2f}, "
-                          f"checks {c.check_gpu_s:.2f}, reference {c.reference_s:.2f}, timing {c.time_gpu_s:.2f})",
+                          f"checks {c.check_gpu_s:.2f}, reference {c.reference_s:.2f}, timing {c.time_gpu_s:.2f}{rounds})",
                           e.wall_s))
         elif e.kind == "screen":
             screens += len(e.configurations)

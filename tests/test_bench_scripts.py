@@ -4,6 +4,7 @@ its committed cache."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -113,6 +114,8 @@ def test_the_throughput_benchs_optimize_part_accounts_for_the_process_around_its
     assert kw["before_trace_s"] > 0 and kw["after_trace_s"] >= 0
     assert kw["before_trace_s"] + span + kw["after_trace_s"] == pytest.approx(kw["wall_s"], abs=0.1)
     assert "starting at VEC=8" in out.stdout and "outside its run's trace" in out.stdout
+    # each evaluation's rounds, and its launches where counted (the fake sandbox counts none)
+    assert re.search(r"evaluated c0000 \(ok; .*timing \d+\.\d\d in \d+ rounds\)", out.stdout)
     claim = kw["claim"]
     assert claim["set_aside"] == [] and "The claim's held-out check: leaders set aside none" in out.stdout
     assert claim["winner_sizes"] == (3 if claim["winner"] not in (None, "c0000") else 0)
