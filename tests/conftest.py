@@ -48,6 +48,26 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _device_memory_handed_back(request):
+    """After each GPU test, what the test process's own CuPy pool and PyTorch cache hold unused goes back to the
+    device. A few GPU tests use the device in the test process (a comparison of 2**28 elements, an exported module
+    run under PyTorch); one that needs more than half of the device's memory may follow them in the same run."""
+    yield
+    if "gpu" not in request.keywords:
+        return
+    import gc
+
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
 @pytest.fixture(scope="session")
 def compiled_kernels(tmp_path_factory) -> Path:
     """One folder of compiled kernels for the session's private caches, as a user's runs share theirs: entries are
