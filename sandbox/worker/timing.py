@@ -279,37 +279,14 @@ class TimingStage:
         events then say how much warm-up is still wanted (``warm_up_batch``). No stream hold: these times only
         count the warm-up and fix the round cap (``round_cap``), which a host's launch latency does not move
         where it could matter. Returns each launch's device time, in milliseconds."""
-        h, req = self.h, self.req
-        impl, scratch, outs = self.loaded[name], self.scratch[name], self._outs(inputs)[name]
-        candidate = name != self.primary
-        if candidate and self.base_for is not inputs:
+        if name != self.primary and self.base_for is not inputs:
             raise RuntimeError("the candidate's warm-up has no baseline output for its inputs")
-        arrays = {n: b.view for n, b in {**inputs.buffers, **outs}.items()}
-        groups = {"input": inputs.buffers, "output": outs, "scratch": scratch}
-        masked = self._outs(inputs)[self.primary]
         if self._events is None:
             self._events = [(self.cp.cuda.Event(), self.cp.cuda.Event()) for _ in range(UNTIMED_BATCH)]
         times: list[float] = []
         while warming(times):
-            batch, events = [], self._events[:warm_up_batch(times)]
-            for start, end in events:
-                poison_outputs(outs, req.outputs, second=False)
-                impl.poison_scratch(scratch)
-                self.flush_bytes = h.flush_l2()
-                start.record(h.stream)
-                impl.launch(arrays, scratch)
-                end.record(h.stream)
-                self.launches[name] += 1
-                guards = queue_violations(h, groups, inputs.before, req.hash_seed)
-                rows = {}
-                if candidate:
-                    rows = {n: h.agreement.queue(b.view, masked[n].view, self.base_keys[n], *self._tolerance(inputs, n),
-                                                 self.rng.getrandbits(64))
-                            for n, b in outs.items()}
-                    self._keep(inputs, "warm-up")
-                else:
-                    self._store_baseline(inputs)
-                batch.append((self.launches[name], guards, rows))
+            events = self._events[:warm_up_batch(times)]
+            batch = [self._queued_launch(name, inputs, "warm-up", pair) for pair in events]
             self._read_queued(name, batch, inputs, "warm-up")
             times += [self.cp.cuda.get_elapsed_time(start, end) for start, end in events]
         return times
@@ -551,26 +528,42 @@ class TimingStage:
         in one transfer. The first launch with a problem ends the stage, named as a checked launch is."""
         if self.base_for is not inputs:
             raise RuntimeError("the untimed launches have no baseline output for their inputs")
-        phase, h, req = "untimed, after the timed rounds", self.h, self.req
-        impl, scratch, outs = self.loaded["candidate"], self.scratch["candidate"], self._outs(inputs)["candidate"]
-        arrays = {n: b.view for n, b in {**inputs.buffers, **outs}.items()}
-        groups = {"input": inputs.buffers, "output": outs, "scratch": scratch}
-        masked = self._outs(inputs)[self.primary]
-        batch = []
-        while self.launches["candidate"] < req.launches_to:
-            poison_outputs(outs, req.outputs, second=False)
-            impl.poison_scratch(scratch)
-            impl.launch(arrays, scratch)
-            self.launches["candidate"] += 1
-            guards = queue_violations(h, groups, inputs.before, req.hash_seed)
+        phase, batch = "untimed, after the timed rounds", []
+        while self.launches["candidate"] < self.req.launches_to:
+            batch.append(self._queued_launch("candidate", inputs, phase))
+            if len(batch) == UNTIMED_BATCH or self.launches["candidate"] >= self.req.launches_to:
+                self._read_queued("candidate", batch, inputs, phase)
+                batch = []
+
+    def _queued_launch(self, name: str, inputs: Inputs, phase: str, events=None) -> tuple:
+        """One launch of a kernel of the stage with its checks queued behind it, nothing read: its outputs and
+        scratch poisoned, (with ``events``, a (start, end) pair: the L2 flushed and the launch between them) the
+        launch, then its guard bands and input hashes, and for the candidate the agreement with the baseline's
+        output for these inputs (the launch offered to the reservoir), for the baseline its output masked. Returns
+        ``(launch, guards, agreement rows)`` for ``_read_queued``."""
+        h, req = self.h, self.req
+        impl, scratch, outs = self.loaded[name], self.scratch[name], self._outs(inputs)[name]
+        poison_outputs(outs, req.outputs, second=False)
+        impl.poison_scratch(scratch)
+        if events is not None:
+            self.flush_bytes = h.flush_l2()
+            events[0].record(h.stream)
+        impl.launch({n: b.view for n, b in {**inputs.buffers, **outs}.items()}, scratch)
+        if events is not None:
+            events[1].record(h.stream)
+        self.launches[name] += 1
+        guards = queue_violations(h, {"input": inputs.buffers, "output": outs, "scratch": scratch}, inputs.before,
+                                  req.hash_seed)
+        rows = {}
+        if name == self.primary:
+            self._store_baseline(inputs)
+        else:
+            masked = self._outs(inputs)[self.primary]
             rows = {n: h.agreement.queue(b.view, masked[n].view, self.base_keys[n], *self._tolerance(inputs, n),
                                          self.rng.getrandbits(64))
                     for n, b in outs.items()}
             self._keep(inputs, phase)
-            batch.append((self.launches["candidate"], guards, rows))
-            if len(batch) == UNTIMED_BATCH or self.launches["candidate"] >= req.launches_to:
-                self._read_queued("candidate", batch, inputs, phase)
-                batch = []
+        return self.launches[name], guards, rows
 
     def _read_queued(self, name: str, batch: list, inputs: Inputs, phase: str) -> None:
         """The queued checks of a batch of launches of ``name`` (``(launch, guards, agreement rows)`` each), in one
