@@ -27,13 +27,11 @@ from ..judging.agreement import DEVICE_NAMES
 from ..judging.environment import Ceilings as CeilingRates, Environment
 from ..judging.result import Check, CompileInfo, Cost, Result, Status
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport
-from ..plumbing import tempdirs
 from ..plumbing.files import cache_dir
-from ..plumbing.tools import compile_bytecode_ahead
 from ..tasks.inputs import distribution_count, input_specs, output_specs
 from ..tasks.task import Task, TaskError, describe_sizes
-from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, Confinement, DeviceInfo, HarnessCode, \
-    Hello, MeasureCeilings, Run, StageFailed, Timed, Trial, TrialRun, WorkerError
+from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, DeviceInfo, HarnessCode, MeasureCeilings, \
+    Run, StageFailed, Timed, Trial, TrialRun, WorkerError
 from . import prestart
 from .ceilings import cached_ceilings
 from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
@@ -55,21 +53,11 @@ class GPUSandbox(CompileOnlySandbox):
 
     def __init__(self, config: SandboxConfig | None = None):
         config = config or SandboxConfig()
-        started = prestart.take()   # started at the process's start, beside its imports (``sandbox.host.prestart``)
-        if started is not None:
-            self.data_dir, self._gpu, self._ref = started.data_dir, started.gpu, started.ref
-            compiles = started.compiles
-        else:
-            tempdirs.sweep()
-            self.data_dir = tempdirs.make("data", tempdirs.shm_root())
-            self._gpu = WorkerProcess("gpu", root=self.data_dir.parent)
-            self._ref = WorkerProcess("reference", root=self.data_dir.parent)
-            self._ref.warm_up(Hello(), timeout=120)   # its CUDA context comes up beside the GPU worker's
-            compiles = WorkerProcess("compile")       # and the first compile worker, for the first candidate
-            compiles.warm_up(Confinement(), timeout=config.compile_timeout_s)
-            compile_bytecode_ahead()
+        # started at the process's start, beside its imports (``sandbox.host.prestart``), or now
+        started = prestart.take() or prestart.start(config.compile_timeout_s)
+        self.data_dir, self._gpu, self._ref, compiles = started.data_dir, started.gpu, started.ref, started.compiles
         try:
-            hello = started.gpu_hello.result() if started is not None else self._gpu.call(Hello(), timeout=120)
+            hello = started.gpu_hello.result()
         except BaseException:
             self._give_up(compiles)
             raise

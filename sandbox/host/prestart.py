@@ -46,22 +46,29 @@ _held: Started | None = None
 
 
 def start_workers() -> None:
-    """Start the GPU and the reference worker (each sent ``Hello`` on a thread of its own) and a compile worker now,
-    for the next ``GPUSandbox`` of this process to take over; nothing while the ones started before wait to be."""
+    """Start the GPU and the reference worker and a compile worker now (``start``), for the next ``GPUSandbox`` of
+    this process to take over; nothing while the ones started before wait to be."""
     global _held
     with _lock:
         if _held is not None:
             return
-        tempdirs.sweep()
-        data_dir = tempdirs.make("data", tempdirs.shm_root())
-        started = Started(data_dir, WorkerProcess("gpu", root=data_dir.parent),
-                          WorkerProcess("reference", root=data_dir.parent), Future(), WorkerProcess("compile"))
-        started.ref.warm_up(Hello(), timeout=HELLO_TIMEOUT_S)
-        started.compiles.warm_up(Confinement(), timeout=CONFINEMENT_TIMEOUT_S)
-        threading.Thread(target=_hello, args=(started.gpu, started.gpu_hello), name="gpu-hello", daemon=True).start()
-        _held = started
+        _held = start(CONFINEMENT_TIMEOUT_S)
         atexit.register(_release)
+
+
+def start(confinement_timeout_s: float) -> Started:
+    """A GPU sandbox's first workers, started: the GPU and the reference worker, each sent ``Hello`` on a thread of
+    its own (their CUDA contexts come up side by side), and a compile worker sent ``Confinement``; then the host
+    writes the sandbox's bytecode (``compile_bytecode_ahead``). Returns at once."""
+    tempdirs.sweep()
+    data_dir = tempdirs.make("data", tempdirs.shm_root())
+    started = Started(data_dir, WorkerProcess("gpu", root=data_dir.parent),
+                      WorkerProcess("reference", root=data_dir.parent), Future(), WorkerProcess("compile"))
+    started.ref.warm_up(Hello(), timeout=HELLO_TIMEOUT_S)
+    started.compiles.warm_up(Confinement(), timeout=confinement_timeout_s)
+    threading.Thread(target=_hello, args=(started.gpu, started.gpu_hello), name="gpu-hello", daemon=True).start()
     compile_bytecode_ahead()
+    return started
 
 
 def _hello(gpu: WorkerProcess, answer: Future) -> None:
