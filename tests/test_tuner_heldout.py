@@ -110,10 +110,9 @@ def test_a_compile_only_sandbox_reports_not_run_without_flagging(task, baseline,
 def test_sizes_named_first_are_evaluated_first_and_the_rows_keep_the_tasks_order(task, baseline, winner):
     held = task.spec.sizes.heldout
     sb = ScriptedSandbox(_script({0: _faster(1.1, 1.3), 1: _faster(1.1, 1.3), 2: _faster(1.1, 1.3)}))
-    evaluated = []
-    rows = heldout_table(sb, task, baseline, winner, first=[held[2], {"n": 7}], order=evaluated)  # not a held-out size:
-    assert [sizes for _, sizes in sb.calls] == [held[2], held[0], held[1]]                     # ignored
-    assert [r.sizes for r in rows] == held and [r.sizes for r in evaluated] == [held[2], held[0], held[1]]
+    rows = heldout_table(sb, task, baseline, winner, first=[held[2], {"n": 7}])   # {"n": 7}, not a held-out size:
+    assert [sizes for _, sizes in sb.calls] == [held[2], held[0], held[1]]      # ignored
+    assert [r.sizes for r in rows] == held
 
 
 def test_the_size_that_set_a_leader_aside_is_evaluated_first_for_the_next(task, baseline):

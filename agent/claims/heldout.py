@@ -56,13 +56,13 @@ def heldout_winner(sandbox, task: Task, lineage, after_set_aside: Callable[[], N
         if best is None or best is base:
             return claim
         claimed = best.result.speedup("baseline")
-        evaluated: list[HeldoutRow] = []
         rows = heldout_table(sandbox, task, base.candidate if base else None, best.candidate,
-                             until=lambda rows: disqualifies(rows, claimed), first=failed_at, order=evaluated)
+                             until=lambda rows: disqualifies(rows, claimed), first=failed_at)
         if not disqualifies(rows, claimed):
             claim.rows = rows
             return claim
-        failed_at[:] = [evaluated[-1].sizes] + [s for s in failed_at if s != evaluated[-1].sizes]
+        failed = next(r.sizes for r in rows if disqualifies([r], claimed))   # the last evaluated: the one it stopped at
+        failed_at[:] = [failed] + [s for s in failed_at if s != failed]
         claim.flagged.append(FlaggedWinner(id=best.id, speedup=claimed, rows=rows,
                                            note=regression_note(rows, of=len(task.spec.sizes.heldout))))
         lineage.set_aside(best.id)
@@ -89,13 +89,12 @@ def set_aside_note(flagged: list[FlaggedWinner]) -> str:
 
 
 def heldout_table(sandbox, task: Task, baseline_candidate: Candidate | None, best_candidate: Candidate,
-                  until: Callable[[list[HeldoutRow]], bool] | None = None, first: list[dict[str, int]] = (),
-                  order: list[HeldoutRow] | None = None) -> list[HeldoutRow]:
+                  until: Callable[[list[HeldoutRow]], bool] | None = None,
+                  first: list[dict[str, int]] = ()) -> list[HeldoutRow]:
     """A row per held-out size, in the task's order. The sizes are evaluated in that order, but those in ``first``
     before the rest (in ``first``'s order); with ``until``, evaluation stops after the first row it holds for (the
-    sizes left are not evaluated, and have no row). ``order``, where given, receives the rows in the order they
-    were evaluated. ``baseline_candidate`` is None for a task without a CUDA baseline (the winner is timed against
-    PyTorch)."""
+    sizes left are not evaluated, and have no row). ``baseline_candidate`` is None for a task without a CUDA baseline
+    (the winner is timed against PyTorch)."""
     distinct = baseline_candidate is not None and baseline_candidate.key != load_candidate(task.baseline_path).key
     heldout = task.spec.sizes.heldout
     ahead = [s for s in first if s in heldout]
@@ -106,8 +105,6 @@ def heldout_table(sandbox, task: Task, baseline_candidate: Candidate | None, bes
         rows.append(_row(sizes, result, start))
         if until is not None and until(rows):
             break
-    if order is not None:
-        order[:] = rows
     return sorted(rows, key=lambda r: heldout.index(r.sizes))
 
 
