@@ -250,12 +250,6 @@ class Guarded:
             self._device_bands = tuple((base + at, copy.data.ptr, n) for at, n, copy in self.band_spans())
         return self._device_bands
 
-    def guards_intact(self):
-        """(below, above): whether each guard band still holds its bytes, compared here one band at a time
-        (a stage's checks compare every band of a launch's buffers in one launch: ``Harness.bands_broken``)."""
-        cp = self.h.cp
-        return tuple(cp.array_equal(self.raw[at: at + n], copy) for at, n, copy in self.band_spans())
-
     def data_hash(self, seed: int):
         return self.h.hash_array(self.view, seed)
 
