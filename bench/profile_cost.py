@@ -3,8 +3,10 @@ different sections and metrics, and the imports of a report's pages.
 
 For one task's baseline at its benchmark size (as a run profiles a new best), each variant is one ncu run of
 ``python -m sandbox.worker.profile_target`` (the program ``Profiler`` profiles) with the same kernel filter and launch
-skip; the table gives its wall seconds, the replay passes ncu reports, and what the diagnosis would get from it:
-the summary's fields (``sandbox.profile.counters``) and ncu's OPT/WRN rules, against the sections in use now.
+skip. The table gives its wall seconds, the profiled program's launches under ncu (its warm-up and the replay
+passes), the replay passes ncu reports, and what the diagnosis would get from it: the summary's fields
+(``sandbox.profile.counters``), ncu's OPT/WRN rules and the diagnosis's issues, each against the sections in use now.
+The variants add a section left out of that set, or leave one in it out.
 
     python bench/profile_cost.py [--task softmax] [--repeat 2]
 """
@@ -28,7 +30,9 @@ from sandbox import GPUSandbox, load_candidate, load_task  # noqa: E402
 from sandbox.candidates.plan import resolve  # noqa: E402
 from sandbox.plumbing.tools import run_tool  # noqa: E402
 from sandbox.profile import ncu  # noqa: E402
+from sandbox.host.profiler import kernels_from  # noqa: E402
 from sandbox.profile.counters import summarize  # noqa: E402
+from sandbox.profile.diagnosis import diagnose  # noqa: E402
 
 PASSES = re.compile(r"(\d+) pass(?:es)?\b")
 
@@ -36,10 +40,20 @@ PASSES = re.compile(r"(\d+) pass(?:es)?\b")
 def variants(summary_metrics: list[str]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
     """name -> (sections, metrics)."""
     now = (ncu.SECTIONS, ncu.METRICS + ncu.SUMMARY_METRICS)
-    return {"now: sections + metrics": now,
-            "now + MemoryWorkloadAnalysis_Tables": (ncu.SECTIONS + ("MemoryWorkloadAnalysis_Tables",), now[1]),
-            "duration only": ((), ("gpu__time_duration.sum",)),
+    out = {"now: sections + metrics": now}
+    for section in ("MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables"):  # sections left out of the set in use
+        if section not in ncu.SECTIONS:
+            out[f"now + {section}"] = (ncu.SECTIONS + (section,), now[1])
+    for section in ncu.SECTIONS:
+        out[f"now without {section}"] = (tuple(s for s in ncu.SECTIONS if s != section), now[1])
+    return {**out, "duration only": ((), ("gpu__time_duration.sum",)),
             "summary's metrics only": ((), tuple(m for m in summary_metrics if not m.startswith("derived__")))}
+
+
+def issue_keys(task, got: list[dict], plan: dict, sizes: dict) -> set[tuple]:
+    """What the diagnosis of these launches would say, without its numbers: (source, topic, kernel) per issue."""
+    profile = dict(status="ok", kernels=kernels_from(got, plan), sizes=sizes)
+    return {(i["source"], i["topic"], i["kernel"]) for i in diagnose(task, None, profile).data["issues"]}
 
 
 def command(exe: str, names: list[str], skip: int, count: int, report: Path, target: list[str], sections, metrics,
@@ -111,6 +125,8 @@ def main() -> int:
         rules_now = {(r["section"], r["rule"], r["type"]) for row in rows for r in row["rules"]
                      if r["type"] in ("OPT", "WRN")}
         print(f"rules now (OPT/WRN): {sorted(rules_now)}", flush=True)
+        issues_now = issue_keys(task, rows, plan, sizes)
+        print(f"the diagnosis now: {sorted(issues_now)}", flush=True)
         # one run that also prints the details page, every metric the summary reads named in --metrics: does the
         # page name them all (then no import is needed)?
         wanted = sorted(set(ncu.METRICS) | {m for m in used if not m.startswith("derived__")})
@@ -120,15 +136,17 @@ def main() -> int:
         printed = {name for d in page.values() for section in d["sections"].values() for name in section}
         print(f"export + details page printed (metric names): {s2:.2f} s, exit {code}, CSV on stdout: {bool(page)}; "
               f"summary metrics not on the page: {sorted(set(used) - printed)}", flush=True)
-        print("\n| variant | wall s (median) | passes | summary fields | OPT/WRN rules | fields missing |")
-        print("|---|---|---|---|---|---|")
+        print("\n| variant | wall s (median) | the program's launches s (median) | passes | summary fields | OPT/WRN rules "
+              "| fields missing | fields added | the diagnosis's issues, against now |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for name, (sections, metrics) in variants(used).items():
-            ws, passes = [], None
+            ws, launched, passes = [], [], None
             rep = work / "v"
             for _ in range(args.repeat):
                 code, out, s = run_tool(command(exe, names, skip, count, rep, target, sections, metrics), cwd, env,
                                         300)
                 ws.append(s)
+                launched.append(json.loads((work / "target.json").read_text()).get("split_s", {}).get("launches", 0.0))
                 found = PASSES.findall(out)
                 passes = "+".join(found) if found else f"? (exit {code})"
             texts, _ = pages(exe, rep.with_suffix(".ncu-rep"), cwd, env)
@@ -137,8 +155,11 @@ def main() -> int:
             rules = {(r["section"], r["rule"], r["type"]) for row in got for r in row["rules"]
                      if r["type"] in ("OPT", "WRN")}
             missing = sorted(set(summary[0]) - fields) if summary else []
-            print(f"| {name} | {statistics.median(ws):.2f} | {passes} | {len(fields)} | {len(rules)} | "
-                  f"{' '.join(missing)[:160]} |", flush=True)
+            added = sorted(fields - set(summary[0])) if summary else []
+            keys = issue_keys(task, got, plan, sizes)
+            differ = "same" if keys == issues_now else (f"lacks {sorted(issues_now - keys)}; adds {sorted(keys - issues_now)}")
+            print(f"| {name} | {statistics.median(ws):.2f} | {statistics.median(launched):.2f} | {passes} | {len(fields)} | {len(rules)} | "
+                  f"{' '.join(missing)[:160]} | {' '.join(added)[:160]} | {differ[:300]} |", flush=True)
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
