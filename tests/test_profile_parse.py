@@ -166,6 +166,20 @@ def test_profile_command_uses_real_clocks_fixed_sections_and_the_plan_window(tmp
     assert "--metrics" not in ncu.profile_command("ncu", ["k"], 0, 1, tmp_path / "r", ["p"], metrics=False)
 
 
+def test_every_metric_the_summary_reads_is_named_in_the_profiling_run():
+    """The summary depends on no section for its numbers: each field's metric, every stall reason and occupancy limit
+    is asked for by name (``--metrics``), so a section left out for its replay passes takes no field with it."""
+    from sandbox.profile import counters
+
+    named = set(ncu.METRICS + ncu.SUMMARY_METRICS)
+    assert all(names[0] in named for names in counters.FIELDS.values()), \
+        sorted(f for f, names in counters.FIELDS.items() if names[0] not in named)
+    stalls = [m for m in named if counters._STALL.match(m)]
+    limits = {m.removeprefix("launch__occupancy_limit_") for m in named if counters._LIMIT.match(m)}
+    assert len(stalls) >= 19 and {"registers", "shared_mem", "warps", "blocks", "barriers"} <= limits
+    assert "MemoryWorkloadAnalysis" not in ncu.SECTIONS and "MemoryWorkloadAnalysis_Tables" not in ncu.SECTIONS
+
+
 def test_capture_script_builds_its_command_lines_from_the_sandbox_module():
     script = (FIXTURES / "capture.sh").read_text()
     assert "ncu.profile_command(" in script and "ncu.import_command(" in script

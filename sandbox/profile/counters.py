@@ -28,7 +28,6 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "st_requests": ("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",),
     "ld_bytes_per_sector": ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",),
     "st_bytes_per_sector": ("smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio",),
-    "local_spill_requests": ("derived__local_spilling_requests",),
     "shared_ld_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",),
     "shared_st_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",),
     "shared_ld_wavefronts": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",),
@@ -42,9 +41,6 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "grid_size": ("launch__grid_size",),
     "waves": ("launch__waves_per_multiprocessor",),
     "ipc": ("sm__inst_executed.avg.per_cycle_active", "smsp__inst_executed.avg.per_cycle_active"),
-    "issue_active_pct": ("smsp__issue_active.avg.pct_of_peak_sustained_active",),
-    "eligible_warps": ("smsp__warps_eligible.avg.per_cycle_active",),
-    "active_warps": ("smsp__warps_active.avg.per_cycle_active",),
     "cycles_per_issue": ("smsp__average_warp_latency_per_inst_issued.ratio",),
     "sm_clock_hz": ("gpc__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second"),
 }

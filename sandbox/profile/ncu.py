@@ -16,14 +16,19 @@ from pathlib import Path
 
 from ..plumbing.tools import find_tool
 
-# The sections the diagnosis reads (bound, traffic, occupancy, launch, stalls, compute pipes) and whose rules it
-# quotes. SchedulerStats is left out: the diagnosis reads none of its metrics, and its one rule (issue slots)
-# restates the stall reasons WarpStateStats gives. MemoryWorkloadAnalysis_Tables is left out too: it took 13 of
-# 33 replay passes on the H200 (bench/profile_cost.py) for four numbers the diagnosis reads, collected below as
-# metrics instead (bytes used per global load and store sector, shared-memory wavefronts), and for one rule
-# (MemoryCacheAccessPattern) whose finding, the bytes used per sector, the diagnosis states from those numbers.
-SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats",
-            "ComputeWorkloadAnalysis")
+# The sections the diagnosis reads (bound, occupancy, launch, stalls, compute pipes) and whose rules it quotes.
+# Left out, measured on the H200 with bench/profile_cost.py:
+# - SchedulerStats: the diagnosis reads none of its metrics, and its one rule (issue slots) restates the stall
+#   reasons WarpStateStats gives.
+# - MemoryWorkloadAnalysis_Tables: 13 of 33 replay passes for four numbers the diagnosis reads, collected below as
+#   metrics instead (bytes used per global load and store sector, shared-memory wavefronts), and for one rule
+#   (MemoryCacheAccessPattern) whose finding, the bytes used per sector, the diagnosis states from those numbers.
+# - MemoryWorkloadAnalysis: on its own 9 replay passes, which took 0.9 s more than one pass at softmax's benchmark
+#   size. The diagnosis reads none of its numbers that the metrics below and SpeedOfLight do not give (the bytes
+#   and hit rates of DRAM, L2 and L1; the units' throughputs), and none of its rules fired in the H200 profiles of
+#   softmax, sgemm, a copy, a strided copy and a naive SGEMM. Without it, a new best's profile in the candidates'
+#   loop took 1.57 to 1.77 s (8 profiles), against 2.19 to 3.18 s before.
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "ComputeWorkloadAnalysis")
 
 # Metrics collected beside the sections (most sections already hold the rest).
 METRICS = ("gpu__time_duration.sum",
