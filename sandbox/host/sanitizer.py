@@ -122,8 +122,7 @@ class Sanitizer:
                     spare.hand_over(dict(cubin=str(spare.work / "candidate.cubin"), cases=cases,
                                          seed=random.SystemRandom().getrandbits(62)))
                     code, output, seconds = spare.finish(timeout_s)
-                    return verdict(tool, code, redact(output, {str(self.home()): "<sanitizer>"}),
-                                   read_json(spare.work / "status.json"), seconds, timeout_s)
+                    return self._verdict(tool, code, output, spare.work / "status.json", seconds, timeout_s)
             finally:
                 spare.close()
         status_file, cwd = work / f"{tool}.status.json", work / f"cwd-{tool}"
@@ -133,6 +132,11 @@ class Sanitizer:
         (work / f"{tool}.json").write_text(json.dumps(request))
         target = [sys.executable, "-m", "sandbox.worker.sanitize_target", str(work / f"{tool}.json")]
         code, output, seconds = run_tool(command(self.exe, tool, target), cwd, self.env(), timeout_s)
+        return self._verdict(tool, code, output, status_file, seconds, timeout_s)
+
+    def _verdict(self, tool: str, code: int | None, output: str, status_file: Path, seconds: float, timeout_s: float):
+        """One tool's verdict from its run, started ahead or not: its output without the sandbox's home folder,
+        and the status the target wrote."""
         return verdict(tool, code, redact(output, {str(self.home()): "<sanitizer>"}), read_json(status_file),
                        seconds, timeout_s)
 
