@@ -26,8 +26,9 @@ from ..plumbing.tools import find_tool
 # - MemoryWorkloadAnalysis: on its own 9 replay passes, which took 0.9 s more than one pass at softmax's benchmark
 #   size. The diagnosis reads none of its numbers that the metrics below and SpeedOfLight do not give (the bytes
 #   and hit rates of DRAM, L2 and L1; the units' throughputs), and none of its rules fired in the H200 profiles of
-#   softmax, sgemm, a copy, a strided copy and a naive SGEMM. Without it, a new best's profile in the candidates'
-#   loop took 1.57 to 1.77 s (8 profiles), against 2.19 to 3.18 s before.
+#   softmax, sgemm, a copy, a strided copy and a naive SGEMM. Without it, the profiles of new bests in the
+#   candidates' loop took at most 1.77 and 1.87 s in two runs (medians 1.67 and 1.77 s); the last run with it,
+#   median 2.73 s and at most 3.18 s.
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "ComputeWorkloadAnalysis")
 
 # Metrics collected beside the sections (most sections already hold the rest).
