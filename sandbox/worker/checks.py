@@ -43,7 +43,6 @@ def queue_violations(h: Harness, groups: dict[str, dict], before: dict, seed: in
     """Guard bands of every buffer (one launch for all: ``Harness.bands_broken``), and input hashes against
     ``before``: every test queued on the device, in stream order behind the launch it checks; ``violations_in``
     reads the verdicts once they are on the host."""
-    cp = h.cp
     where, buffers = [], []
     for kind, group in groups.items():
         for name, buf in group.items():
@@ -51,10 +50,8 @@ def queue_violations(h: Harness, groups: dict[str, dict], before: dict, seed: in
             where += [(kind, name, "below"), (kind, name, "above")]
     names = list(before)
     digests = [groups["input"][name].data_hash(seed) for name in names]
-    parts = [h.bands_broken(buffers)] if buffers else []
-    parts += [d.ravel() for d in digests] + [before[name].ravel() for name in names]
-    values = cp.concatenate(parts) if parts else cp.zeros(0, dtype=cp.uint64)
-    return QueuedViolations(where, names, values)
+    parts = [h.bands_broken(buffers)] + [d.ravel() for d in digests] + [before[name].ravel() for name in names]
+    return QueuedViolations(where, names, h.cp.concatenate(parts))
 
 
 def violations_in(queued: QueuedViolations, values: list[int]) -> list[str]:
