@@ -29,7 +29,7 @@ def run(*args, timeout=120):
                                     "bench/vs_kernel_tuner.py",
                                     "bench/l2_flush.py", "bench/launch_hold.py", "bench/ray_ab.py",
                                     "bench/kernelbench.py", "bench/stage_parts.py", "bench/throughput.py",
-                                    "bench/claim_parts.py"])
+                                    "bench/claim_parts.py", "bench/profile_scale.py"])
 def test_bench_script_imports_and_explains_itself(script):
     out = run(script, "--help")
     assert out.returncode == 0, out.stderr
@@ -48,6 +48,13 @@ def test_the_launch_hold_bench_refuses_bad_options_with_one_error(args, says):
 @pytest.mark.parametrize("args, says", [(["--reps", "1"], "at least 2"), (["--task", "nope"], "no such task")])
 def test_the_stage_parts_bench_refuses_bad_options_with_one_error(args, says):
     out = run("bench/stage_parts.py", *args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, says", [(["nope"], "no such task"), (["vector_add"], "has no rows")])
+def test_the_profile_scale_bench_refuses_a_task_it_cannot_scale_with_one_error(args, says):
+    out = run("bench/profile_scale.py", *args)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
