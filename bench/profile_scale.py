@@ -7,6 +7,8 @@ program's launches under ncu (its warm-up and the passes).
     python bench/profile_scale.py [TASK]
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import sys
@@ -22,6 +24,7 @@ from sandbox.profile import ncu  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from profile_cost import PASSES, command  # noqa: E402
+
 
 def measure(task) -> None:
     """Each size's runs, one line as each ends, then the table."""
