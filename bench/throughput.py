@@ -205,6 +205,13 @@ def _parts(seconds: dict) -> str:
     return ", ".join(f"{k} {v:.2f}" for k, v in seconds.items())
 
 
+def _speedup_text(speedup: dict | None) -> str:
+    """The claim's speedup over the start configuration, with its interval; "no claim" where the run made none."""
+    if not speedup:
+        return "no claim"
+    return f"{speedup['value']:.3f}x [{speedup['low']:.3f}, {speedup['high']:.3f}] over the start"
+
+
 def _print_optimize(out: dict, i: int, start: dict[str, str] | None = None) -> None:
     kt, kw = out["kernel_tuner"], out["kernelwright"]
     where = f", starting at {', '.join(f'{k}={v}' for k, v in start.items())}" if start else ""
@@ -215,7 +222,7 @@ def _print_optimize(out: dict, i: int, start: dict[str, str] | None = None) -> N
           f"{kt['configurations']} | {kt['best']} |")
     tuning = (kw["tuning"] or [{}])[0]
     print(f"| kernelwright optimize (the CLI, a new process) | {kw['wall_s']:.2f} | {tuning.get('screened')} screened, "
-          f"{tuning.get('evaluated_in_full')} in full | {kw['best']} |")
+          f"{tuning.get('evaluated_in_full')} in full | {_speedup_text(kw['best'])} |")
     print(f"\nratio kernelwright / Kernel Tuner: **{out['ratio']:.2f}x** the wall time\n")
     print("| the run's events | wall s |\n|---|---|")
     for what, t in kw["timeline"]:

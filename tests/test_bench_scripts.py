@@ -121,6 +121,8 @@ def test_the_throughput_benchs_optimize_part_accounts_for_the_process_around_its
     assert kw["before_trace_s"] > 0 and kw["after_trace_s"] >= 0
     assert kw["before_trace_s"] + span + kw["after_trace_s"] == pytest.approx(kw["wall_s"], abs=0.1)
     assert "starting at VEC=8" in out.stdout and "outside its run's trace" in out.stdout
+    row = next(line for line in out.stdout.splitlines() if line.startswith("| kernelwright optimize"))
+    assert re.search(r"\| (\d+\.\d{3}x \[\d+\.\d{3}, \d+\.\d{3}\] over the start|no claim) \|$", row), row
     # each evaluation's rounds, and its launches where counted (the fake sandbox counts none)
     assert re.search(r"evaluated c0000 \(ok; .*timing \d+\.\d\d in \d+ rounds\)", out.stdout)
     claim = kw["claim"]
