@@ -61,7 +61,7 @@ def worst_ratio(kernel, task, sizes: dict, seed: int) -> float:
     """The largest |error| / (atol + rtol |expected|) of ``kernel`` on the "large" inputs at ``sizes``."""
     trial = next(k for k in range(distribution_count(task))
                  if any(s.get("dist") == "large" for s in input_specs(task, sizes, k)))
-    rows = sizes["rows"]   # every row where they are narrow: the rows of small spread are the rare ones
+    rows = sizes["rows"]   # a narrow size with all its rows: the few of small spread decide its worst error
     if sizes["cols"] >= BLOCK:
         rows = min(rows, max(500, WIDE_ELEMENTS // sizes["cols"]))
     eps = next(s.value for s in task.spec.scalars if s.name == "eps")
