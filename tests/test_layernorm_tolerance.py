@@ -18,7 +18,7 @@ from sandbox.worker.harness import reference_inputs
 
 F32 = np.float32
 BLOCK = 256
-WIDE_ELEMENTS = 8_000_000   # a size of BLOCK columns or more is emulated on its first rows up to this many elements
+WIDE_ELEMENTS = 2_000_000   # a size of BLOCK columns or more is emulated on its first rows up to this many elements
 CHUNK_ROWS = 200_000
 
 
