@@ -77,6 +77,17 @@ def pages(exe: str, rep: Path, cwd: Path, env: dict) -> tuple[dict, dict]:
     return texts, seconds
 
 
+def profiled_program(prof, task, cand, info, cubin: bytes, sizes: dict, prefix: str):
+    """The program ``prof`` (a ``Profiler``) runs under ncu for ``cand`` at ``sizes``, in a new work folder: (its
+    resolved plan, the kernel names, launches per run of the plan, the warm-up launches ncu skips, the folder, the
+    command)."""
+    plan = resolve(task, cand, info, sizes)
+    names = [launch["func"] for launch in plan["launches"]]
+    count = len(names)
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    return plan, names, count, prof.config.warmup_rounds * count, work, prof._target(task, plan, cubin, sizes, work)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="softmax")
@@ -92,12 +103,7 @@ def main() -> int:
             return 1
         compiled, info, cubin = sb.builder.build(task, cand)
         sizes = dict(task.spec.sizes.benchmark)
-        plan = resolve(task, cand, info, sizes)
-        names = [launch["func"] for launch in plan["launches"]]
-        count = len(names)
-        skip = prof.config.warmup_rounds * count
-        work = Path(tempfile.mkdtemp(prefix="pc-"))
-        target = prof._target(task, plan, cubin, sizes, work)
+        plan, names, count, skip, work, target = profiled_program(prof, task, cand, info, cubin, sizes, "pc-")
         env = prof._profile_env()
         cwd = work / "cwd"
         print(f"{task.name} {sizes}, ncu {exe}; extras/python: "

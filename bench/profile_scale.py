@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 from sandbox import GPUSandbox, load_candidate, load_task  # noqa: E402
-from sandbox.candidates.plan import resolve  # noqa: E402
 from sandbox.plumbing.tools import run_tool  # noqa: E402
 from sandbox.profile import ncu  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
-from profile_cost import PASSES, command  # noqa: E402
+from profile_cost import PASSES, command, profiled_program  # noqa: E402
 
 
 def measure(task) -> None:
@@ -42,12 +41,7 @@ def measure(task) -> None:
         for scale in (1, 4, 16):
             sizes = dict(task.spec.sizes.benchmark)
             sizes["rows"] = sizes["rows"] // scale
-            plan = resolve(task, cand, info, sizes)
-            names = [launch["func"] for launch in plan["launches"]]
-            count = len(names)
-            skip = prof.config.warmup_rounds * count
-            work = Path(tempfile.mkdtemp(prefix="pe-"))
-            target = prof._target(task, plan, cubin, sizes, work)
+            _, names, count, skip, work, target = profiled_program(prof, task, cand, info, cubin, sizes, "pe-")
             cwd = work / "cwd"
             variants = [("full", ncu.SECTIONS, full), ("duration", (), ("gpu__time_duration.sum",))]
             _, _, alone = run_tool(target, cwd, env, 300)
@@ -63,6 +57,7 @@ def measure(task) -> None:
                                split={k: round(v, 2) for k, v in split.items()})
                     out.append(row)
                     print(row, flush=True)
+            shutil.rmtree(work, ignore_errors=True)
     print("\n| scale | variant | wall s | passes | launches s |\n|---|---|---|---|---|")
     for r in out:
         print(f"| 1/{r['scale']} | {r['variant']} | {r['wall']} | {r['passes']} | {r['launches']} |")
