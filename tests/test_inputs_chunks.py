@@ -35,3 +35,26 @@ def test_each_draw_holds_at_most_a_chunk(monkeypatch):
     sizes.clear()
     inputs.generate(np, {**spec, "shape": [999]}, 3)
     assert sizes == [(999,)]
+
+
+@pytest.mark.parametrize("kind", ["normal", "uniform", "special", "int"])
+def test_an_input_drawn_into_a_given_array_has_the_bits_of_a_new_one(kind, monkeypatch):
+    monkeypatch.setattr(inputs, "CHUNK", 1000)
+    dtype = "int32" if kind == "int" else "float32"
+    spec = dict(name="x", dtype=dtype, shape=[3, 1001], dist=kind, kind=kind, low=-3, high=5, scale=2.0, offset=0.5)
+    into = np.full((3, 1001), 7, dtype=dtype)
+    assert inputs.generate(np, spec, 9, into) is into
+    assert np.array_equal(into, inputs.generate(np, spec, 9))
+    drawn = inputs.generate_all(np, [spec], 4, into={"x": into})
+    assert drawn["x"] is into and np.array_equal(into, inputs.generate_all(np, [spec], 4)["x"])
+
+
+def test_an_input_is_never_drawn_into_an_array_of_another_shape_dtype_or_layout():
+    spec = dict(name="x", dtype="float32", shape=[4, 6], dist="normal", kind="normal", scale=1.0, offset=0.0)
+    for wrong in (np.zeros((6, 4), np.float32), np.zeros((4, 6), np.float64)):
+        with pytest.raises(ValueError, match="cannot draw it into"):
+            inputs.generate(np, spec, 1, wrong)
+    strided = np.zeros((4, 12), np.float32)[:, ::2]
+    with pytest.raises(ValueError, match="not contiguous"):
+        inputs.generate(np, spec, 1, strided)
+    assert not strided.any()

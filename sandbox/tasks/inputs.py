@@ -12,11 +12,12 @@ the largest finite ones, or a task's own list); ``constant`` fills an input with
 A generated array is computed in float64 by the backend's own generator (NumPy or CuPy, same code
 path on every process of one backend) and rounded once to the input's dtype; bfloat16 inputs are
 kept as their uint16 bit patterns (``dtypes.to_bfloat16``). On a GPU, a float32 input of the ``normal``, ``wide``
-or ``uniform`` kind is drawn in float32 directly (cuRAND's float32 draws, the offset added in float32): a 1 GiB
-input then moves a quarter of the bytes that its float64 temporaries did."""
+or ``uniform`` kind is drawn by cuRAND in float32 straight into the array it fills (the offset and the bounds
+applied in the same pass): a 1 GiB input is written once, with no temporaries and no copies."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from .dtypes import DTYPES, from_float64, is_cupy, special_values, storage_dtype
@@ -60,18 +61,24 @@ def sub_seed(seed: int, i: int) -> int:
     return (seed * 1_000_003 + i * 7919) % (2**32 - 1)
 
 
-def generate_all(xp, specs: list[dict], seed: int) -> dict:
-    """Every input of one trial, deterministic in ``seed`` for a given backend (and device)."""
+def generate_all(xp, specs: list[dict], seed: int, into: dict | None = None) -> dict:
+    """Every input of one trial, deterministic in ``seed`` for a given backend (and device). ``into``: arrays by
+    input name (contiguous, of the input's shape and storage dtype) to draw the inputs in, in place; the same bits
+    as new arrays get."""
     out = {}
     module = [s for s in specs if s["dist"] == "module"]
     if module:
         from ..pytorch.runtime import runtime_for
 
         runtime = runtime_for(module[0]["task_folder"])
-        out.update(runtime.generate(xp, module[0]["sizes"], [s["name"] for s in module], seed))
+        for name, value in runtime.generate(xp, module[0]["sizes"], [s["name"] for s in module], seed).items():
+            if into is not None:
+                into[name][...] = value
+            out[name] = value if into is None else into[name]
     for i, spec in enumerate(specs):
         if spec["dist"] != "module":
-            out[spec["name"]] = generate(xp, spec, sub_seed(seed, i))
+            target = into[spec["name"]] if into is not None else None
+            out[spec["name"]] = generate(xp, spec, sub_seed(seed, i), target)
     return out
 
 
@@ -87,26 +94,33 @@ KINK_NUDGE = 1e-3
 CHUNK = 1 << 25  # elements drawn at once: a draw's float64 temporaries stay a few GiB at any input size
 
 
-def generate(xp, spec: dict, seed: int):
-    """One input array (NumPy or CuPy, by ``xp``), deterministic in ``seed`` for a given backend. An array of more
-    than ``CHUNK`` elements is drawn a chunk at a time, each with a seed of its own (``sub_seed``), so that its
-    temporaries never hold several times the array (a 7.5 GB input once took over 100 GB to draw)."""
-    shape = tuple(spec["shape"])
-    n = 1
-    for d in shape:
-        n *= int(d)
+def generate(xp, spec: dict, seed: int, out=None):
+    """One input array (NumPy or CuPy, by ``xp``), deterministic in ``seed`` for a given backend; drawn into
+    ``out`` where given (contiguous, the input's shape and storage dtype), else into a new array. An array of
+    more than ``CHUNK`` elements is drawn a chunk at a time, each with a seed of its own (``sub_seed``), so that
+    its temporaries never hold several times the array (a 7.5 GB input once took over 100 GB to draw)."""
+    shape = tuple(int(d) for d in spec["shape"])
+    if out is None:
+        out = xp.empty(shape, dtype=storage_dtype(spec["dtype"]))
+    elif out.shape != shape or out.dtype != storage_dtype(spec["dtype"]):
+        raise ValueError(f"input {spec.get('name')!r} is {spec['dtype']} {list(shape)}: cannot draw it into an "
+                         f"array of {out.dtype} {list(out.shape)}")
+    if not out.flags.c_contiguous:
+        raise ValueError(f"input {spec.get('name')!r}: the array to draw it into is not contiguous")
+    flat = out.reshape(-1)
+    single = flat.size <= CHUNK
+    if spec["dtype"] == "float32" and spec.get("kind", spec["dist"]) in CURAND_KINDS and is_cupy(xp):
+        with _Philox() as gen:
+            for i, start in enumerate(range(0, flat.size, CHUNK)):
+                gen.draw_float32(xp, spec, seed if single else sub_seed(seed, i + 1), flat[start:start + CHUNK])
+        return out
     rs = random_state(xp, seed)
-    if n <= CHUNK:
-        return _draw(xp, spec, rs, shape)
-    out = None
-    for i, start in enumerate(range(0, n, CHUNK)):
-        rs.seed(sub_seed(seed, i + 1))
-        part = _draw(xp, spec, rs, (min(CHUNK, n - start),))
-        if out is None:
-            out = xp.empty(n, dtype=part.dtype)
-        out[start:start + part.size] = part
-        del part
-    return out.reshape(shape)
+    for i, start in enumerate(range(0, flat.size, CHUNK)):
+        if not single:
+            rs.seed(sub_seed(seed, i + 1))
+        part = flat[start:start + CHUNK]
+        part[...] = _draw(xp, spec, rs, part.shape)
+    return out
 
 
 def random_state(xp, seed: int):
@@ -120,11 +134,57 @@ def random_state(xp, seed: int):
     return xp.random.RandomState(seed, method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
 
 
+CURAND_KINDS = ("normal", "wide", "uniform")   # float32 kinds cuRAND draws in place on a GPU
+
+
+class _Philox:
+    """A cuRAND Philox generator for the draws of one input (``with``: destroyed after them)."""
+
+    def __enter__(self):
+        from cupy_backends.cuda.libs import curand
+
+        self.curand = curand
+        self.gen = curand.createGenerator(curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
+        return self
+
+    def __exit__(self, *exc):
+        self.curand.destroyGenerator(self.gen)
+
+    def draw_float32(self, xp, spec: dict, seed: int, dst) -> None:
+        """``dst`` (flat, contiguous float32 on the device) drawn from ``seed`` on the current stream, in place: a
+        ``normal`` or ``wide`` draw with the offset as its mean; a ``uniform`` one's (0, 1] draw turned into
+        [low, high) + offset by one more pass."""
+        curand, n = self.curand, dst.size
+        if n == 0:
+            return
+        curand.setPseudoRandomGeneratorSeed(self.gen, seed)
+        curand.setGeneratorOffset(self.gen, 0)
+        offset = float(spec.get("offset") or 0.0)
+        if spec.get("kind", spec["dist"]) == "uniform":
+            curand.generateUniform(self.gen, dst.data.ptr, n)
+            low, high = float(spec["low"]), float(spec["high"])
+            _uniform_kernel(xp)(xp.float32(low + offset), xp.float32(high - low), dst)
+            return
+        scale = WIDE_SCALE if spec.get("kind", spec["dist"]) == "wide" else float(spec["scale"])
+        even = n - n % 2   # cuRAND draws normals in pairs
+        if even:
+            curand.generateNormal(self.gen, dst.data.ptr, even, offset, scale)
+        if n % 2:
+            pair = xp.empty(2, dtype=xp.float32)
+            curand.generateNormal(self.gen, pair.data.ptr, 2, offset, scale)
+            dst[n - 1:] = pair[:1]
+
+
+@functools.cache
+def _uniform_kernel(xp):
+    """u in (0, 1] to low + (1 - u) * span in [low, low + span), in place."""
+    return xp.ElementwiseKernel("float32 low, float32 span", "float32 u", "u = low + (1.0f - u) * span",
+                                "kernelwright_uniform_span")
+
+
 def _draw(xp, spec: dict, rs, shape: tuple[int, ...]):
     dtype = spec["dtype"]
     dist = spec.get("kind", spec["dist"])
-    if dtype == "float32" and dist in ("normal", "wide", "uniform") and is_cupy(xp):
-        return _draw_float32(xp, spec, rs, shape, dist)
     if dist == "ones":
         values = xp.ones(shape, dtype=xp.float64)
     elif dist == "constant":
@@ -155,18 +215,6 @@ def _draw(xp, spec: dict, rs, shape: tuple[int, ...]):
     if spec.get("offset"):
         values = values + spec["offset"]
     return from_float64(xp, values, dtype)
-
-
-def _draw_float32(xp, spec: dict, rs, shape: tuple[int, ...], dist: str):
-    """A float32 ``normal``, ``wide`` or ``uniform`` input drawn in float32 (``_draw`` on a GPU)."""
-    f = xp.float32
-    if dist == "uniform":
-        values = rs.uniform(spec["low"], spec["high"], size=shape, dtype=f)
-    else:
-        values = rs.normal(0.0, WIDE_SCALE if dist == "wide" else spec["scale"], size=shape, dtype=f)
-    if spec.get("offset"):
-        values += f(spec["offset"])
-    return values
 
 
 def describe(spec: TensorSpec) -> str:
