@@ -12,8 +12,9 @@ the largest finite ones, or a task's own list); ``constant`` fills an input with
 A generated array is computed in float64 by the backend's own generator (NumPy or CuPy, same code
 path on every process of one backend) and rounded once to the input's dtype; bfloat16 inputs are
 kept as their uint16 bit patterns (``dtypes.to_bfloat16``). On a GPU, a float32 input of the ``normal``, ``wide``
-or ``uniform`` kind is drawn by cuRAND in float32 straight into the array it fills (the offset and the bounds
-applied in the same pass): a 1 GiB input is written once, with no temporaries and no copies."""
+or ``uniform`` kind is drawn in float32 straight into the array it fills, in one pass (normals by cuRAND's Philox,
+uniforms by a counter-based hash; the offset and the bounds applied in the same pass): a 1 GiB input is written
+once, with no temporaries and no copies."""
 
 from __future__ import annotations
 
@@ -109,10 +110,10 @@ def generate(xp, spec: dict, seed: int, out=None):
         raise ValueError(f"input {spec.get('name')!r}: the array to draw it into is not contiguous")
     flat = out.reshape(-1)
     single = flat.size <= CHUNK
-    if spec["dtype"] == "float32" and spec.get("kind", spec["dist"]) in CURAND_KINDS and is_cupy(xp):
-        with _Philox() as gen:
+    if spec["dtype"] == "float32" and spec.get("kind", spec["dist"]) in DEVICE_KINDS and is_cupy(xp):
+        with _DeviceDraws() as draws:
             for i, start in enumerate(range(0, flat.size, CHUNK)):
-                gen.draw_float32(xp, spec, seed if single else sub_seed(seed, i + 1), flat[start:start + CHUNK])
+                draws.float32(xp, spec, seed if single else sub_seed(seed, i + 1), flat[start:start + CHUNK])
         return out
     rs = random_state(xp, seed)
     for i, start in enumerate(range(0, flat.size, CHUNK)):
@@ -134,52 +135,65 @@ def random_state(xp, seed: int):
     return xp.random.RandomState(seed, method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
 
 
-CURAND_KINDS = ("normal", "wide", "uniform")   # float32 kinds cuRAND draws in place on a GPU
+DEVICE_KINDS = ("normal", "wide", "uniform")   # float32 kinds drawn on a GPU in place, one pass each
 
 
-class _Philox:
-    """A cuRAND Philox generator for the draws of one input (``with``: destroyed after them)."""
+class _DeviceDraws:
+    """The in-place float32 draws of one input on a GPU (``with``: its cuRAND generator, made at the first normal
+    draw, destroyed after the last). Both write on the current stream."""
+
+    gen = None
 
     def __enter__(self):
-        from cupy_backends.cuda.libs import curand
-
-        self.curand = curand
-        self.gen = curand.createGenerator(curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
         return self
 
     def __exit__(self, *exc):
-        self.curand.destroyGenerator(self.gen)
+        if self.gen is not None:
+            self.curand.destroyGenerator(self.gen)
 
-    def draw_float32(self, xp, spec: dict, seed: int, dst) -> None:
-        """``dst`` (flat, contiguous float32 on the device) drawn from ``seed`` on the current stream, in place: a
-        ``normal`` or ``wide`` draw with the offset as its mean; a ``uniform`` one's (0, 1] draw turned into
-        [low, high) + offset by one more pass."""
-        curand, n = self.curand, dst.size
+    def float32(self, xp, spec: dict, seed: int, dst) -> None:
+        """``dst`` (flat, contiguous float32 on the device) drawn from ``seed``: a ``uniform`` draw by one
+        counter-based pass (SplitMix64 of the seed and the index: 24 random bits an element, [low, high) + offset);
+        a ``normal`` or ``wide`` one by cuRAND's Philox, with the offset as its mean."""
+        n = dst.size
         if n == 0:
             return
-        curand.setPseudoRandomGeneratorSeed(self.gen, seed)
-        curand.setGeneratorOffset(self.gen, 0)
         offset = float(spec.get("offset") or 0.0)
-        if spec.get("kind", spec["dist"]) == "uniform":
-            curand.generateUniform(self.gen, dst.data.ptr, n)
+        kind = spec.get("kind", spec["dist"])
+        if kind == "uniform":
             low, high = float(spec["low"]), float(spec["high"])
-            _uniform_kernel(xp)(xp.float32(low + offset), xp.float32(high - low), dst)
+            key = (seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) % 2**64
+            _uniform_kernel(xp)(xp.uint64(key), xp.float32(low + offset), xp.float32(high - low), dst)
             return
-        scale = WIDE_SCALE if spec.get("kind", spec["dist"]) == "wide" else float(spec["scale"])
+        if self.gen is None:
+            from cupy_backends.cuda.libs import curand
+
+            self.curand = curand
+            self.gen = curand.createGenerator(curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
+        curand, gen = self.curand, self.gen
+        curand.setPseudoRandomGeneratorSeed(gen, seed)
+        curand.setGeneratorOffset(gen, 0)
+        scale = WIDE_SCALE if kind == "wide" else float(spec["scale"])
         even = n - n % 2   # cuRAND draws normals in pairs
         if even:
-            curand.generateNormal(self.gen, dst.data.ptr, even, offset, scale)
+            curand.generateNormal(gen, dst.data.ptr, even, offset, scale)
         if n % 2:
             pair = xp.empty(2, dtype=xp.float32)
-            curand.generateNormal(self.gen, pair.data.ptr, 2, offset, scale)
+            curand.generateNormal(gen, pair.data.ptr, 2, offset, scale)
             dst[n - 1:] = pair[:1]
 
 
 @functools.cache
 def _uniform_kernel(xp):
-    """u in (0, 1] to low + (1 - u) * span in [low, low + span), in place."""
-    return xp.ElementwiseKernel("float32 low, float32 span", "float32 u", "u = low + (1.0f - u) * span",
-                                "kernelwright_uniform_span")
+    """u[i] = low + span * (the top 24 bits of SplitMix64's output for (key, i)) / 2^24, in [low, low + span)."""
+    return xp.ElementwiseKernel(
+        "uint64 key, float32 low, float32 span", "float32 u",
+        """unsigned long long x = key + (unsigned long long)i * 0x9E3779B97F4A7C15ULL;
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+        x ^= x >> 31;
+        u = low + span * ((float)(x >> 40) * 5.9604644775390625e-08f);""",
+        "kernelwright_uniform")
 
 
 def _draw(xp, spec: dict, rs, shape: tuple[int, ...]):
