@@ -9,7 +9,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from sandbox import CompileOnlySandbox, Status, load_candidate, load_task
@@ -29,7 +31,7 @@ def run(*args, timeout=120):
                                     "bench/vs_kernel_tuner.py",
                                     "bench/l2_flush.py", "bench/launch_hold.py", "bench/ray_ab.py",
                                     "bench/kernelbench.py", "bench/stage_parts.py", "bench/throughput.py",
-                                    "bench/claim_parts.py", "bench/profile_scale.py"])
+                                    "bench/claim_parts.py", "bench/profile_scale.py", "bench/input_draws.py"])
 def test_bench_script_imports_and_explains_itself(script):
     out = run(script, "--help")
     assert out.returncode == 0, out.stderr
@@ -221,3 +223,28 @@ def test_check_power_prints_what_each_output_test_catches_with_numpy():
     assert rows["hgemm", "wrong: inputs in half precision"] == ["0%", "100%", "0%", "100%", "100%"]
     assert rows["hgemm", "not wrong: constant bias of atol / 2"] == ["0%"] * 5
     assert rows["histogram", "wrong: inputs in half precision"] == ["n/a"] * 5
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, says", [(["--rows", "0"], "at least 1"), (["--against", "no-such-rev"], "no-such-rev")])
+def test_the_input_draws_bench_refuses_bad_options_with_one_error(args, says):
+    out = run("bench/input_draws.py", *args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_the_input_draws_bench_draws_with_another_revisions_code_as_its_worker_did():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import input_draws
+    from sandbox.tasks import inputs
+
+    spec = dict(name="x", dtype="float32", shape=[3, 5], dist="normal", kind="normal", scale=1.0, offset=0.0)
+    then = input_draws.module_at("HEAD")
+    assert then is not inputs and then.generate is not inputs.generate
+    buf = np.zeros((3, 5), np.float32)
+    input_draws.draw_into(then, np, spec, 4, buf)
+    assert np.array_equal(buf, inputs.generate(np, spec, 4))
+    drawn = []
+    older = SimpleNamespace(generate=lambda xp, spec, seed: drawn.append(seed) or inputs.generate(xp, spec, seed))
+    buf[...] = 0
+    input_draws.draw_into(older, np, spec, 4, buf)   # code whose draw made a new array: copied into the buffer
+    assert drawn == [4] and np.array_equal(buf, inputs.generate(np, spec, 4))
