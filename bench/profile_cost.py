@@ -6,9 +6,11 @@ For one task's baseline at its benchmark size (as a run profiles a new best), ea
 skip. The table gives its wall seconds, the profiled program's launches under ncu (its warm-up and the replay
 passes), the replay passes ncu reports, and what the diagnosis would get from it: the summary's fields
 (``sandbox.profile.counters``), ncu's OPT/WRN rules and the diagnosis's issues, each against the sections in use now.
-The variants add a section left out of that set, or leave one in it out.
+The variants add a section left out of that set, or leave one in it out; with ``--each-metric``, they leave out
+one of the metrics named beside the sections (``ncu.METRICS``) each: the replay passes that metric costs at the
+margin, and what the summary and the diagnosis would lose without it.
 
-    python bench/profile_cost.py [--task softmax] [--repeat 2]
+    python bench/profile_cost.py [--task softmax] [--repeat 2] [--each-metric]
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ from sandbox.profile.diagnosis import diagnose  # noqa: E402
 PASSES = re.compile(r"(\d+) pass(?:es)?\b")
 
 
-def variants(summary_metrics: list[str]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+def variants(summary_metrics: list[str], each_metric: bool = False) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
     """name -> (sections, metrics)."""
     now = (ncu.SECTIONS, ncu.METRICS + ncu.SUMMARY_METRICS)
     out = {"now: sections + metrics": now}
+    if each_metric:
+        return {**out, **{f"now without {m}": (ncu.SECTIONS, tuple(x for x in now[1] if x != m)) for m in ncu.METRICS}}
     for section in ("MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables"):  # sections left out of the set in use
         if section not in ncu.SECTIONS:
             out[f"now + {section}"] = (ncu.SECTIONS + (section,), now[1])
@@ -92,6 +96,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="softmax")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each variant (median wall)")
+    ap.add_argument("--each-metric", action="store_true",
+                    help="variants that leave out one named metric each (instead of the sections' variants)")
     args = ap.parse_args()
     task = load_task(args.task)
     cand = load_candidate(task.baseline_path)
@@ -145,7 +151,7 @@ def main() -> int:
         print("\n| variant | wall s (median) | the program's launches s (median) | passes | summary fields | OPT/WRN rules "
               "| fields missing | fields added | the diagnosis's issues, against now |")
         print("|---|---|---|---|---|---|---|---|---|")
-        for name, (sections, metrics) in variants(used).items():
+        for name, (sections, metrics) in variants(used, args.each_metric).items():
             ws, launched, passes = [], [], None
             rep = work / "v"
             for _ in range(args.repeat):

@@ -31,7 +31,8 @@ def run(*args, timeout=120):
                                     "bench/vs_kernel_tuner.py",
                                     "bench/l2_flush.py", "bench/launch_hold.py", "bench/ray_ab.py",
                                     "bench/kernelbench.py", "bench/stage_parts.py", "bench/throughput.py",
-                                    "bench/claim_parts.py", "bench/profile_scale.py", "bench/input_draws.py"])
+                                    "bench/claim_parts.py", "bench/profile_scale.py", "bench/input_draws.py",
+                                    "bench/profile_cost.py"])
 def test_bench_script_imports_and_explains_itself(script):
     out = run(script, "--help")
     assert out.returncode == 0, out.stderr
@@ -248,3 +249,17 @@ def test_the_input_draws_bench_draws_with_another_revisions_code_as_its_worker_d
     buf[...] = 0
     input_draws.draw_into(older, np, spec, 4, buf)   # code whose draw made a new array: copied into the buffer
     assert drawn == [4] and np.array_equal(buf, inputs.generate(np, spec, 4))
+
+
+def test_the_profile_cost_bench_leaves_out_each_named_metric_once_and_nothing_else():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import profile_cost
+    from sandbox.profile import ncu
+
+    now = ncu.METRICS + ncu.SUMMARY_METRICS
+    each = profile_cost.variants([], each_metric=True)
+    assert each.pop("now: sections + metrics") == (ncu.SECTIONS, now)
+    assert sorted(each) == sorted(f"now without {m}" for m in ncu.METRICS)
+    for name, (sections, metrics) in each.items():
+        assert sections == ncu.SECTIONS and set(now) - set(metrics) == {name.removeprefix("now without ")}
+        assert len(metrics) == len(now) - 1
