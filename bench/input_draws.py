@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,19 +53,6 @@ def draw_into(module, cp, spec: dict, seed: int, buf) -> None:
         buf[...] = module.generate(cp, spec, seed)
 
 
-def device_ms(cp, fn, reps: int) -> float:
-    fn()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end))
-    return statistics.median(times)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=32768, help="rows of the input (softmax's benchmark: 32768)")
@@ -88,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {type(exc).__name__}: {exc}: bench/input_draws.py needs a CUDA device", file=sys.stderr)
         return 3
     from sandbox.tasks import inputs
+    from sandbox.worker.ceilings import _time as event_s   # median CUDA-event seconds after a warm-up
 
     shape = [args.rows, args.cols]
     gib = args.rows * args.cols * 4 / 2**30
@@ -101,10 +88,10 @@ def main(argv: list[str] | None = None) -> int:
                     offset=0.0)
         spec.update(params)
         buf = cp.empty(shape, cp.float32)
-        ms = device_ms(cp, lambda: inputs.generate(cp, spec, 12345, buf), args.reps)
+        ms = 1e3 * event_s(cp, lambda: inputs.generate(cp, spec, 12345, buf), args.reps)
         row = f"| {kind} | {ms:.3f} | {gib * 2**30 / ms / 1e6:.0f} |"
         if other is not None:
-            before = device_ms(cp, lambda: draw_into(other, cp, spec, 12345, buf), args.reps)
+            before = 1e3 * event_s(cp, lambda: draw_into(other, cp, spec, 12345, buf), args.reps)
             row += f" {before:.3f} | {before / ms:.1f}x |"
         print(row)
         new = inputs.generate(cp, spec, 777)
