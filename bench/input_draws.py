@@ -36,11 +36,12 @@ def module_at(rev: str):
     except (OSError, subprocess.CalledProcessError) as exc:
         raise ValueError(f"cannot read sandbox/tasks/inputs.py at {rev!r}: "
                          f"{(getattr(exc, 'stderr', '') or str(exc)).strip()}") from None
-    path = Path(tempfile.mkdtemp()) / "inputs_at_rev.py"
-    path.write_text(text.replace("from .dtypes import", "from sandbox.tasks.dtypes import"))
-    spec = importlib.util.spec_from_file_location("inputs_at_rev", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory() as folder:   # executed once imported: the file is not needed after
+        path = Path(folder) / "inputs_at_rev.py"
+        path.write_text(text.replace("from .dtypes import", "from sandbox.tasks.dtypes import"))
+        spec = importlib.util.spec_from_file_location("inputs_at_rev", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     return module
 
 
