@@ -65,6 +65,82 @@ def test_the_device_test_finds_what_its_numpy_definition_finds(device, dtype, at
     assert bool(cp.array_equal(masked, cp.asarray(b), equal_nan=True)), "masking twice must restore the output"
 
 
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "uint8", "float64"])
+def test_the_device_test_reads_an_output_at_any_alignment_as_its_numpy_definition(device, dtype):
+    """An output view one element into its buffer (not 8-byte aligned where an element is smaller) finds what the
+    NumPy definition finds, as the whole buffer does, up to a partial last word; a mask on it hides and restores it."""
+    cp, h = device
+    n = 4099
+    rng = np.random.default_rng(3)
+    exact_bits = np.dtype(dtype).kind == "u"
+    atol, rtol = (0, 0) if exact_bits else (1e-3, 1e-3)
+    base = (rng.integers(0, 255, n + 1) if exact_bits else rng.normal(0, 3, n + 1)).astype(dtype)
+    test = h.agreement
+    for offset in (0, 1):
+        b = base[offset: offset + n - offset]
+        wrong = b.copy()
+        wrong[len(b) - 1] = wrong[len(b) - 1] + np.array(7, dtype=dtype)   # the last element: a partial word
+        masked_all = cp.asarray(base)
+        masked = masked_all[offset: offset + len(b)]
+        cand_all = cp.zeros_like(masked_all)
+        cand = cand_all[offset: offset + len(b)]
+        keys = test.new_keys()
+        test.mask(masked, keys)
+        for c in (b, wrong):
+            cand[...] = cp.asarray(c)
+            key = random.getrandbits(64)
+            got = test.agree(cand, masked, keys, atol, rtol, key)
+            want = ag.agree(np, c, b, atol, rtol, key)
+            assert (got.violations, got.first) == (want.violations, want.first), (offset, got, want)
+            assert got.sum_t2 == pytest.approx(want.sum_t2, rel=1e-9, abs=1e-300)
+            assert got.sums == pytest.approx(want.sums, rel=1e-9, abs=1e-9 * (1 + np.sqrt(want.sum_t2)))
+        assert test.unmasked(masked, keys, len(b) - 1) == b[-1].item()
+        test.mask(masked, keys)
+        assert bool(cp.array_equal(masked, cp.asarray(b))), "masking twice must restore the output"
+
+
+def _hash_definition(words: np.ndarray, seed: int) -> int:
+    """The input hash's definition in NumPy: 32-bit words taken two at a time as 8-byte units (an odd count's last
+    word alone), sum over j of mix64(mix64(j ^ seed) + u_j), modulo 2^64."""
+    w = words.astype(np.uint64)
+    if w.size % 2:
+        w = np.append(w, np.uint64(0))
+    units = w[0::2] | (w[1::2] << np.uint64(32))
+    j = np.arange(units.size, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        terms = ag.mix64(np, ag.mix64(np, j ^ np.uint64(seed)) + units)
+    return int(terms.sum(dtype=np.uint64))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 8, 1001, (1 << 20) + 3])
+def test_the_input_hash_is_its_definition_at_any_alignment_and_grid(device, count):
+    """The hash of a buffer's words is the NumPy definition's, whether the words start 16-byte aligned or 4, 8 or 12
+    bytes past it, and whatever the grid; a one-bit change in the first, the second or the last word changes it."""
+    cp, h = device
+    rng = np.random.default_rng(count)
+    words = rng.integers(0, 1 << 32, count, dtype=np.uint64).astype(np.uint32)
+    want = _hash_definition(words, 99)
+    kernel = h.function("hash_words")
+    for shift in (0, 1, 2, 3):
+        room = cp.zeros(count + 4, dtype=cp.uint32)
+        view = room[shift: shift + count]
+        view[...] = cp.asarray(words)
+        for grid in (1, 7, 1056):
+            out = cp.zeros(1, dtype=cp.uint64)
+            kernel((grid,), (256,), (view, np.int64(count), np.uint64(99), out), stream=h.stream)
+            h.sync()
+            assert int(out.get()[0]) == want, (shift, grid)
+    assert int(h.hash_array(cp.asarray(words), 99).get()[0]) == want
+    assert int(h.hash_array(cp.asarray(words), 100).get()[0]) != want
+    for at in sorted({0, min(1, count - 1), count - 1}):
+        changed = words.copy()
+        changed[at] ^= np.uint32(1 << 31)
+        assert int(h.hash_array(cp.asarray(changed), 99).get()[0]) != want, at
+
+
 @pytest.mark.timeout(120)
 def test_the_l2_flush_reads_twice_the_l2_and_writes_nothing(device):
     cp, h = device
