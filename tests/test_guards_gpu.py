@@ -65,12 +65,11 @@ def test_the_device_test_finds_what_its_numpy_definition_finds(device, dtype, at
     assert bool(cp.array_equal(masked, cp.asarray(b), equal_nan=True)), "masking twice must restore the output"
 
 
-
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "uint8", "float64"])
 def test_the_device_test_reads_an_output_at_any_alignment_as_its_numpy_definition(device, dtype):
-    """An output view one element into its buffer (not 8-byte aligned where an element is smaller) finds what the
-    NumPy definition finds, as the whole buffer does, up to a partial last word; a mask on it hides and restores it."""
+    """The whole buffer (its last 8-byte word partial) and a view one element into it (not 8-byte aligned where an
+    element is smaller) both give what the NumPy definition gives; a mask on the view hides and restores it."""
     cp, h = device
     n = 4099
     rng = np.random.default_rng(3)
