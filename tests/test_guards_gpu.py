@@ -78,13 +78,11 @@ def test_the_device_test_reads_an_output_at_any_alignment_as_its_numpy_definitio
     base = (rng.integers(0, 255, n + 1) if exact_bits else rng.normal(0, 3, n + 1)).astype(dtype)
     test = h.agreement
     for offset in (0, 1):
-        b = base[offset: offset + n - offset]
+        b = base[offset:n]
         wrong = b.copy()
-        wrong[len(b) - 1] = wrong[len(b) - 1] + np.array(7, dtype=dtype)   # the last element: a partial word
-        masked_all = cp.asarray(base)
-        masked = masked_all[offset: offset + len(b)]
-        cand_all = cp.zeros_like(masked_all)
-        cand = cand_all[offset: offset + len(b)]
+        wrong[-1] = wrong[-1] + np.array(7, dtype=dtype)   # the last element: a partial word
+        masked = cp.asarray(base)[offset:n]
+        cand = cp.zeros(n + 1, dtype=dtype)[offset:n]
         keys = test.new_keys()
         test.mask(masked, keys)
         for c in (b, wrong):

@@ -1,6 +1,6 @@
-"""Inputs drawn on the GPU: cuRAND's float32 draws go straight into the array they fill. The bits are those a
-new array gets for the same seed (the reference worker draws new arrays, the GPU worker fills its buffers), at
-odd sizes and across chunks, and each kind keeps its distribution."""
+"""Inputs drawn on the GPU: float32 draws (normals by cuRAND, uniforms by a counter-based hash) go straight into the
+array they fill. The bits are those a new array gets for the same seed (the reference worker draws new arrays, the
+GPU worker fills its buffers), at odd sizes and across chunks, and each kind keeps its distribution."""
 
 from __future__ import annotations
 
