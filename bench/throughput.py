@@ -399,7 +399,8 @@ def _candidate_split(evaluated, phase_s: float) -> dict:
             profile.update({f"stage {k}": v for k, v in e.result.profile.stage_seconds.items()})
             profile.update({f"program {k}": v for k, v in e.result.profile.program_seconds.items()})
     timed = [e.result.timing for e in evaluated if e.result.timing is not None]
-    counts = {k: [getattr(t, k) for t in timed if getattr(t, k) is not None] for k in ("rounds", "candidate_launches")}
+    kinds = ("rounds", "candidate_launches", "repeated_launches")
+    counts = {k: [getattr(t, k) for t in timed if getattr(t, k) is not None] for k in kinds}
     print(f"\nWhere the candidates' seconds went (phase wall {phase_s:.1f} s; timing stages: "
           + ", ".join(f"{k} median {statistics.median(v):g}, sum {sum(v)}" for k, v in counts.items() if v) + "):\n")
     print("| cost | median s | sum s |")

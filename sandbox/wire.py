@@ -328,6 +328,7 @@ class Timed(Reply):
     launch_hold: dict[str, Any]
     split_s: dict[str, float]
     memory: dict[str, Any]
+    repeated: int = 0   # candidate launches whose outputs repeated, bit for bit, ones compared on the same inputs
 
 
 @dataclass(frozen=True)

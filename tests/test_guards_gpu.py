@@ -98,6 +98,68 @@ def test_the_device_test_reads_an_output_at_any_alignment_as_its_numpy_definitio
         assert bool(cp.array_equal(masked, cp.asarray(b))), "masking twice must restore the output"
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dtype,atol,rtol", [("float32", 1e-6, 1e-5), ("float16", 1e-2, 1e-3), ("int32", 0, 0)])
+def test_an_output_is_passed_over_again_unless_it_repeats_one_compared_under_the_same_seal(device, dtype, atol, rtol):
+    """With ``Repeats``, an output that is bit for bit the last one compared under them is not passed over again, and
+    nothing else is let through: a changed element, an output left from before another baseline output was stored
+    (new ``Repeats``), seals copied from those or written by hand, a timed launch (``may_skip=False``). An output
+    that failed is sealed too (the stage ends at it, so what repeats it later is never the verdict)."""
+    cp, h = device
+    n = 1 << 16
+    rng = np.random.default_rng(11)
+    b = (rng.integers(-1000, 1000, n) if dtype == "int32" else rng.normal(0, 3, n)).astype(dtype)
+    test = h.agreement
+    keys = test.new_keys()
+    masked = cp.asarray(b)
+    test.mask(masked, keys)
+    good, wrong = cp.asarray(b), cp.asarray(b)
+    wrong[n // 3] += 7
+
+    def check(c, reps, may_skip=True):
+        return test.agree(c, masked, keys, atol, rtol, random.getrandbits(64), reps, may_skip)
+
+    reps = test.repeats()
+    first = check(good, reps)
+    assert not first.repeated and first.verdict() == "" and first.sum_t2 >= 0
+    again = check(good.copy(), reps)          # the same bits in another buffer
+    assert again.repeated and again.verdict() == "" and again.violations == 0
+    bad = check(wrong, reps)
+    assert not bad.repeated and bad.violations == 1 and bad.first == n // 3
+    assert check(wrong, reps).repeated        # sealed although it failed: the stage ended at the one before
+    assert not check(good, reps).repeated     # the seal is the last output's
+    assert check(good, reps).repeated
+    timed = check(good, reps, may_skip=False)
+    assert not timed.repeated and timed.verdict() == ""
+
+    fresh = test.repeats()                    # another stored baseline output: nothing carries over
+    assert not check(good, fresh).repeated
+    old = test.repeats()
+    check(good, old)
+    forged = test.repeats()
+    forged.seen[...] = old.seen               # the words of another seal, copied
+    assert not check(good, forged).repeated
+    forged.seen[1] = forged.seen[0]           # a seal written by hand
+    assert not check(good, forged).repeated
+    assert check(good, forged).repeated       # once compared, sealed under its own keys
+
+
+@pytest.mark.timeout(60)
+def test_an_output_of_part_words_is_passed_over_every_time(device):
+    """An output that cannot be hashed as whole 4-byte words in place (an odd count of float16 values) is compared
+    in full at every launch: never ``repeated``."""
+    cp, h = device
+    b = np.linspace(-3, 3, 1001).astype(np.float16)
+    test = h.agreement
+    keys = test.new_keys()
+    masked = cp.asarray(b)
+    test.mask(masked, keys)
+    reps = test.repeats()
+    for _ in range(3):
+        found = test.agree(cp.asarray(b), masked, keys, 1e-2, 1e-3, random.getrandbits(64), reps)
+        assert not found.repeated and found.verdict() == ""
+
+
 def _hash_definition(words: np.ndarray, seed: int) -> int:
     """The input hash's definition in NumPy: 32-bit words taken two at a time as 8-byte units (an odd count's last
     word alone), sum over j of mix64(mix64(j ^ seed) + u_j), modulo 2^64."""

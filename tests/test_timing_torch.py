@@ -85,14 +85,18 @@ class _Agreement:
     def mask(self, array, keys):
         pass
 
-    def agree(self, c, masked, keys, atol, rtol, sign_key):
+    def repeats(self):
+        return None
+
+    def agree(self, c, masked, keys, atol, rtol, sign_key, repeats=None, may_skip=True):
         return agreement.agree(np, c, masked, atol, rtol, sign_key % 2**63)
 
-    def queue(self, c, masked, keys, atol, rtol, sign_key):
-        """The device row's layout (guards.DeviceAgreement.queue): the sums' float64 bits, then the count and the first."""
+    def queue(self, c, masked, keys, atol, rtol, sign_key, repeats=None):
+        """The device row's layout (guards.DeviceAgreement.queue): the sums' float64 bits, then the count, the first
+        and whether the pass was left out (never here: every output is passed over)."""
         found = self.agree(c, masked, keys, atol, rtol, sign_key)
         sums = np.array([found.sum_t2, *found.sums], dtype=np.float64).view(np.uint64)
-        tail = np.array([found.violations, found.first if found.first is not None else 2**64 - 1], dtype=np.uint64)
+        tail = np.array([found.violations, found.first if found.first is not None else 2**64 - 1, 0], dtype=np.uint64)
         return np.concatenate([sums, tail]).view(_Host)
 
     read = staticmethod(guards.DeviceAgreement.read)

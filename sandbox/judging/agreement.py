@@ -116,6 +116,7 @@ class Agreement:
     first: int | None
     sum_t2: float
     sums: tuple[float, ...]
+    repeated: bool = False   # the output was, bit for bit, one already compared on the same inputs: no pass over it
 
     def projection_failures(self, lam: float = LAMBDA) -> list[int]:
         bound = projection_bound(self.sum_t2, lam)

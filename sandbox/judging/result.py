@@ -140,6 +140,8 @@ class Timing(_Record):
     rounds: int
     round_cap: int | None = None                          # rounds could not go past this (fixed before the first)
     candidate_launches: int | None = None                 # launches of the candidate in the stage, each checked
+    repeated_launches: int | None = None                  # of them, those whose outputs repeated, bit for bit, ones
+                                                          # compared with the baseline's on the same inputs (untimed)
     l2_flush_bytes: int
     rotating_sets: int
     set_of_round: list[int] | None = None                 # the rotating set of each round: intervals resample these

@@ -150,6 +150,8 @@ class TimingStage:
         self.spread_atols: dict[tuple, float] = {}  # (input variant, output) -> atol grown to the spread there
         self.launches = {n: 0 for n in self.names}
         self.base_keys: dict = {}
+        self.repeats: dict = {}   # output -> guards.Repeats of the stored baseline output (new with each one)
+        self.repeated = 0         # candidate launches whose every output repeated one compared on the same inputs
         self.base_for = self.pending = None  # the inputs of the baseline's stored output; an unchecked candidate output
         self.draw = PhaseDraw(req.full_checks, self.rng)
         self.kept: dict[int, dict] = {}  # slot -> a candidate output the draw holds, for the reference comparison
@@ -213,6 +215,7 @@ class TimingStage:
             full = self._save_kept(Path(req.data_dir), req.ipc)
         return Timed(rounds=r, round_cap=cap, sets=self.n_sets, set_of_round=set_of_round, flush_bytes=self.flush_bytes,
                      samples=samples, walls=walls, full=full, launches=self.launches["candidate"],
+                     repeated=self.repeated,
                      clocks=Clocks(clocks_start, clocks(), sampler.summary()), gpu_s=time.perf_counter() - t_begin,
                      unavailable=self.unavailable, launch_hold=self._hold_record(),
                      split_s=self.watch.report(time.perf_counter() - t_begin), memory=self.memory)
@@ -485,6 +488,7 @@ class TimingStage:
             if spread and (inputs.variant, n) not in self.spread_atols:   # once per variant: one transfer
                 self.spread_atols[(inputs.variant, n)] = spread_atol(self.cp, buf.view, atol, spread)
             self.base_keys[n] = checks.new_keys()
+            self.repeats[n] = checks.repeats()
             checks.mask(buf.view, self.base_keys[n])
         if self.primary in self.loaded:
             self.loaded[self.primary].poison_scratch(self.scratch[self.primary], every=True)
@@ -497,7 +501,8 @@ class TimingStage:
         for n, buf in outs["candidate"].items():
             masked, keys = outs[self.primary][n].view, self.base_keys[n]
             atol, rtol = self._tolerance(inputs, n)
-            found = checks.agree(buf.view, masked, keys, atol, rtol, self.rng.getrandbits(64))
+            found = checks.agree(buf.view, masked, keys, atol, rtol, self.rng.getrandbits(64), self.repeats.get(n),
+                                 may_skip=False)   # a timed launch's output: always passed over
             self._raise_if_disagrees(found, inputs, n, self.launches["candidate"], phase, intact=True)
 
     def _tolerance(self, inputs: Inputs, name: str) -> tuple[float, float]:
@@ -560,7 +565,7 @@ class TimingStage:
         else:
             masked = self._outs(inputs)[self.primary]
             rows = {n: h.agreement.queue(b.view, masked[n].view, self.base_keys[n], *self._tolerance(inputs, n),
-                                         self.rng.getrandbits(64))
+                                         self.rng.getrandbits(64), repeats=self.repeats.get(n))
                     for n, b in outs.items()}
             self._keep(inputs, phase)
         return self.launches[name], guards, rows
@@ -581,10 +586,13 @@ class TimingStage:
             at += size
             if problems:
                 raise Violation(name, problems)
+            repeated = bool(rows)
             for n, row in rows.items():
                 found = self.h.agreement.read(int(self._outs(inputs)[name][n].view.size), host[at: at + row.size])
                 at += row.size
                 self._raise_if_disagrees(found, inputs, n, launch, phase, intact=launch == last)
+                repeated = repeated and found.repeated
+            self.repeated += repeated
 
     # ---- the reservoir of outputs compared with the reference ----------------------------------
 
