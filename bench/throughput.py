@@ -16,8 +16,9 @@ Three parts, each printed as a table as soon as it is done (``--parts`` picks th
   size, handed to the loop as a model's answers would be (``--parallel`` requests open). Reports candidates per
   GPU-hour, the GPU's busy share of the wall time (the GPU worker's correctness and timing stages, the reference
   worker's comparisons and the profiles, each on the GPU and one at a time, over the phase's wall; the phase starts
-  once the baseline is evaluated and profiled), what a profile of a new best took, and the loop's own seconds
-  between evaluations.
+  once the baseline is evaluated and profiled), what a profile of a new best took, the loop's own seconds
+  between evaluations, and per candidate where the workers' correctness stages and reference comparisons went
+  (every request to the worker processes logged).
 
     python bench/throughput.py                                  # every part
     python bench/throughput.py --parts optimize,candidates --json out.json
@@ -316,6 +317,66 @@ class Spans:
         return [max(0.0, b0 - a1) for (_, a1), (b0, _) in zip(inside, inside[1:])]
 
 
+class Requests:
+    """Every request the sandbox's worker processes answered, as (reply, start, seconds), the start in seconds since the
+    epoch as the trace's events: ``WorkerProcess.call`` wrapped for the length of a ``with`` block."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def __enter__(self):
+        from sandbox.host.pool import WorkerProcess
+
+        self.real = real = WorkerProcess.call
+
+        def call(worker, request, timeout, _calls=self.calls):
+            t0, p0 = time.time(), time.perf_counter()
+            reply = real(worker, request, timeout)
+            _calls.append((reply, t0, time.perf_counter() - p0))
+            return reply
+
+        WorkerProcess.call = call
+        return self
+
+    def __exit__(self, *exc):
+        from sandbox.host.pool import WorkerProcess
+
+        WorkerProcess.call = self.real
+
+
+def _trial_kind(label: str) -> str:
+    if label.startswith(("benchmark", "size")):
+        return "the benchmark size"
+    return "the check sizes" if label.startswith("check[") else "kept timing launches"
+
+
+def worker_split(calls: list[tuple], start: float, end: float, candidates: int) -> dict:
+    """Per candidate, in ms, from the requests that began within [start, end]: the GPU worker's correctness stages
+    (their wall, and each kind of trial's own seconds and parts) and the reference worker's comparisons (those of
+    correctness stages, those of the timing stage's kept launches: wall and parts). ``calls``: ``Requests.calls``."""
+    from sandbox.wire import Checked, Compared
+
+    rows: dict[str, dict] = {}
+
+    def add(where: str, seconds: float, parts: dict) -> None:
+        row = rows.setdefault(where, {"ms": 0.0, "parts": Counter()})
+        row["ms"] += 1e3 * seconds / candidates
+        row["parts"].update({k: 1e3 * v / candidates for k, v in parts.items()})
+
+    for reply, t0, seconds in calls:
+        if not start <= t0 <= end:
+            continue
+        if isinstance(reply, Checked):
+            add("GPU worker: correctness stages", seconds, {})
+            for trial in reply.trials:
+                add(f"GPU worker: their trials at {_trial_kind(trial.label)}", trial.gpu_s, trial.split_s)
+        elif isinstance(reply, Compared):
+            kinds = {_trial_kind(t.label) for t in reply.trials}
+            what = "the timing stage's kept launches" if kinds == {"kept timing launches"} else "correctness stages"
+            add(f"reference worker: {what}", seconds, reply.split_s)
+    return {where: {"ms": row["ms"], "parts": dict(row["parts"].most_common())} for where, row in rows.items()}
+
+
 def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval_s: float = 0.0) -> dict:
     import agent
     from sandbox.host.fake import FakeSandbox
@@ -330,7 +391,7 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval
             return simulated(sb, *args, **kwargs)
         FakeSandbox.evaluate = slow
     try:
-        with Spans(GPUSandbox if sandbox == "gpu" else FakeSandbox) as spans:
+        with Spans(GPUSandbox if sandbox == "gpu" else FakeSandbox) as spans, Requests() as requests:
             run = agent.optimize("softmax", proposer=Answers(answers), traces=folder / "traces", progress=False,
                                  sandbox=sandbox, config={"budget": {"iterations": len(answers)}, "parallel": parallel,
                                                           "tune": {"enabled": False}, "sanitize": {"enabled": False}})
@@ -384,6 +445,14 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval
         print(f"\nThe loop between one evaluation or profile and the next (the GPU slot idle): median "
               f"{statistics.median(gaps):.3f} s, max {max(gaps):.3f} s, sum {sum(gaps):.2f} s over {len(gaps)}")
     out["gaps_s"] = gaps
+    out["workers"] = worker_split(requests.calls, start, stamps[-1], len(evaluated))
+    if out["workers"]:
+        print("\nThe workers' correctness stages and reference comparisons begun in the phase, per candidate:\n")
+        print("| where | ms | its parts, ms |")
+        print("|---|---|---|")
+        for where, row in out["workers"].items():
+            parts = ", ".join(f"{k} {v:.1f}" for k, v in row["parts"].items())
+            print(f"| {where} | {row['ms']:.1f} | {parts} |")
     return out
 
 

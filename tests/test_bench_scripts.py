@@ -144,9 +144,37 @@ def test_the_throughput_bench_counts_llm_candidates_and_the_loop_between_them_on
     assert got["candidates"] == 6 and got["statuses"] == {"ok": 6}
     assert got["phase_s"] > 0 and got["per_gpu_hour"] == pytest.approx(3600 * 6 / got["phase_s"])
     assert got["finish_s"] >= 0 and got["profiles"] == 0    # simulated results are never profiled
+    assert got["workers"] == {}                              # a simulated sandbox has no worker processes
     # one gap between each two consecutive evaluations of the phase: the five after the first candidate's
     assert len(got["gaps_s"]) == 5 and all(g >= 0 for g in got["gaps_s"])
     assert "(the GPU slot idle)" in out.stdout and "the held-out check of the leaders" in out.stdout
+
+
+def test_the_throughput_bench_splits_the_workers_requests_of_the_phase_per_candidate():
+    sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+    try:
+        import throughput
+    finally:
+        del sys.path[:2]
+    from sandbox.wire import Checked, Compared, TrialChecks, TrialRun
+
+    check = Checked([TrialRun("check[0]#0", "ran", gpu_s=0.002, split_s={"buffers": 0.0015, "guards": 0.0005}),
+                     TrialRun("benchmark#1", "ran", gpu_s=0.010, split_s={"hand-over": 0.006, "buffers": 0.004})])
+    compared = Compared([TrialChecks("check[0]#0", []), TrialChecks("benchmark#1", [])], 0.008,
+                        {"reference": 0.005, "inputs": 0.003})
+    kept = Compared([TrialChecks("timing launch 7 (untimed, after the timed rounds)", [])], 0.004, {"reference": 0.004})
+    calls = [(check, 10.0, 0.016), (compared, 10.1, 0.009), (kept, 10.2, 0.004), (check, 10.3, 0.016),
+             (object(), 10.4, 0.5), (check, 9.0, 1.0), (kept, 12.0, 1.0)]   # another reply; two outside the phase
+    got = throughput.worker_split(calls, 10.0, 11.0, candidates=2)
+    assert got["GPU worker: correctness stages"]["ms"] == pytest.approx(16.0)
+    assert got["GPU worker: their trials at the check sizes"] == {"ms": pytest.approx(2.0),
+                                                                    "parts": {"buffers": pytest.approx(1.5),
+                                                                              "guards": pytest.approx(0.5)}}
+    assert got["GPU worker: their trials at the benchmark size"]["parts"]["hand-over"] == pytest.approx(6.0)
+    assert got["reference worker: correctness stages"]["ms"] == pytest.approx(4.5)
+    assert got["reference worker: the timing stage's kept launches"] == {"ms": pytest.approx(2.0),
+                                                                         "parts": {"reference": pytest.approx(2.0)}}
+    assert len(got) == 5 and not throughput.worker_split(calls, 20.0, 21.0, candidates=2)
 
 
 @pytest.mark.timeout(120)
