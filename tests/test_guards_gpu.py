@@ -101,7 +101,7 @@ def test_the_device_test_reads_an_output_at_any_alignment_as_its_numpy_definitio
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("dtype,atol,rtol", [("float32", 1e-6, 1e-5), ("float16", 1e-2, 1e-3), ("int32", 0, 0)])
 def test_an_output_is_passed_over_again_unless_it_repeats_one_compared_under_the_same_seal(device, dtype, atol, rtol):
-    """With ``Repeats``, an output that is bit for bit the last one compared under them is not passed over again, and
+    """With ``Repeats``, an output that is bit for bit the last one compared under them is not compared again, and
     nothing else is let through: a changed element, an output left from before another baseline output was stored
     (new ``Repeats``), seals copied from those or written by hand, a timed launch (``may_skip=False``). An output
     that failed is sealed too (the stage ends at it, so what repeats it later is never the verdict)."""

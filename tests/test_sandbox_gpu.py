@@ -38,7 +38,7 @@ def test_baseline_is_ok_with_an_interval_around_one(sandbox, task_name):
         "one launch of each kind in the timing stage is compared in full too"
     assert result.timing.candidate_launches >= 64 and result.timing.rounds <= result.timing.round_cap
     # a deterministic kernel repeats its output on one input set (the warm-up's, the untimed launches'); a timed
-    # launch's output is passed over every time
+    # launch's output is compared in full every time
     timing = result.timing
     assert 0 < timing.repeated_launches <= timing.candidate_launches - timing.rounds - 1
     assert 0 < result.timing.impls["baseline"].pct_of_roofline < 150

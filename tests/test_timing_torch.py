@@ -93,7 +93,7 @@ class _Agreement:
 
     def queue(self, c, masked, keys, atol, rtol, sign_key, repeats=None):
         """The device row's layout (guards.DeviceAgreement.queue): the sums' float64 bits, then the count, the first
-        and whether the pass was left out (never here: every output is passed over)."""
+        and whether the pass was left out (never here: every output is compared)."""
         found = self.agree(c, masked, keys, atol, rtol, sign_key)
         sums = np.array([found.sum_t2, *found.sums], dtype=np.float64).view(np.uint64)
         tail = np.array([found.violations, found.first if found.first is not None else 2**64 - 1, 0], dtype=np.uint64)

@@ -94,7 +94,7 @@ class DeviceAgreement:
         (in ``res``, else a new row); ``read`` makes an ``Agreement`` of that row once it is on the host.
 
         With ``repeats`` (and an output of whole 4-byte words), the output is hashed first, and an output that
-        repeats the last one compared under these ``repeats`` is not passed over again (``may_skip``: a timed
+        repeats the last one compared under these ``repeats`` is not compared again (``may_skip``: a timed
         launch's output is always compared); either way it is then sealed as compared. An output that failed is
         sealed too: the stage ends at the first launch that fails, so what repeats it later is never the verdict."""
         cp = self.cp
