@@ -38,7 +38,8 @@ class SandboxConfig(BaseModel):
     min_launches: int = Field(64, ge=0, description="The candidate is launched at least this many times in the timing stage "
                               "and at most twice as many: the count is drawn at random for each evaluation, and untimed "
                               "launches after the rounds make it up, so no count of launches tells a kernel the stage is over. "
-                              "Every launch is compared with the baseline's output for the same inputs.")
+                              "Every launch is compared with the baseline's output for the same inputs, or found to repeat, bit for "
+                              "bit, an output so compared.")
     full_checks: int = Field(3, ge=0, description="Launches of the candidate in the timing stage whose outputs are also "
                              "compared in full with the reference, drawn after each launch per kind: one of the warm-up, one "
                              "of the untimed launches, the rest (at least one) of the timed rounds.")

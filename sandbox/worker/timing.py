@@ -19,6 +19,8 @@
   is over.
 - Every launch of the candidate (warm-up, timed, untimed) is compared on the device with the baseline's
   output for the same inputs (``sandbox.judging.agreement``); the first that disagrees ends the stage, ``wrong``.
+  A warm-up or untimed launch whose output is, bit for bit, the last one compared on these inputs is not compared
+  again (``guards.Repeats``: a keyed hash and a seal drawn with each stored baseline output); a timed one always is.
   The candidate and the baseline write separate buffers; the baseline's is masked as soon as it is
   written, its scratch and the vendor's outputs wiped, so nothing the candidate can read holds an answer.
 - After each timed launch, NVML's SM and memory clocks, temperature and power are read: the result's
