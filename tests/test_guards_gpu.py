@@ -100,10 +100,10 @@ def test_the_device_test_reads_an_output_at_any_alignment_as_its_numpy_definitio
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("dtype,atol,rtol", [("float32", 1e-6, 1e-5), ("float16", 1e-2, 1e-3), ("int32", 0, 0)])
-def test_an_output_is_passed_over_again_unless_it_repeats_one_compared_under_the_same_seal(device, dtype, atol, rtol):
+def test_an_output_is_compared_again_unless_it_repeats_one_compared_under_the_same_seal(device, dtype, atol, rtol):
     """With ``Repeats``, an output that is bit for bit the last one compared under them is not compared again, and
     nothing else is let through: a changed element, an output left from before another baseline output was stored
-    (new ``Repeats``), seals copied from those or written by hand, a timed launch (``may_skip=False``). An output
+    (new ``Repeats``), seals copied from those or written by hand, a timed launch's (no ``Repeats``). An output
     that failed is sealed too (the stage ends at it, so what repeats it later is never the verdict)."""
     cp, h = device
     n = 1 << 16
@@ -116,8 +116,8 @@ def test_an_output_is_passed_over_again_unless_it_repeats_one_compared_under_the
     good, wrong = cp.asarray(b), cp.asarray(b)
     wrong[n // 3] += 7
 
-    def check(c, reps, may_skip=True):
-        return test.agree(c, masked, keys, atol, rtol, random.getrandbits(64), reps, may_skip)
+    def check(c, reps):
+        return test.agree(c, masked, keys, atol, rtol, random.getrandbits(64), reps)
 
     reps = test.repeats()
     first = check(good, reps)
@@ -129,7 +129,7 @@ def test_an_output_is_passed_over_again_unless_it_repeats_one_compared_under_the
     assert check(wrong, reps).repeated        # sealed although it failed: the stage ended at the one before
     assert not check(good, reps).repeated     # the seal is the last output's
     assert check(good, reps).repeated
-    timed = check(good, reps, may_skip=False)
+    timed = check(good, None)                 # a timed launch's output: no Repeats
     assert not timed.repeated and timed.verdict() == ""
 
     fresh = test.repeats()                    # another stored baseline output: nothing carries over
@@ -145,7 +145,7 @@ def test_an_output_is_passed_over_again_unless_it_repeats_one_compared_under_the
 
 
 @pytest.mark.timeout(60)
-def test_an_output_of_part_words_is_passed_over_every_time(device):
+def test_an_output_of_part_words_is_compared_every_time(device):
     """An output that cannot be hashed as whole 4-byte words in place (an odd count of float16 values) is compared
     in full at every launch: never ``repeated``."""
     cp, h = device

@@ -88,7 +88,7 @@ class _Agreement:
     def repeats(self):
         return None
 
-    def agree(self, c, masked, keys, atol, rtol, sign_key, repeats=None, may_skip=True):
+    def agree(self, c, masked, keys, atol, rtol, sign_key, repeats=None):
         return agreement.agree(np, c, masked, atol, rtol, sign_key % 2**63)
 
     def queue(self, c, masked, keys, atol, rtol, sign_key, repeats=None):

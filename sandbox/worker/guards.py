@@ -39,8 +39,8 @@ def _bits(cp, array):
 
 @dataclass
 class Repeats:
-    """What lets the agreement test pass over a launch whose output repeats, bit for bit, one the test already
-    compared with the baseline's output for the same inputs (untimed launches on one input set mostly do): ``seen``,
+    """What lets the agreement test leave out its pass where a launch's output repeats, bit for bit, one the test
+    already compared with the baseline's output for the same inputs (untimed launches on one input set mostly do): ``seen``,
     a device pair [the output's hash after the launch, the seal of the last output compared], the hash's seed and the
     seal's keys (``seal`` in harness.cu). Drawn anew with every stored baseline output, so nothing of it carries over
     to other inputs; the keys reach the device only as kernel arguments."""
@@ -79,24 +79,24 @@ class DeviceAgreement:
                 stream=self.stream)
 
     def agree(self, c, masked, keys: MaskKeys, atol: float, rtol: float, sign_key: int,
-              repeats: Repeats | None = None, may_skip: bool = True) -> Agreement:
+              repeats: Repeats | None = None) -> Agreement:
         """One pass over ``c`` and the masked baseline output; returns once the result is on the host."""
         if c.size == 0:
             return self.read(0, None)
-        res = self.queue(c, masked, keys, atol, rtol, sign_key, self._result, repeats, may_skip)
+        res = self.queue(c, masked, keys, atol, rtol, sign_key, self._result, repeats)
         host = res.get(stream=self.stream)
         self.stream.synchronize()
         return self.read(int(c.size), host)
 
     def queue(self, c, masked, keys: MaskKeys, atol: float, rtol: float, sign_key: int, res=None,
-              repeats: Repeats | None = None, may_skip: bool = True):
+              repeats: Repeats | None = None):
         """The pass of ``agree`` queued on the stream, behind the launch it checks, its result left on the device
         (in ``res``, else a new row); ``read`` makes an ``Agreement`` of that row once it is on the host.
 
         With ``repeats`` (and an output of whole 4-byte words), the output is hashed first, and an output that
-        repeats the last one compared under these ``repeats`` is not compared again (``may_skip``: a timed
-        launch's output is always compared); either way it is then sealed as compared. An output that failed is
-        sealed too: the stage ends at the first launch that fails, so what repeats it later is never the verdict."""
+        repeats the last one compared under these ``repeats`` is not compared again; either way it is then sealed as
+        compared. An output that failed is sealed too: the stage ends at the first launch that fails, so what repeats
+        it later is never the verdict. Without ``repeats`` (a timed launch) the output is always compared."""
         cp = self.cp
         n = int(c.size)
         res = cp.zeros(ROW, dtype=cp.uint64) if res is None else res
@@ -113,8 +113,7 @@ class DeviceAgreement:
             self._function("hash_words")((_grid(int(flat.size), self.sms),), (256,),
                                          (flat, np.int64(flat.size), np.uint64(use.seed), use.seen[:1]),
                                          stream=self.stream)
-        seen = use.seen if use is not None and may_skip else np.uint64(0)   # 0: a null pointer, no skipping
-        s1, s2 = (use.s1, use.s2) if use is not None else (0, 0)
+        seen, s1, s2 = (use.seen, use.s1, use.s2) if use is not None else (np.uint64(0), 0, 0)   # 0: a null pointer
         self._function(f"agree<{by_storage(c.dtype.name).ctype}>")(
             (_grid(words, self.sms),), (256,),
             (c.reshape(-1), masked.reshape(-1), np.int64(n), np.float64(a2), np.float64(r2),
