@@ -115,7 +115,7 @@ def test_the_harness_compiles_with_every_kernel_the_worker_looks_up_and_is_kept_
     cubin, lowered = compile_harness("sm_90")
     assert cubin and set(HARNESS_NAMES) == set(lowered)
     assert set(ag.DEVICE_NAMES) | {"l2_flush_read", "hash_words", "hash_many", "bands_differ", "hold_stream",
-                                  "fill_pattern", "seal_compared"} == set(HARNESS_NAMES)
+                                  "fill_pattern", "seal_compared", "random_bands"} == set(HARNESS_NAMES)
     [kept] = (tmp_path / "harness").glob("*.cubin")
     assert kept.read_bytes() == cubin and compile_harness("sm_90") == (cubin, lowered)
     kept.with_suffix(".json").write_text("{torn")                 # an unreadable entry is compiled again

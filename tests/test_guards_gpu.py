@@ -279,6 +279,24 @@ def test_a_fence_names_a_guarded_buffer_written_anywhere_while_it_stood(device, 
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("n, at", [(1, 0), (7, 3), (4096, 0), (65536 + 259, 5)])
+def test_a_guard_bands_bytes_are_their_definition_in_the_band_and_its_copy_at_any_alignment(device, n, at):
+    from sandbox.worker.harness import Guarded, band_bytes
+
+    cp, h = device
+    raw, copy = cp.zeros(n + 16, dtype=cp.uint8), cp.zeros(n, dtype=cp.uint8)
+    h.random_bands(raw[at:at + n], copy, seed=0xC0FFEE ^ n)
+    want = band_bytes(np, n, 0xC0FFEE ^ n)
+    assert (copy.get() == want).all() and (raw[at:at + n].get() == want).all()
+    assert not raw[:at].get().any() and not raw[at + n:].get().any()       # nothing written outside the band
+    if n >= 4096:
+        assert len(set(want.tolist())) > 200 and not (band_bytes(np, n, 1) == want).all()
+    g = Guarded(h, "float32", (n,))                                        # a buffer's bands and their copies
+    assert all(bool((g.raw[a:a + k] == c).all()) for a, k, c in g.band_spans())
+    assert not bool((g.guard_lo[:64] == Guarded(h, "float32", (n,)).guard_lo[:64]).all())
+
+
+@pytest.mark.timeout(120)
 def test_one_launch_hashes_many_arrays_exactly_as_one_launch_each(device):
     cp, h = device
     rng = cp.random.default_rng(5)

@@ -1,4 +1,5 @@
-"""The GPU worker's host-side helpers that NumPy can run: the byte comparison of a candidate's two runs."""
+"""The GPU worker's host-side helpers that NumPy can run: the byte comparison of a candidate's two runs, and a guarded
+buffer's layout and bands (the bands' kernel by its NumPy definition, ``harness.band_bytes``)."""
 
 import numpy as np
 import pytest
@@ -28,10 +29,15 @@ def _numpy_harness(seed: int = 1):
     import random
     from types import SimpleNamespace
 
-    # what Guarded reads of a Harness, on the host: NumPy for CuPy (whose RandomState takes 63-bit seeds)
-    xp = SimpleNamespace(uint8=np.uint8, int32=np.int32, uint32=np.uint32, empty=np.empty,
-                         random=SimpleNamespace(RandomState=lambda s: np.random.RandomState(s % 2**32)))
-    return SimpleNamespace(cp=xp, _rng=random.Random(seed))
+    from sandbox.worker.harness import band_bytes
+
+    # what Guarded reads of a Harness, on the host: NumPy for CuPy, the bands' kernel by its definition
+    rng = random.Random(seed)
+
+    def random_bands(band, copy):
+        band[...] = copy[...] = band_bytes(np, band.size, rng.getrandbits(64))
+
+    return SimpleNamespace(cp=np, _rng=rng, random_bands=random_bands)
 
 
 def _intact(g) -> tuple[bool, ...]:
@@ -47,6 +53,7 @@ def test_a_guarded_buffer_sits_between_intact_random_guard_bands(dtype, shape):
     assert g.view.shape == shape and g.view.dtype == np.dtype(dtype) and g.lo % 256 == 0 and g.lo >= GUARD_MIN
     assert all(_intact(g))
     assert len(set(g.guard_lo.tolist())) > 100                          # random bytes, not a constant
+    assert not np.array_equal(g.guard_lo[:GUARD_MIN], Guarded(g.h, dtype, shape).guard_lo[:GUARD_MIN])  # a seed each
     g.raw[g.lo - 1] ^= 0xFF                                              # a write just below the buffer
     assert _intact(g) == (False, True)
     (below, n_below, _), (above, n_above, _) = g.band_spans()        # the bands cover all but the buffer
@@ -57,7 +64,7 @@ def test_a_guarded_buffer_sits_between_intact_random_guard_bands(dtype, shape):
 
 def test_a_guarded_buffer_takes_no_temporary_as_large_as_itself():
     # random bytes were drawn as int32 and cast: five times the buffer at once, which ran a 2 GB output out of
-    # GPU memory; now the words are drawn into the allocation itself
+    # GPU memory; now only the guard bands are drawn
     import tracemalloc
 
     from sandbox.worker.harness import Guarded

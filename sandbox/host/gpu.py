@@ -308,7 +308,7 @@ def trial_count(task: Task, label: str, per_check_size: int) -> int:
 
 
 HARNESS_NAMES = DEVICE_NAMES + ["hash_words", "hash_many", "bands_differ", "l2_flush_read", "hold_stream",
-                                "fill_pattern", "seal_compared"]
+                                "fill_pattern", "seal_compared", "random_bands"]
 
 
 def compile_harness(arch: str) -> tuple[bytes, dict[str, str]]:

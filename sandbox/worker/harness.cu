@@ -240,6 +240,19 @@ extern "C" __global__ void fill_pattern(unsigned char* p, long long n, unsigned 
     for (long long i = vecs * 16 + t; i < n; i += stride) p[i] = (unsigned char)(pattern >> (8 * (i & 7)));
 }
 
+// ---- guard bands ---------------------------------------------------------------------------------
+// The random bytes of a guard band, written both into the band (a) and into the copy it is checked against
+// (b): byte i is byte i mod 8 of mix64(mix64(i / 8 ^ seed) + seed), the seed a secret the host draws for each band.
+extern "C" __global__ void random_bands(unsigned char* a, unsigned char* b, long long n, unsigned long long seed) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+        unsigned long long w = mix64(mix64((unsigned long long)(i >> 3) ^ seed) + seed);
+        unsigned char v = (unsigned char)(w >> (8 * (i & 7)));
+        a[i] = v;
+        b[i] = v;
+    }
+}
+
 // ---- the stream hold -----------------------------------------------------------------------------
 // One thread that keeps the stream busy until the host sets word[0] (mapped host memory) or limit_ns
 // passes, then writes word[1]: 1 released by the host, 2 ran out. Queued before a timed launch's start

@@ -191,6 +191,14 @@ class Harness:
         grid = max(1, min(math.ceil(n / 16 / 256), self.sms * 16))
         self.function("fill_pattern")((grid,), (256,), (array, np.int64(n), np.uint64(pattern)), stream=self.stream)
 
+    def random_bands(self, band, copy, seed: int | None = None) -> None:
+        """The same random bytes (``band_bytes``) into ``band`` and ``copy`` (byte arrays of one length), from
+        ``seed`` or, by default, a seed drawn here."""
+        n = band.size
+        seed = self._rng.getrandbits(64) if seed is None else seed
+        grid = max(1, min(math.ceil(n / 256), self.sms))
+        self.function("random_bands")((grid,), (256,), (band, copy, np.int64(n), np.uint64(seed)), stream=self.stream)
+
     # ---- plans ---------------------------------------------------------------------------
 
     def load(self, cubin: bytes, plan: dict) -> "Loaded":
@@ -217,9 +225,9 @@ class Harness:
 
 
 class Guarded:
-    """A buffer inside random guard bands, at a random 256-byte-aligned offset. Only the bands are drawn: the
-    buffer itself is written before anything reads it (inputs generated, outputs poisoned before each launch), so
-    a large buffer costs no random draw of its size."""
+    """A buffer inside random guard bands, at a random 256-byte-aligned offset. Only the bands are drawn (a harness
+    kernel writes each band and the copy it is checked against from a secret seed): the buffer itself is written
+    before anything reads it (inputs generated, outputs poisoned before each launch)."""
 
     def __init__(self, h: Harness, dtype: str, shape: tuple[int, ...]):
         cp = h.cp
@@ -232,16 +240,11 @@ class Guarded:
         total = self.lo + self.nbytes + 256 + hi
         total = (total + 3) // 4 * 4
         above = self.lo + self.nbytes
-        # both bands in one draw of random words (int32 draws cast to bytes took 5x the words), kept as the copies
-        # the bands are checked against, and copied into place
-        bands = self.lo + total - above
-        draw = gen.random_state(cp, h._rng.getrandbits(63))
-        drawn = draw.randint(0, 1 << 32, size=(bands + 3) // 4, dtype=cp.uint32).view(cp.uint8)
         self.raw = cp.empty(total, dtype=cp.uint8)
-        self.guard_lo = drawn[:self.lo]
-        self.guard_hi = drawn[self.lo:bands]
-        self.raw[:self.lo] = self.guard_lo
-        self.raw[above:] = self.guard_hi
+        self.guard_lo = cp.empty(self.lo, dtype=cp.uint8)
+        self.guard_hi = cp.empty(total - above, dtype=cp.uint8)
+        h.random_bands(self.raw[:self.lo], self.guard_lo)
+        h.random_bands(self.raw[above:], self.guard_hi)
         self.view = self.raw[self.lo:above].view(np_dtype(dtype)).reshape(shape)
         self._device_bands = None
 
@@ -331,6 +334,17 @@ class Loaded:
                   shared_mem=launch["shared"], stream=h.stream)
             except Exception as exc:
                 raise h.classify(exc) from None
+
+
+def band_bytes(xp, n: int, seed: int):
+    """What ``random_bands`` in harness.cu writes, as a uint8[n] array of ``xp``: byte i is byte i mod 8 of
+    mix64(mix64(i / 8 ^ seed) + seed)."""
+    from ..judging.agreement import mix64
+
+    words = xp.arange(-(-n // 8), dtype=xp.uint64)
+    with np.errstate(over="ignore"):
+        words = mix64(xp, mix64(xp, words ^ xp.uint64(seed)) + xp.uint64(seed))
+    return words.view(xp.uint8)[:n]
 
 
 def generate_into(h: Harness, buffers: dict[str, Guarded], specs: list[dict], seed: int) -> None:
