@@ -32,7 +32,7 @@ def run(*args, timeout=120):
                                     "bench/l2_flush.py", "bench/launch_hold.py", "bench/ray_ab.py",
                                     "bench/kernelbench.py", "bench/stage_parts.py", "bench/throughput.py",
                                     "bench/claim_parts.py", "bench/profile_scale.py", "bench/input_draws.py",
-                                    "bench/profile_cost.py"])
+                                    "bench/profile_cost.py", "bench/candidate_floor.py"])
 def test_bench_script_imports_and_explains_itself(script):
     out = run(script, "--help")
     assert out.returncode == 0, out.stderr
@@ -291,3 +291,73 @@ def test_the_profile_cost_bench_leaves_out_each_named_metric_once_and_nothing_el
     for name, (sections, metrics) in each.items():
         assert sections == ncu.SECTIONS and set(now) - set(metrics) == {name.removeprefix("now without ")}
         assert len(metrics) == len(now) - 1
+
+
+PARTS = """softmax at its benchmark size {'rows': 4, 'cols': 4}: inputs 1.00 GiB, outputs 1.00 GiB; ms per repetition
+
+| step | device ms | host ms to queue | wall ms |
+|---|---|---|---|
+| generate one input set | 1.0 | 1.0 | 1.0 |
+| hash the inputs | 0.25 | 0.02 | 0.25 |
+| poison the outputs | 0.25 | 0.01 | 0.25 |
+| L2 flush | 0.0 | 0.01 | 0.0 |
+| the kernel (baseline) launched | 2.0 | 0.01 | 2.0 |
+| guard bands + input hashes, queued | 0.5 | 0.1 | 0.5 |
+| agreement test, queued | 1.0 | 0.05 | 1.0 |
+| mask a baseline output | 0.5 | 0.01 | 0.5 |
+| the vendor's call | 5.0 | 0.1 | 5.0 |
+"""
+
+
+def _candidates(launches=(90, 110), repeated=(70, 90), rounds=(10, 10)):
+    costs = {"time_gpu_s": [0.4, 0.4], "check_gpu_s": [0.1, 0.1], "reference_s": [0.1, 0.1],
+             "profile_gpu_s": [0.0, 0.5]}
+    return {"candidates": {"candidates": 2, "busy": 0.9, "per_gpu_hour": 4000.0,
+                           "split": {"costs": costs, "counts": {"candidate_launches": list(launches),
+                                                                "repeated_launches": list(repeated),
+                                                                "rounds": list(rounds)}},
+                           "workers": {"reference worker: correctness stages": {"ms": 60.0, "parts": {
+                               "reference": 20.0, "compare": 10.0, "inputs": 30.0}}}}}
+
+
+def test_the_floor_multiplies_each_steps_device_time_by_what_the_stages_ran():
+    sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+    try:
+        import candidate_floor as cf
+    finally:
+        del sys.path[:2]
+    parts = cf.read_parts(PARTS, "parts.txt")
+    cands = cf.read_candidates(_candidates(), "cand.json")
+    assert (cands["launches"], cands["repeated"], cands["rounds"]) == (100, 80, 10)
+    assert cands["measured"]["profile_gpu_s"] == pytest.approx(0.25) and cands["reference_parts_s"] == pytest.approx(0.03)
+    f = cf.floor(parts, cands, kernel_ms=1.0, sets=3, copy_tbs=2**31 / 1e9)   # a 1 GiB copy: 1 ms
+    # 100 launches of 0.25 + 1 + 0.5, 80 hashed (0.25) and 20 compared (1.0); the flush costs nothing here
+    assert f["candidate"] == pytest.approx(100 * 1.75 + 80 * 0.25 + 20 * 1.0)
+    assert f["baseline"] == pytest.approx((10 + 10) * (0.25 + 2.0 + 0.5 + 0.5))      # warm-up: 20 ms / 2 ms
+    assert f["vendor"] == pytest.approx((4 + 10) * (5.0 + 0.25))                      # warm-up: ceil(20 / 5)
+    assert f["inputs"] == pytest.approx(11 * 1.25 + 10 * 0.25)
+    # fences: two other sets (1 GiB in, two 1 GiB outputs) and the baseline's output, hashed four times; three
+    # kept launches copied twice and hashed
+    assert f["fences_kept"] == pytest.approx(4 * 7 * 0.25 + 3 * (2 * 1.0 + 0.25))
+    assert f["timing"] == pytest.approx(sum(f[k] for k in ("candidate", "baseline", "vendor", "inputs", "fences_kept")))
+    assert f["check"] == pytest.approx(3 * (1.0 + 0.25 + 2 * 1.75 + 3 * 1.0 + 2 * 0.25))
+    with pytest.raises(cf.Bad, match="no row for 'agreement test, queued'"):
+        cf.read_parts(PARTS.replace("agreement test", "agreement"), "parts.txt")
+    with pytest.raises(cf.Bad, match="cand.json: not bench/throughput.py's candidates part"):
+        cf.read_candidates({"search": []}, "cand.json")
+
+
+def test_the_floor_script_prints_its_table_and_refuses_a_wrong_file_with_one_error(tmp_path):
+    import json
+
+    (tmp_path / "parts.txt").write_text(PARTS)
+    (tmp_path / "cand.json").write_text(json.dumps(_candidates()))
+    out = run("bench/candidate_floor.py", "--parts", tmp_path / "parts.txt", "--candidates", tmp_path / "cand.json")
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if re.match(r"\| [\d.]+ \|", line)]
+    assert len(rows) == 2 and "candidates an hour with no host time" in out.stdout
+    bad = run("bench/candidate_floor.py", "--parts", tmp_path / "cand.json", "--candidates", tmp_path / "cand.json")
+    assert bad.returncode == 2 and "not bench/stage_parts.py's output" in bad.stderr and "Traceback" not in bad.stderr
+    neg = run("bench/candidate_floor.py", "--parts", tmp_path / "parts.txt", "--candidates", tmp_path / "cand.json",
+              "--sets", "0")
+    assert neg.returncode == 2 and "--sets must be at least 1" in neg.stderr
