@@ -74,7 +74,10 @@ def _optimize_until(url: str, traces: Path, run_id: str, iterations: int, evalua
     cmd = [sys.executable, "-m", "agent", "optimize", "vector_add", "--model", "scripted", "--base-url", url,
            "--iterations", str(iterations), "--sandbox", "fake", "--no-tune", "--traces", str(traces),
            "--run-id", run_id, "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal's Ctrl-C finds it, even where this test runs in a background job that ignores it (a
+    # child would inherit that, and Python would then never raise KeyboardInterrupt)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     events_file = traces / run_id / "events.jsonl"
     deadline = time.monotonic() + 120
     while not (events_file.exists() and events_file.read_text().count('"kind": "evaluation"') >= evaluations):

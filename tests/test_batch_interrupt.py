@@ -48,7 +48,9 @@ def test_ctrl_c_in_a_batch_exits_130_and_the_batch_resumes(tmp_path):
     cmd = [sys.executable, "-m", "agent", "batch", "vector_add", str(_second_task(tmp_path)), "--batch-id", "b1",
            *common]
     try:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # SIGINT as Ctrl-C finds it, even where this test runs in a background job that ignores it (inherited)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 120
         while not asked.is_set():
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
