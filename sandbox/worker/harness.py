@@ -238,7 +238,7 @@ class Guarded:
         self.lo = h._rng.randrange(GUARD_MIN, GUARD_MAX, 256)
         hi = h._rng.randrange(GUARD_MIN, GUARD_MAX, 256)
         total = self.lo + self.nbytes + 256 + hi
-        total = (total + 3) // 4 * 4
+        total = (total + 3) // 4 * 4   # whole words: a fence hashes ``raw`` with others in one launch (hash_arrays)
         above = self.lo + self.nbytes
         self.raw = cp.empty(total, dtype=cp.uint8)
         self.guard_lo = cp.empty(self.lo, dtype=cp.uint8)
