@@ -13,14 +13,16 @@ Three parts, each printed as a table as soon as it is done (``--parts`` picks th
   events give where its wall time went, and its summary which leaders the claim's held-out check set aside.
 - ``candidates``: LLM-style candidates (whole kernels, each new code, evaluated in full: every check size against
   the reference, the full timing protocol, a profile of each new best) at a memory-bound suite task's benchmark
-  size, handed to the loop as a model's answers would be (``--parallel`` requests open). Reports candidates per
-  GPU-hour, the GPU's busy share of the wall time (the GPU worker's correctness and timing stages, the reference
-  worker's comparisons and the profiles, each on the GPU and one at a time, over the phase's wall; the phase starts
-  once the baseline is evaluated and profiled), what a profile of a new best took, the loop's own seconds
-  between evaluations, and per candidate where the workers' correctness stages and reference comparisons went
-  (every request to the worker processes logged).
+  size (``--task``: softmax, 1 GiB in and 1 GiB out; or row_sum, 2 GiB in and 128 KiB out), handed to the loop as
+  a model's answers would be (``--parallel`` requests open). Reports candidates per GPU-hour, the GPU's busy share
+  of the wall time (the GPU worker's correctness and timing stages, the reference worker's comparisons and the
+  profiles, each on the GPU and one at a time, over the phase's wall; the phase starts once the baseline is
+  evaluated and profiled), what a profile of a new best took, the loop's own seconds between evaluations, and per
+  candidate where the workers' correctness stages and reference comparisons went (every request to the worker
+  processes logged).
 
     python bench/throughput.py                                  # every part
+    python bench/throughput.py --parts candidates --task row_sum --json out.json
     python bench/throughput.py --parts optimize,candidates --json out.json
 
 Needs a CUDA device; ``search`` and ``optimize`` need Kernel Tuner (``pip install -e ".[kerneltuner]"``).
@@ -283,9 +285,29 @@ def softmax_answers(n: int):
     pool = [base.with_knobs({"BLOCK": b}) for b in base.knobs["BLOCK"] if b != base.defines()["BLOCK"]]
     pool += [tuned.with_knobs(dict(THREADS=t, VEC=v, ONLINE=o, UNROLL=u, WARP_PER_ROW=w))
              for t in (256, 512) for v in (1, 2, 4) for o in (0, 1) for u in (1, 4) for w in (0, 1)]
+    return _under_flags(pool, n)
+
+
+def row_sum_answers(n: int):
+    """``n`` distinct row-sum kernels, none of them the baseline itself: the suite's baseline at its other block
+    sizes and bench/candidates/row_sum_vec.cu (vector loads, warp shuffles) at every point of its space, under
+    several compiler options."""
+    from sandbox import load_candidate, load_task
+
+    base = load_candidate(load_task("row_sum").baseline_path)
+    vec = load_candidate(ROW_SUM)
+    pool = [base.with_knobs({"BLOCK": b}) for b in base.knobs["BLOCK"] if b != base.defines()["BLOCK"]]
+    pool += [vec.with_knobs(dict(BLOCK=b, VEC=v)) for v in vec.knobs["VEC"] for b in vec.knobs["BLOCK"]]
+    return _under_flags(pool, n)
+
+
+def _under_flags(pool, n: int):
     flags = [(), ("--extra-device-vectorization",), ("--ptxas-options=-O2",)]
     out = [c.with_flags(f) for f in flags for c in pool][:n]
     return [dataclasses.replace(c, label=f"answer{i}") for i, c in enumerate(out)]
+
+
+ANSWERS = {"softmax": softmax_answers, "row_sum": row_sum_answers}   # memory-bound suite tasks
 
 
 class Spans:
@@ -377,12 +399,13 @@ def worker_split(calls: list[tuple], start: float, end: float, candidates: int) 
     return {where: {"ms": row["ms"], "parts": dict(row["parts"].most_common())} for where, row in rows.items()}
 
 
-def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval_s: float = 0.0) -> dict:
+def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval_s: float = 0.0,
+                    task: str = "softmax") -> dict:
     import agent
     from sandbox.host.fake import FakeSandbox
     from sandbox.host.gpu import GPUSandbox
 
-    answers = softmax_answers(n)
+    answers = ANSWERS[task](n)
     t0 = time.perf_counter()
     simulated = FakeSandbox.evaluate
     if sandbox == "fake" and fake_eval_s > 0:   # a simulated evaluation that takes as long as a GPU's would
@@ -392,7 +415,7 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval
         FakeSandbox.evaluate = slow
     try:
         with Spans(GPUSandbox if sandbox == "gpu" else FakeSandbox) as spans, Requests() as requests:
-            run = agent.optimize("softmax", proposer=Answers(answers), traces=folder / "traces", progress=False,
+            run = agent.optimize(task, proposer=Answers(answers), traces=folder / "traces", progress=False,
                                  sandbox=sandbox, config={"budget": {"iterations": len(answers)}, "parallel": parallel,
                                                           "tune": {"enabled": False}, "sanitize": {"enabled": False}})
     finally:
@@ -417,12 +440,12 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval
     profiles = [e.result.cost.profile_gpu_s for e in evaluated if e.result.cost.profile_gpu_s > 0]
     ahead = sum(1 for e in evaluated if e.result.profile is not None and e.result.profile.started_ahead)
     walls = [e.result.cost.wall_s for e in evaluated]
-    out = dict(candidates=len(evaluated), statuses=dict(Counter(e.result.status.value for e in evaluated)), run_wall_s=wall,
+    out = dict(task=task, candidates=len(evaluated), statuses=dict(Counter(e.result.status.value for e in evaluated)), run_wall_s=wall,
                phase_s=phase_s, per_gpu_hour=3600 * len(evaluated) / phase_s, busy=gpu / phase_s,
                evaluation_wall_median_s=statistics.median(walls) if walls else None,
                profiles=len(profiles), profile_s=profiles, profiles_started_ahead=ahead, parallel=parallel,
                baseline=timeline[0][0], baseline_profile_s=base_profile_s)
-    print(f"\n## LLM-style candidates on softmax at its benchmark size ({parallel} requests open)")
+    print(f"\n## LLM-style candidates on {task} at its benchmark size ({parallel} requests open)")
     print("\n| candidates | statuses | phase wall s | per GPU-hour | GPU busy | evaluation wall (median) s | "
           "profiles of a new best: n (started ahead), median s, max s |")
     print("|---|---|---|---|---|---|---|")
@@ -504,6 +527,8 @@ def main(argv=None) -> int:
     ap.add_argument("--start", metavar="KNOB=V,...", default="",
                     help="the optimize part's run starts at these knob values (the same space; from a slower start "
                          "its leaders are re-checked at the held-out sizes and the one that passes is sanitized)")
+    ap.add_argument("--task", default="softmax", choices=sorted(ANSWERS),
+                    help="the candidates part's task (a memory-bound suite task; its answers: see *_answers)")
     ap.add_argument("--parallel", type=int, default=4, help="requests open at once in the candidates part")
     ap.add_argument("--sandbox", default="gpu", help="the optimize and candidates parts' sandbox (fake: a dry run "
                     "of this script, simulated figures)")
@@ -546,7 +571,7 @@ def main(argv=None) -> int:
                 out[part] = optimize_part(Path(folder), args.sandbox, args.repeat, start)
             else:
                 out[part] = candidates_part(Path(folder), args.candidates, args.parallel, args.sandbox,
-                                            args.fake_eval_s)
+                                            args.fake_eval_s, args.task)
             if args.json:
                 args.json.write_text(json.dumps(out, indent=1, default=str))
     if prof is not None:

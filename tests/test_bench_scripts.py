@@ -74,7 +74,8 @@ def test_the_claim_parts_bench_refuses_bad_options_with_one_error(args, says):
                                         (["--sandbox", "fake", "--fake-eval-s", "-1"], "at least 0"),
                                         (["--candidates", "0"], "at least 1"), (["--parts", "nope"], "unknown parts"),
                                         (["--start", "BLOCK"], "KNOB=VALUE"), (["--start", "BLOCK=3"], "no value '3'"),
-                                        (["--start", "WARPS=4"], "no knob 'WARPS'")])
+                                        (["--start", "WARPS=4"], "no knob 'WARPS'"),
+                                        (["--task", "sgemm"], "invalid choice: 'sgemm'")])
 def test_the_throughput_bench_refuses_bad_options_with_one_error(args, says):
     out = run("bench/throughput.py", *args)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
@@ -134,13 +135,15 @@ def test_the_throughput_benchs_optimize_part_accounts_for_the_process_around_its
 
 
 @pytest.mark.timeout(300)
-def test_the_throughput_bench_counts_llm_candidates_and_the_loop_between_them_on_the_fake_sandbox(tmp_path):
+@pytest.mark.parametrize("task", ["softmax", "row_sum"])
+def test_the_throughput_bench_counts_llm_candidates_and_the_loop_between_them_on_the_fake_sandbox(tmp_path, task):
     out = run("bench/throughput.py", "--parts", "candidates", "--sandbox", "fake", "--candidates", "6",
-              "--json", tmp_path / "t.json", timeout=280)
+              "--task", task, "--json", tmp_path / "t.json", timeout=280)
     assert out.returncode == 0, out.stderr
     import json
 
     got = json.loads((tmp_path / "t.json").read_text())["candidates"]
+    assert f"LLM-style candidates on {task} at its benchmark size" in out.stdout and got["task"] == task
     assert got["candidates"] == 6 and got["statuses"] == {"ok": 6}
     assert got["phase_s"] > 0 and got["per_gpu_hour"] == pytest.approx(3600 * 6 / got["phase_s"])
     assert got["finish_s"] >= 0 and got["profiles"] == 0    # simulated results are never profiled
@@ -148,6 +151,20 @@ def test_the_throughput_bench_counts_llm_candidates_and_the_loop_between_them_on
     # one gap between each two consecutive evaluations of the phase: the five after the first candidate's
     assert len(got["gaps_s"]) == 5 and all(g >= 0 for g in got["gaps_s"])
     assert "(the GPU slot idle)" in out.stdout and "the held-out check of the leaders" in out.stdout
+
+
+def test_the_throughput_benchs_answers_are_distinct_kernels_and_none_is_the_baseline():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import throughput
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    for task, answers in throughput.ANSWERS.items():
+        got = answers(48)
+        baseline = load_candidate(load_task(task).baseline_path)
+        assert len(got) == 48 and len({c.key for c in got}) == 48, task
+        assert baseline.key not in {c.key for c in got}, task
+        assert [c.label for c in got] == [f"answer{i}" for i in range(48)]
 
 
 def test_the_throughput_bench_splits_the_workers_requests_of_the_phase_per_candidate():
