@@ -10,9 +10,10 @@ of its candidates ran (launches of the candidate, how many repeated, rounds) and
 stage, reference worker, profiles). This script multiplies the one by the other:
 
 - the timing stage: each launch of the candidate poisoned, its guard bands and input hashes checked, its output
-  hashed (a repeat) or compared; an L2 flush before each timed and warm-up launch; the baseline's warm-up (at least
-  ``WARM_UP_MIN`` launches and ``WARM_UP_MS`` of its time) and timed launches, each checked and masked; the vendor's
-  calls, each output wiped; an input set generated and hashed for the warm-up and each round, the set it replaces
+  hashed (a repeat) or compared; an L2 flush before each timed and warm-up launch; the baseline's warm-up (as many
+  launches as the results say it ran, else at least ``WARM_UP_MIN`` launches and ``WARM_UP_MS`` of its time) and
+  timed launches, each checked and masked; the vendor's calls (its warm-up counted the same way), each output
+  wiped; an input set generated and hashed for the warm-up and each round, the set it replaces
   hashed; the idle buffers hashed twice at each of two fences; the kept launches copied, hashed and handed over;
 - the correctness stage at the benchmark size: per trial one input set generated and hashed, two launches with
   their checks, the first run's outputs copied, hashed twice and handed over, the two runs compared byte for byte
@@ -73,6 +74,9 @@ def read_candidates(data: dict, where: str) -> dict:
         n = part["candidates"]
         out = dict(n=n, launches=statistics.fmean(counts["candidate_launches"]),
                    repeated=statistics.fmean(counts["repeated_launches"]), rounds=statistics.fmean(counts["rounds"]),
+                   # each implementation's warm-up launches as run, where the results say (else the whole warm-up)
+                   warm_up={k[len("warm_up_"):]: statistics.fmean(v) for k, v in counts.items()
+                            if k.startswith("warm_up_") and v},
                    busy=part["busy"], per_gpu_hour=part["per_gpu_hour"],
                    measured={k: sum(costs[k]) / n for k in ("time_gpu_s", "check_gpu_s", "reference_s",
                                                             "profile_gpu_s")})
@@ -96,10 +100,13 @@ def floor(p: dict, c: dict, kernel_ms: float, sets: int, copy_tbs: float, full_c
     hash_out = p["hash"] * p["out_gib"] / p["in_gib"] if p["in_gib"] else p["hash"]
     rounds, launches, repeated = c["rounds"], c["launches"], c["repeated"]
     checked = p["poison"] + kernel_ms + p["guards"]
+    ran = c.get("warm_up") or {}
     cand = (launches * checked + repeated * hash_out + (launches - repeated) * p["agree"]
             + (rounds + warm_up(kernel_ms)) * p["flush"])
-    base = (warm_up(p["baseline"]) + rounds) * (p["poison"] + p["baseline"] + p["guards"] + p["mask"])
-    vendor = (warm_up(p["vendor"]) + rounds) * (p["vendor"] + p["poison"]) if p["vendor"] else 0.0
+    base = (ran.get("baseline", warm_up(p["baseline"])) + rounds) * (p["poison"] + p["baseline"] + p["guards"]
+                                                                     + p["mask"])
+    vendor = ((ran.get("vendor", warm_up(p["vendor"])) + rounds) * (p["vendor"] + p["poison"]) if p["vendor"]
+              else 0.0)
     inputs = (1 + rounds) * (p["generate"] + p["hash"]) + rounds * p["hash"]
     idle_gib = (sets - 1) * (p["in_gib"] + 2 * p["out_gib"]) + p["out_gib"]   # other sets; the baseline's output
     fences = 4 * idle_gib * p["hash"] / p["in_gib"] if p["in_gib"] else 0.0

@@ -495,6 +495,9 @@ def _candidate_split(evaluated, phase_s: float) -> dict:
     timed = [e.result.timing for e in evaluated if e.result.timing is not None]
     kinds = ("rounds", "candidate_launches", "repeated_launches")
     counts = {k: [getattr(t, k) for t in timed if getattr(t, k) is not None] for k in kinds}
+    for t in timed:   # each implementation's warm-up launches (a baseline or vendor timed just before: 3)
+        for name, n in (t.warm_up_launches or {}).items():
+            counts.setdefault(f"warm_up_{name}", []).append(n)
     print(f"\nWhere the candidates' seconds went (phase wall {phase_s:.1f} s; timing stages: "
           + ", ".join(f"{k} median {statistics.median(v):g}, sum {sum(v)}" for k, v in counts.items() if v) + "):\n")
     print("| cost | median s | sum s |")

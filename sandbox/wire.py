@@ -329,6 +329,7 @@ class Timed(Reply):
     split_s: dict[str, float]
     memory: dict[str, Any]
     repeated: int = 0   # candidate launches whose outputs repeated, bit for bit, ones compared on the same inputs
+    warm_up: dict[str, int] = field(default_factory=dict)   # each implementation's warm-up launches
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,22 @@ def test_baseline_is_ok_with_an_interval_around_one(sandbox, task_name):
     assert 0 < result.timing.impls["baseline"].pct_of_roofline < 150
 
 
+@pytest.mark.timeout(600)
+def test_a_baseline_and_vendor_timed_just_before_get_the_minimum_warm_up_and_the_speedup_holds(sandbox):
+    from sandbox.worker.timing import WARM_UP_MIN
+
+    task = load_task("vector_add")
+    cand = load_candidate(task.baseline_path)
+    first, second = sandbox.evaluate(task, cand), sandbox.evaluate(task, cand)
+    for result in (first, second):
+        assert result.status is Status.ok, result.summary() + "\n" + result.detail
+        assert 0.85 < result.timing.speedup["baseline"].value < 1.15
+    warm = second.timing.warm_up_launches
+    assert warm["baseline"] == warm["vendor"] == WARM_UP_MIN, warm   # timed by the worker moments before
+    # the candidate's warm-up is whole: 20 ms of a sub-2 ms kernel is more than the minimum
+    assert warm["candidate"] > WARM_UP_MIN and first.timing.warm_up_launches["candidate"] > WARM_UP_MIN
+
+
 CHEAT_STATUS = {
     "stale_output.cu": (Status.wrong, "NaN"),
     "partial_write.cu": (Status.wrong, "mismatch"),

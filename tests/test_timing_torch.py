@@ -279,8 +279,9 @@ def test_every_launch_is_held_until_one_waits_inside_and_a_stage_whose_holds_kee
     stage._untimed = lambda inputs: (untimed.append(-stage.launches["candidate"]), real_untimed(inputs),
                                      untimed.append(stage.launches["candidate"]))
     queued, real_queued = [], stage._warm_up_queued   # a kernel's warm-up is queued: no hold either
-    stage._warm_up_queued = lambda name, inputs: (queued.append(-stage.launches[name]), real_queued(name, inputs),
-                                                  queued.append(stage.launches[name]))[1]
+    stage._warm_up_queued = lambda name, inputs, ms: (queued.append(-stage.launches[name]),
+                                                      real_queued(name, inputs, ms),
+                                                      queued.append(stage.launches[name]))[1]
     reply = stage.run()
     launches = reply.launches + sum(len(v) for v in reply.samples.values()) - len(reply.samples["candidate"])
     assert sum(untimed) > 0 and sum(queued) >= 3    # untimed launches time nothing: no hold
@@ -418,3 +419,38 @@ def test_a_kept_output_changed_before_the_hand_over_is_rejected(swish, tmp_path,
     stage._save_kept = tampered
     with pytest.raises(Violation, match=r"the copy of output 'out' of launch \d+ kept for the reference was overwritten"):
         stage.run()
+
+
+def test_a_baseline_timed_by_the_worker_just_before_gets_the_minimum_warm_up_and_the_candidate_the_whole(
+        swish, tmp_path, monkeypatch):
+    recent = timing.Recent()
+    runs = []
+    for _ in range(2):
+        stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
+        stage.recent = recent
+        runs.append(stage.run().warm_up)
+    first, second = runs
+    assert set(first) == {"eager", "candidate"}            # torch.compile is left out here (no compiler)
+    assert first["eager"] > timing.WARM_UP_MIN and second["eager"] == timing.WARM_UP_MIN
+    assert min(first["candidate"], second["candidate"]) > timing.WARM_UP_MIN   # the candidate's: never cut
+
+    for key in recent.ended:                                 # that stage ended longer ago than WARM_AGAIN_S
+        recent.ended[key] -= timing.WARM_AGAIN_S
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
+    stage.recent = recent
+    assert stage.run().warm_up["eager"] > timing.WARM_UP_MIN
+
+
+def test_what_a_stage_remembers_names_the_code_and_the_sizes():
+    key = timing.Recent.key
+    kernel = Impl(cubin=b"\x7fELF one", plan={"launches": [{"grid": [4, 1, 1]}]})
+    assert key("baseline", kernel, {"n": 4}, {}) == key("baseline", dataclasses.replace(kernel), {"n": 4}, {})
+    for changed in (("vendor", kernel, {"n": 4}, {}), ("baseline", dataclasses.replace(kernel, cubin=b"\x7fELF two"),
+                                                        {"n": 4}, {}),
+                    ("baseline", dataclasses.replace(kernel, plan={"launches": [{"grid": [8, 1, 1]}]}), {"n": 4}, {}),
+                    ("baseline", kernel, {"n": 5}, {}), ("baseline", kernel, {"n": 4}, {"alpha": 2.0})):
+        assert key(*changed) != key("baseline", kernel, {"n": 4}, {})
+    recent = timing.Recent()
+    assert not recent.warm("k", 100.0)
+    recent.finished(["k"], 100.0)
+    assert recent.warm("k", 100.0 + timing.WARM_AGAIN_S / 2) and not recent.warm("k", 100.0 + timing.WARM_AGAIN_S)

@@ -71,7 +71,7 @@ def timing_record(task: Task, bench: dict, reply: Timed, ceilings: Ceilings, tor
         faster[name] = lo > 1.0
     return Timing.model_validate(dict(
         sizes=bench, rounds=reply.rounds, round_cap=reply.round_cap, candidate_launches=reply.launches,
-        repeated_launches=reply.repeated,
+        repeated_launches=reply.repeated, warm_up_launches=reply.warm_up or None,
         l2_flush_bytes=reply.flush_bytes, rotating_sets=reply.sets, set_of_round=placements, impls=impls,
         speedup=speedups, faster_than=faster, roofline_ms=floor_ms, bound=bound, primary=task.baselines[0],
         unavailable=reply.unavailable, torch_tf32=torch_tf32 if task.spec.torch else None))

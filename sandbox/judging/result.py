@@ -142,6 +142,8 @@ class Timing(_Record):
     candidate_launches: int | None = None                 # launches of the candidate in the stage, each checked
     repeated_launches: int | None = None                  # of them, those whose outputs repeated, bit for bit, ones
                                                           # compared with the baseline's on the same inputs (untimed)
+    warm_up_launches: dict[str, int] | None = None        # each implementation's warm-up launches (a baseline or
+                                                          # vendor timed by the worker just before: the minimum, 3)
     l2_flush_bytes: int
     rotating_sets: int
     set_of_round: list[int] | None = None                 # the rotating set of each round: intervals resample these

@@ -2,7 +2,9 @@
 
 - Warm-up on one input set: the baseline, the vendor, then the candidate, each at least 3 launches and
   20 ms of its device time (at most 200); a kernel's launches queued in batches, checks behind each, read once a
-  batch (``_warm_up_queued``).
+  batch (``_warm_up_queued``). The baseline and the vendor, where this worker timed them at these sizes in a stage
+  that ended less than ``WARM_AGAIN_S`` before, are warmed up with the 3 launches only (``Recent``): their code,
+  the GPU's clocks and this process are warm from that stage. The candidate always gets the whole warm-up.
 - Rounds: fresh inputs every round (every listed distribution in turn) in rotating buffer sets larger
   than the L2, at least three where the device memory holds them; each set has its own output buffers for
   every implementation, so a kernel's time is measured in several placements of everything it reads and
@@ -45,6 +47,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import random
 import statistics
@@ -69,6 +73,7 @@ from .stopwatch import Stopwatch
 
 UNTIMED_BATCH = 16  # untimed (and queued warm-up) launches whose checks are read from the device in one transfer
 WARM_UP_MIN, WARM_UP_MS, WARM_UP_MAX = 3, 20.0, 200   # each implementation's warm-up: launches, and device ms
+WARM_AGAIN_S = 1.0   # a baseline or vendor timed in a stage that ended this recently is warmed up with the minimum
 GIVE_UP_HOLDS = 3  # holds of the stage's own kernels that ran out (each a 50 ms wait) before timing goes on without
 
 
@@ -91,6 +96,31 @@ class Inputs:
     index: int  # which rotating set: the buffers of the inputs and of every implementation's outputs
 
 
+class Recent:
+    """When this worker last finished a timing stage with each implementation other than the candidate, by what
+    was timed (its code or library call, and the sizes): a baseline or vendor timed in a stage that ended less
+    than ``WARM_AGAIN_S`` ago needs only the minimum warm-up (``TimingStage._warm_up``)."""
+
+    def __init__(self):
+        self.ended: dict[str, float] = {}
+
+    @staticmethod
+    def key(name: str, spec: Impl, sizes: dict, scalars: dict) -> str:
+        h = hashlib.sha256(repr((name, spec.task_folder, spec.torch, spec.tf32, sorted(sizes.items()),
+                                 sorted(scalars.items()), json.dumps(spec.plan, sort_keys=True, default=str))).encode())
+        h.update(spec.cubin or b"")
+        return h.hexdigest()
+
+    def warm(self, key: str, now: float) -> bool:
+        return now - self.ended.get(key, -math.inf) < WARM_AGAIN_S
+
+    def finished(self, keys, now: float) -> None:
+        self.ended.update({k: now for k in keys})
+
+
+RECENT = Recent()   # this worker process's
+
+
 def run_timing(h: Harness, req: Time) -> Timed | StageFailed:
     loaded = {}
     for name, spec in req.impls.items():
@@ -106,7 +136,7 @@ def run_timing(h: Harness, req: Time) -> Timed | StageFailed:
 
 def _run_stage(h: Harness, req: Time, loaded: dict) -> Timed | StageFailed:
     try:
-        return TimingStage(h, req, loaded).run()
+        return TimingStage(h, req, loaded, RECENT).run()
     except TooLarge as exc:
         return StageFailed("too_large", "all", str(exc))
     except Violation as v:
@@ -126,8 +156,12 @@ def _run_stage(h: Harness, req: Time, loaded: dict) -> Timed | StageFailed:
 
 
 class TimingStage:
-    def __init__(self, h: Harness, req: Time, loaded: dict):
+    def __init__(self, h: Harness, req: Time, loaded: dict, recent: Recent | None = None):
         self.h, self.req, self.cp = h, req, h.cp
+        self.recent = recent or Recent()   # a stage of its own: every implementation gets the whole warm-up
+        self.keys = {name: Recent.key(name, spec, req.sizes, req.scalars) for name, spec in req.impls.items()
+                     if name != "candidate"}
+        self.warm_up_launches: dict[str, int] = {}
         self.rng = random.Random(req.order_seed)
         self.loaded = loaded
         self.primary = req.primary
@@ -215,9 +249,10 @@ class TimingStage:
         self.h.release_cached()  # the sets' memory back to the device before the hand-over's copies are made
         with self.watch("hand-over"):
             full = self._save_kept(Path(req.data_dir), req.ipc)
+        self.recent.finished([self.keys[n] for n in self.names if n in self.keys], time.monotonic())
         return Timed(rounds=r, round_cap=cap, sets=self.n_sets, set_of_round=set_of_round, flush_bytes=self.flush_bytes,
                      samples=samples, walls=walls, full=full, launches=self.launches["candidate"],
-                     repeated=self.repeated,
+                     repeated=self.repeated, warm_up=dict(self.warm_up_launches),
                      clocks=Clocks(clocks_start, clocks(), sampler.summary()), gpu_s=time.perf_counter() - t_begin,
                      unavailable=self.unavailable, launch_hold=self._hold_record(),
                      split_s=self.watch.report(time.perf_counter() - t_begin), memory=self.memory)
@@ -260,24 +295,30 @@ class TimingStage:
     def _warm_up(self, inputs: Inputs) -> float:
         """Every implementation, the baseline first (its output is what the candidate's are checked
         against), each at least ``WARM_UP_MIN`` launches and ``WARM_UP_MS`` of its own device time (at most
-        ``WARM_UP_MAX`` launches); returns the baseline's median warm-up time. A kernel of the stage (the candidate, a
-        CUDA baseline) is warmed up in queued batches (``_warm_up_queued``), a library call one call at a time."""
+        ``WARM_UP_MAX`` launches); returns the baseline's median warm-up time. A baseline or vendor this worker timed
+        at these sizes in a stage that ended less than ``WARM_AGAIN_S`` ago gets ``WARM_UP_MIN`` launches only
+        (``Recent``); the candidate always gets the whole warm-up. A kernel of the stage (the candidate, a CUDA
+        baseline) is warmed up in queued batches (``_warm_up_queued``), a library call one call at a time."""
         order = [self.primary] + [n for n in self.names if n not in (self.primary, "candidate")] + ["candidate"]
+        now = time.monotonic()
         baseline_ms: list[float] = []
         for name in order:
+            ms = 0.0 if name in self.keys and self.recent.warm(self.keys[name], now) else WARM_UP_MS
             if name in self.loaded:
                 with self.watch("warm-up, queued"):
-                    times = self._warm_up_queued(name, inputs)
+                    times = self._warm_up_queued(name, inputs, ms)
             else:
                 times = []
-                while warming(times):
+                while warming(times, ms):
                     times.append(self._launch(name, inputs, "warm-up")[0])
+            self.warm_up_launches[name] = len(times)
             if name == self.primary:
                 baseline_ms = times
         return statistics.median(baseline_ms)
 
-    def _warm_up_queued(self, name: str, inputs: Inputs) -> list[float]:
-        """The warm-up of a kernel of the stage, in batches queued on the stream: per launch its outputs
+    def _warm_up_queued(self, name: str, inputs: Inputs, ms: float = WARM_UP_MS) -> list[float]:
+        """The warm-up of a kernel of the stage (at least ``WARM_UP_MIN`` launches and ``ms`` of device time), in
+        batches queued on the stream: per launch its outputs
         poisoned, the L2 flushed, events around the launch, then its checks queued behind it (guard bands and
         input hashes; for the candidate the agreement with the baseline's output for these inputs, for the
         baseline its output masked). Each batch is read in one transfer once queued (``_read_queued``), and its
@@ -289,8 +330,8 @@ class TimingStage:
         if self._events is None:
             self._events = [(self.cp.cuda.Event(), self.cp.cuda.Event()) for _ in range(UNTIMED_BATCH)]
         times: list[float] = []
-        while warming(times):
-            events = self._events[:warm_up_batch(times)]
+        while warming(times, ms):
+            events = self._events[:warm_up_batch(times, ms)]
             batch = [self._queued_launch(name, inputs, "warm-up", pair) for pair in events]
             self._read_queued(name, batch, inputs, "warm-up")
             times += [self.cp.cuda.get_elapsed_time(start, end) for start, end in events]
@@ -639,18 +680,19 @@ class TimingStage:
         return full
 
 
-def warming(times: list[float]) -> bool:
-    """Whether an implementation with these warm-up times (ms, in launch order) is to be launched again."""
-    return len(times) < WARM_UP_MIN or (sum(times) < WARM_UP_MS and len(times) < WARM_UP_MAX)
+def warming(times: list[float], ms: float = WARM_UP_MS) -> bool:
+    """Whether an implementation with these warm-up times (ms, in launch order) is to be launched again, for a
+    warm-up of at least ``ms`` of device time."""
+    return len(times) < WARM_UP_MIN or (sum(times) < ms and len(times) < WARM_UP_MAX)
 
 
-def warm_up_batch(times: list[float]) -> int:
+def warm_up_batch(times: list[float], ms: float = WARM_UP_MS) -> int:
     """Launches to queue next in a queued warm-up: the ones the minimum still wants, then as many as its median
-    time says reach ``WARM_UP_MS``, at least one and at most a batch (``UNTIMED_BATCH``) or what ``WARM_UP_MAX``
+    time says reach ``ms``, at least one and at most a batch (``UNTIMED_BATCH``) or what ``WARM_UP_MAX``
     leaves."""
     if len(times) < WARM_UP_MIN:
         return WARM_UP_MIN - len(times)
-    wanted = math.ceil((WARM_UP_MS - sum(times)) / max(statistics.median(times), 1e-3))
+    wanted = math.ceil((ms - sum(times)) / max(statistics.median(times), 1e-3))
     return max(1, min(UNTIMED_BATCH, WARM_UP_MAX - len(times), wanted))
 
 
