@@ -32,7 +32,7 @@ def run(*args, timeout=120):
                                     "bench/l2_flush.py", "bench/launch_hold.py", "bench/ray_ab.py",
                                     "bench/kernelbench.py", "bench/stage_parts.py", "bench/throughput.py",
                                     "bench/claim_parts.py", "bench/profile_scale.py", "bench/input_draws.py",
-                                    "bench/profile_cost.py", "bench/candidate_floor.py"])
+                                    "bench/profile_cost.py", "bench/candidate_floor.py", "bench/warm_up.py"])
 def test_bench_script_imports_and_explains_itself(script):
     out = run(script, "--help")
     assert out.returncode == 0, out.stderr
@@ -44,6 +44,14 @@ def test_bench_script_imports_and_explains_itself(script):
                                         (["--rounds", "2"], "at least 3"), (["--sizes", "rows=4"], "--sizes")])
 def test_the_launch_hold_bench_refuses_bad_options_with_one_error(args, says):
     out = run("bench/launch_hold.py", *args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, says", [(["--pairs", "0"], "at least 1"), (["--tasks", "vector_add,nope"], "no such task"),
+                                        (["--tasks", ","], "names no task")])
+def test_the_warm_up_bench_refuses_bad_options_with_one_error(args, says):
+    out = run("bench/warm_up.py", *args)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
