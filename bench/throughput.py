@@ -442,7 +442,8 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval
     profiles = [e.result.cost.profile_gpu_s for e in evaluated if e.result.cost.profile_gpu_s > 0]
     ahead = sum(1 for e in evaluated if e.result.profile is not None and e.result.profile.started_ahead)
     walls = [e.result.cost.wall_s for e in evaluated]
-    out = dict(task=task, candidates=len(evaluated), statuses=dict(Counter(e.result.status.value for e in evaluated)), run_wall_s=wall,
+    out = dict(task=task, candidates=len(evaluated),
+               statuses=dict(Counter(e.result.status.value for e in evaluated)), run_wall_s=wall,
                phase_s=phase_s, per_gpu_hour=3600 * len(evaluated) / phase_s, busy=gpu / phase_s,
                evaluation_wall_median_s=statistics.median(walls) if walls else None,
                profiles=len(profiles), profile_s=profiles, profiles_started_ahead=ahead, parallel=parallel,
