@@ -58,7 +58,8 @@ def run(tasks: list[str], pairs: int) -> list[dict]:
 
 
 def summary(rows: list[dict]) -> None:
-    print("\n| task | warm-up | evaluations | over the baseline, median (min, max) | over the vendor, median (min, max) |")
+    print("\n| task | warm-up | evaluations | over the baseline, median (min, max) | "
+          "over the vendor, median (min, max) |")
     print("|---|---|---|---|---|")
     for task in dict.fromkeys(r["task"] for r in rows):
         for kind in ("short", "whole"):

@@ -48,7 +48,8 @@ def test_the_launch_hold_bench_refuses_bad_options_with_one_error(args, says):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("args, says", [(["--pairs", "0"], "at least 1"), (["--tasks", "vector_add,nope"], "no such task"),
+@pytest.mark.parametrize("args, says", [(["--pairs", "0"], "at least 1"),
+                                        (["--tasks", "vector_add,nope"], "no such task"),
                                         (["--tasks", ","], "names no task")])
 def test_the_warm_up_bench_refuses_bad_options_with_one_error(args, says):
     out = run("bench/warm_up.py", *args)

@@ -320,10 +320,11 @@ class TimingStage:
         """The warm-up of a kernel of the stage (at least ``WARM_UP_MIN`` launches and ``ms`` of device time), in
         batches queued on the stream: per launch its outputs poisoned, the L2 flushed, events around the launch,
         then its checks queued behind it (guard bands and input hashes; for the candidate the agreement with the
-        baseline's output for these inputs, for the baseline its output masked). Each batch is read in one transfer once queued (``_read_queued``), and its
-        events then say how much warm-up is still wanted (``warm_up_batch``). No stream hold: these times only
-        count the warm-up and fix the round cap (``round_cap``), which a host's launch latency does not move
-        where it could matter. Returns each launch's device time, in milliseconds."""
+        baseline's output for these inputs, for the baseline its output masked). Each batch is read in one
+        transfer once queued (``_read_queued``), and its events then say how much warm-up is still wanted
+        (``warm_up_batch``). No stream hold: these times only count the warm-up and fix the round cap
+        (``round_cap``), which a host's launch latency does not move where it could matter. Returns each launch's
+        device time, in milliseconds."""
         if name != self.primary and self.base_for is not inputs:
             raise RuntimeError("the candidate's warm-up has no baseline output for its inputs")
         if self._events is None:
