@@ -379,7 +379,8 @@ def test_the_floor_multiplies_each_steps_device_time_by_what_the_stages_ran():
     assert f["check"] == pytest.approx(3 * (1.0 + 0.25 + 2 * 1.75 + 3 * 1.0 + 2 * 0.25))
     # where the results say how many warm-up launches the baseline and the vendor ran, those count
     ran = _candidates()
-    ran["candidates"]["split"]["counts"].update(warm_up_baseline=[3, 5], warm_up_vendor=[3, 3], warm_up_candidate=[9, 9])
+    ran["candidates"]["split"]["counts"].update(warm_up_baseline=[3, 5], warm_up_vendor=[3, 3],
+                                                warm_up_candidate=[9, 9])
     cut = cf.floor(parts, cf.read_candidates(ran, "cand.json"), kernel_ms=1.0, sets=3, copy_tbs=2**31 / 1e9)
     assert cut["baseline"] == pytest.approx((4 + 10) * (0.25 + 2.0 + 0.5 + 0.5))
     assert cut["vendor"] == pytest.approx((3 + 10) * (5.0 + 0.25)) and cut["candidate"] == f["candidate"]
