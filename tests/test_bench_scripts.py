@@ -56,6 +56,17 @@ def test_the_warm_up_bench_refuses_bad_options_with_one_error(args, says):
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
+def test_the_warm_up_bench_reads_the_warm_up_from_what_the_stage_ran():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import warm_up
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    assert warm_up.kind_of({"baseline": 3, "vendor": 3, "candidate": 22}) == "short"
+    # after a pause, or after other work of the sandbox that outlasted WARM_AGAIN_S: the whole warm-up
+    assert warm_up.kind_of({"baseline": 22, "vendor": 16, "candidate": 22}) == "whole"
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("args, says", [(["--reps", "1"], "at least 2"), (["--task", "nope"], "no such task")])
 def test_the_stage_parts_bench_refuses_bad_options_with_one_error(args, says):
