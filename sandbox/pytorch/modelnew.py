@@ -1,0 +1,115 @@
+"""KernelBench's own answer format on the host: a Python file defining ``class ModelNew(nn.Module)`` (the same
+constructor arguments as the problem's ``Model``, a ``forward`` with the same inputs), its CUDA built through
+``torch.utils.cpp_extension.load_inline`` / ``load`` or CuPy's ``RawKernel``. Its own ``get_inputs`` /
+``get_init_inputs`` and constants are ignored: the task's are used.
+
+Parsed here with ``ast`` only: the host never executes a solution. It runs in the confined problem process
+(``sandbox.pytorch.modelnew_run``), built there under the same confinement. Imports no torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_SOURCE_CHARS = 400_000
+BUILDERS = ("load_inline", "load", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel")
+_GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?(?:inline\s+)?"
+                     r"[\w:<>,\s\*&]*?\b([A-Za-z_]\w*)\s*(?:<[^>()]*>)?\s*\(")
+_ELEMENTWISE = re.compile(r"(?:ElementwiseKernel|ReductionKernel)\s*\((?:[^()]|\([^()]*\))*?['\"]([A-Za-z_]\w*)['\"]\s*"
+                          r"(?:,[^()]*)?\)", re.S)
+
+
+class ModelNewError(ValueError):
+    """A file that is not a ModelNew solution; the message names the file and what is missing."""
+
+
+@dataclass(frozen=True)
+class ModelNewSolution:
+    """A parsed solution: its text, where it came from, and what the host can say without running it."""
+
+    source: str
+    path: str
+    builders: tuple[str, ...]        # the build calls it makes (load_inline, RawKernel...), in source order
+    kernels: tuple[str, ...]         # the __global__ functions its CUDA source declares: the kernels it built
+    label: str = "modelnew"
+
+    @property
+    def key(self) -> str:
+        """The hash of the source: what its build is cached by."""
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+
+def is_modelnew(text: str) -> bool:
+    """Whether ``text`` looks like a ModelNew solution (a Python file defining ``class ModelNew``), not a ``.cu``."""
+    return bool(re.search(r"^class\s+ModelNew\b", text, re.M))
+
+
+def parse_modelnew(text: str, path: str | Path = "<solution>", label: str = "modelnew") -> ModelNewSolution:
+    """The solution in ``text``, or one ModelNewError naming ``path`` and the reason."""
+    where = str(path)
+    if len(text) > MAX_SOURCE_CHARS:
+        raise ModelNewError(f"{where}: {len(text)} characters, over the limit of {MAX_SOURCE_CHARS}")
+    try:
+        tree = ast.parse(text, filename=where)
+    except SyntaxError as exc:
+        raise ModelNewError(f"{where}: line {exc.lineno}: cannot parse: {exc.msg}") from None
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]
+    if not classes:
+        raise ModelNewError(f"{where}: no class ModelNew defined at module level (KernelBench's answer format: "
+                            "class ModelNew(nn.Module) with Model's constructor arguments and forward inputs)")
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "forward" for n in classes[-1].body):
+        raise ModelNewError(f"{where}: class ModelNew defines no forward method")
+    builders = tuple(_calls(tree))
+    strings = "\n".join(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    return ModelNewSolution(source=text, path=where, builders=builders, kernels=declared_kernels(strings, text),
+                            label=label)
+
+
+def load_modelnew(path: str | Path, label: str | None = None) -> ModelNewSolution:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelNewError(f"{p}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse_modelnew(text, p, label or p.stem)
+
+
+def _calls(tree: ast.Module) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in BUILDERS and name not in found:
+                found.append(name)
+    return found
+
+
+def declared_kernels(cuda: str, python: str = "") -> tuple[str, ...]:
+    """The names of the ``__global__`` functions in ``cuda`` (and CuPy elementwise kernels named in ``python``):
+    a kernel the profiler reports under one of these names is one the solution built."""
+    names = [m.group(1) for m in _GLOBAL.finditer(cuda)]
+    names += [m.group(1) for m in _ELEMENTWISE.finditer(python)]
+    return tuple(dict.fromkeys(n for n in names if n not in ("void", "extern")))
+
+
+def toolchain() -> dict[str, str | None]:
+    """Where nvcc, ninja and a host C++ compiler are (None where missing): what load_inline builds with."""
+    from ..plumbing.tools import find_tool
+
+    nvcc = find_tool("nvcc", "KERNELWRIGHT_NVCC", ("/usr/local/cuda*/bin/nvcc", "/usr/local/cuda/bin/nvcc"))
+    return {"nvcc": nvcc, "ninja": shutil.which("ninja") or _pip_ninja(), "c++": shutil.which("c++") or shutil.which("g++")}
+
+
+def _pip_ninja() -> str | None:
+    try:
+        import ninja  # the ninja wheel puts its binary beside its module
+    except ImportError:
+        return None
+    binary = Path(ninja.__file__).parent / "data" / "bin" / "ninja"
+    return str(binary) if binary.exists() else None
