@@ -146,7 +146,7 @@ def verdicts(reply: dict, status: Status) -> list[Verdict]:
         b = swallowed[0]
         out.append(Verdict(check="silent_fallback", outcome="flag",
                            line=f"its build {b['call']}({b['name']!r}) failed and it went on without it (a silent "
-                                f"fallback): {(b['error'].strip().splitlines() or [''])[-1][:200]}",
+                                f"fallback): {compiler_error(b['error'])}",
                            evidence=dict(builds=swallowed)))
     elif reply.get("builds") is not None and status is not Status.compile_error:
         out.append(Verdict(check="silent_fallback", outcome="pass",
@@ -157,8 +157,8 @@ def verdicts(reply: dict, status: Status) -> list[Verdict]:
         share = census["own_share"]
         if share <= 0.0:
             out.append(Verdict(check="no_custom_kernel", outcome="flag",
-                               line=f"no kernel it built ran during forward: {census['launched']} kernel(s), all "
-                                    f"library code (longest: {names})", evidence=census))
+                               line=f"no kernel it built ran during forward ({census['how']}): "
+                                    f"{_launched(census, names)}", evidence=census))
         else:
             own = ", ".join(k["name"][:60] for k in census["kernels"] if k["own"])
             out.append(Verdict(check="no_custom_kernel", outcome="pass",
@@ -175,7 +175,7 @@ def verdicts(reply: dict, status: Status) -> list[Verdict]:
                            line=f"no input's bits changed over {reply.get('calls', 0)} calls"))
     if failed == "state_across_calls":
         out.append(Verdict(check="state_across_calls", outcome="fail", line=reply.get("error", "")))
-    elif reached_checks and status is not Status.wrong:
+    elif status is Status.ok:
         out.append(Verdict(check="state_across_calls", outcome="pass",
                            line="right on every call, in a shuffled order, half of them on reused tensors"))
     escaped = reply.get("escaped") or []
@@ -188,7 +188,7 @@ def verdicts(reply: dict, status: Status) -> list[Verdict]:
                                "; no work left past its timed events" if reply.get("timing") else "")))
     if reply.get("precision"):
         out.append(Verdict(check="precision", outcome="fail", line=reply["precision"]))
-    elif reached_checks and status is not Status.wrong:
+    elif status is Status.ok:
         out.append(Verdict(check="precision", outcome="pass", line="float32 within the task's tolerance everywhere"))
     refused = reply.get("refused_at") or {}
     if refused:
@@ -197,9 +197,22 @@ def verdicts(reply: dict, status: Status) -> list[Verdict]:
                            line=f"size-specific: holds at {', '.join(reply.get('holds_at', [])) or 'no size'}; "
                                 f"refuses {where}",
                            evidence=dict(holds_at=reply.get("holds_at", []), refused_at=refused)))
-    elif reached_checks and status is not Status.wrong:
+    elif status is Status.ok:
         out.append(Verdict(check="sizes", outcome="pass", line=f"holds at {', '.join(reply.get('holds_at', []))}"))
     return out
+
+
+def _launched(census: dict, names: str) -> str:
+    if census["how"].endswith("(CPU)"):
+        return "all its time in PyTorch"
+    return f"{census['launched']} kernel(s), all library code (longest: {names})"
+
+
+def compiler_error(log: str) -> str:
+    """The compiler's first error line in a build log (else its last line)."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    return next((line for line in lines if "error" in line.lower() and "ninja" not in line.lower()),
+                lines[-1] if lines else "")[:240]
 
 
 def holds_up(result: Result) -> bool:
