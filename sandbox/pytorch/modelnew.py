@@ -18,8 +18,8 @@ from pathlib import Path
 
 MAX_SOURCE_CHARS = 400_000
 BUILDERS = ("load_inline", "load", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel")
-_GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?(?:inline\s+)?"
-                     r"[\w:<>,\s\*&]*?\b([A-Za-z_]\w*)\s*(?:<[^>()]*>)?\s*\(")
+_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_GLOBAL = re.compile(r"__global__\s+[\w:<>,\s\*&]*?\b([A-Za-z_]\w*)\s*(?:<[^>()]*>)?\s*\(")
 _ELEMENTWISE = re.compile(r"(?:ElementwiseKernel|ReductionKernel)\s*\((?:[^()]|\([^()]*\))*?['\"]([A-Za-z_]\w*)['\"]\s*"
                           r"(?:,[^()]*)?\)", re.S)
 
@@ -93,7 +93,7 @@ def _calls(tree: ast.Module) -> list[str]:
 def declared_kernels(cuda: str, python: str = "") -> tuple[str, ...]:
     """The names of the ``__global__`` functions in ``cuda`` (and CuPy elementwise kernels named in ``python``):
     a kernel the profiler reports under one of these names is one the solution built."""
-    names = [m.group(1) for m in _GLOBAL.finditer(cuda)]
+    names = [m.group(1) for m in _GLOBAL.finditer(_BOUNDS.sub(" ", cuda))]
     names += [m.group(1) for m in _ELEMENTWISE.finditer(python)]
     return tuple(dict.fromkeys(n for n in names if n not in ("void", "extern")))
 

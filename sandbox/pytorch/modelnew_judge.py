@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import statistics
 import sysconfig
 from dataclasses import dataclass
@@ -104,7 +105,10 @@ def from_reply(task, solution: ModelNewSolution, reply: dict) -> Result:
     detail = reply.get("detail", "")
     if reply.get("printed"):
         detail = (detail + "\n" if detail else "") + "it printed: " + reply["printed"][:500]
-    result = _result(task, solution, status, error=reply.get("error", ""), detail=detail, compile=compile_info,
+    error = reply.get("error", "")
+    if status is Status.compile_error and reply.get("detail"):
+        error = f"{error}: {compiler_error(reply['detail'])}"
+    result = _result(task, solution, status, error=error, detail=detail, compile=compile_info,
                      checks=checks, timing=timing, env=env, cost=cost, verdicts=verdicts(reply, status))
     return result
 
@@ -211,8 +215,7 @@ def _launched(census: dict, names: str) -> str:
 def compiler_error(log: str) -> str:
     """The compiler's first error line in a build log (else its last line)."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
-    return next((line for line in lines if "error" in line.lower() and "ninja" not in line.lower()),
-                lines[-1] if lines else "")[:240]
+    return next((line for line in lines if re.search(r"\berror\b\s*:", line, re.I)), lines[-1] if lines else "")[:240]
 
 
 def holds_up(result: Result) -> bool:
