@@ -80,6 +80,22 @@ def judge_modelnew(task, solution: ModelNewSolution, options: JudgeOptions | Non
     return from_reply(task, solution, outcome.result or {})
 
 
+def prebuild(task, solution: ModelNewSolution, options: JudgeOptions | None = None) -> dict:
+    """Build the solution into its cache ahead of its judgement (``modelnew_run.build_only``), confined the same
+    way; {ok, error, seconds, builds}."""
+    options = options or JudgeOptions()
+    ext = extensions_dir(solution)
+    ext.mkdir(parents=True, exist_ok=True)
+    read, write = grants(task.folder, solution, options.device)
+    try:
+        outcome = call("sandbox.pytorch.modelnew_run:build_only", solution.source, solution.key, str(ext),
+                       options.build_deadline_s, label=solution.label, deadline_s=options.build_deadline_s + 60,
+                       read=read, write=write)
+    except ProblemCodeError as exc:
+        return dict(ok=False, error=str(exc), seconds=0.0, builds=[])
+    return outcome.result or {}
+
+
 def _result(task, solution: ModelNewSolution, status: Status, **kw) -> Result:
     return Result(status=status, task=task.name, task_fingerprint=task.fingerprint, candidate=solution.label,
                   candidate_key=solution.key, **kw)

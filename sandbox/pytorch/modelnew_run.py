@@ -126,3 +126,19 @@ def _head(path: str, limit: int = 2000) -> str:
             return f.read(limit).decode(errors="replace")
     except OSError:
         return ""
+
+
+def build_only(source: str, key: str, extensions_dir: str, deadline_s: float) -> dict:
+    """Execute the solution's module (its builds filling its cache) and nothing else: a build run ahead of its
+    judgement, on another core, while the GPU judges another solution."""
+    from .modelnew_load import load_solution
+
+    printed = os.path.join(os.environ.get("HOME", "."), "solution_stdout.log")
+    saved_fd = os.dup(1)
+    os.dup2(os.open(printed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
+    try:
+        built = load_solution(source, key, extensions_dir, deadline_s)
+    finally:
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+    return dict(ok=built.ns is not None, error=built.error, seconds=built.seconds, builds=built.builds)
