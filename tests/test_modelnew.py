@@ -161,7 +161,7 @@ def test_a_solution_that_writes_its_input_is_rejected_naming_the_input(judged):
     assert v.outcome == "fail" and "input 0 was written" in v.line and v.evidence["writes"][0]["bytes_changed"] > 0
 
 
-@pytest.mark.parametrize("name", ["cache_pointer", "cache_shape"])
+@pytest.mark.parametrize("name", ["cache_pointer", "cache_shape", "cache_sample"])
 def test_an_output_cached_across_calls_is_wrong_and_named_state_across_calls(judged, name):
     r = judged(name)
     assert r.status.value == "wrong"

@@ -38,10 +38,18 @@ class ModelNewSolution:
     kernels: tuple[str, ...]         # the __global__ functions its CUDA source declares: the kernels it built
     label: str = "modelnew"
 
+    build_inputs: str = ""           # its string literals: the sources it hands to its builds
+
     @property
     def key(self) -> str:
-        """The hash of the source: what its build is cached by."""
+        """The hash of the source."""
         return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    @property
+    def build_key(self) -> str:
+        """The hash of its string literals: what its builds are cached by (solutions that build the same sources
+        share one build)."""
+        return hashlib.sha256(self.build_inputs.encode()).hexdigest()[:16]
 
 
 def is_modelnew(text: str) -> bool:
@@ -67,7 +75,7 @@ def parse_modelnew(text: str, path: str | Path = "<solution>", label: str = "mod
     builders = tuple(_calls(tree))
     strings = "\n".join(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str))
     return ModelNewSolution(source=text, path=where, builders=builders, kernels=declared_kernels(strings, text),
-                            label=label)
+                            label=label, build_inputs=strings)
 
 
 def load_modelnew(path: str | Path, label: str | None = None) -> ModelNewSolution:

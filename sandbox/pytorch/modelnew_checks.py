@@ -8,8 +8,9 @@ hide:
 
 - inputs written: every input's bits before and after every call;
 - state across calls: one instance per size is called on every trial at that size in a shuffled order, half of
-  them with new values written into the same tensors (a cache keyed on a pointer, a shape or a sample of the
-  contents then answers from another trial: a wrong output, caught);
+  them with new values written into the same tensors, and on a copy of a trial's inputs with one element changed
+  at a random place (a cache keyed on a pointer, a shape or a sample of the contents then answers from another
+  call: a wrong output, caught);
 - work outside the timed region: the output is snapshot as soon as ``forward`` returns (ordered on the current
   stream) and compared with itself after a device-wide synchronisation;
 - precision: a wrong output is compared again with ``Model`` run in TF32 and in half precision, and the verdict
@@ -302,7 +303,27 @@ def _trials(task, rt, ns, sizes, seeds, device):
             args = list(problem_ns["get_inputs"]())
         args, dists = trial_args(task, rt, args, sizes, k, seed, device)
         cases.append(dict(model=model, args=args, ref=reference(model, args), dists=dists))
+    near = perturbed(cases[0]["args"], seeds[-1])
+    cases.append(dict(model=model, args=near, ref=reference(model, near), dists=cases[0]["dists"] + " (one element "
+                      "changed)"))
     return new, cases
+
+
+def perturbed(args: list, seed: int) -> list:
+    """``args`` with one element of each floating tensor, at a random place, given a new value: a cache keyed on a
+    sample of the contents (a corner, a strided few) answers from the call before."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel():
+            a = a.clone()
+            flat = a.view(-1)
+            i = int(torch.randint(flat.numel(), (1,), generator=g))
+            flat[i] = flat[i] + 1.0 + flat[i].abs()
+        out.append(a)
+    return out
 
 
 def _fresh_is_right(rt, ns, sizes, device, seed, case, tolerances) -> bool:

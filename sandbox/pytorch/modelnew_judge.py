@@ -47,7 +47,7 @@ class JudgeOptions:
 def extensions_dir(solution: ModelNewSolution) -> Path:
     from ..plumbing.files import cache_dir
 
-    return cache_dir() / "modelnew" / solution.key
+    return cache_dir() / "modelnew" / solution.build_key
 
 
 def grants(task_folder: Path, solution: ModelNewSolution, device: str) -> tuple[list[str], list[str]]:
