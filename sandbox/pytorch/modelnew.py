@@ -38,7 +38,7 @@ class ModelNewSolution:
     kernels: tuple[str, ...]         # the __global__ functions its CUDA source declares: the kernels it built
     label: str = "modelnew"
 
-    build_inputs: str = ""           # its string literals: the sources it hands to its builds
+    build_inputs: str = ""           # the string literals its builds read (sources, names, flags)
 
     @property
     def key(self) -> str:
@@ -47,8 +47,8 @@ class ModelNewSolution:
 
     @property
     def build_key(self) -> str:
-        """The hash of its string literals: what its builds are cached by (solutions that build the same sources
-        share one build)."""
+        """The hash of the string literals its builds read: what its builds are cached by (solutions that build the
+        same sources share one build)."""
         return hashlib.sha256(self.build_inputs.encode()).hexdigest()[:16]
 
 
@@ -75,7 +75,25 @@ def parse_modelnew(text: str, path: str | Path = "<solution>", label: str = "mod
     builders = tuple(_calls(tree))
     strings = "\n".join(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str))
     return ModelNewSolution(source=text, path=where, builders=builders, kernels=declared_kernels(strings, text),
-                            label=label, build_inputs=strings)
+                            label=label, build_inputs=_build_inputs(tree))
+
+
+_CODE_MARKS = ("__global__", "#include", "torch::", 'extern "C"', "__device__")
+
+
+def _build_inputs(tree: ast.Module) -> str:
+    """The string literals a build reads: those in a build call's arguments, and those that hold C++ or CUDA."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _name(node.func) in BUILDERS:
+            found |= {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(m in node.value for m in _CODE_MARKS):
+            found.add(node.value)
+    return "\0".join(sorted(found))
+
+
+def _name(f: ast.AST) -> str:
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
 
 
 def load_modelnew(path: str | Path, label: str | None = None) -> ModelNewSolution:
@@ -91,8 +109,7 @@ def _calls(tree: ast.Module) -> list[str]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            f = node.func
-            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            name = _name(node.func)
             if name in BUILDERS and name not in found:
                 found.append(name)
     return found
