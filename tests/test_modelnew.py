@@ -225,3 +225,18 @@ def test_judge_cli_judges_a_pair_and_resumes(task, tmp_path, kw):
     assert summary["rows"][0]["flags"][0].startswith("inputs_written: ")
     bad = kw("judge", str(tmp_path / "nothing.jsonl"))
     assert bad.returncode == 2 and "cannot read" in bad.stderr
+
+
+def test_tf32_arithmetic_for_a_float32_matmul_is_wrong_and_named_tf32(kernelbench_task):
+    from sandbox.pytorch import confined
+    from sandbox.pytorch.modelnew import load_modelnew
+    from sandbox.pytorch.modelnew_judge import JudgeOptions, judge_modelnew
+    from sandbox.tasks.task import load_task
+
+    task = load_task(kernelbench_task("3_matmul"))
+    options = JudgeOptions(device="cpu", baselines=("eager",), benchmark=dict(task.spec.sizes.check[-1]), heldout=False,
+                           rounds=3, budget_s=1.0)
+    with confined.Session():
+        r = judge_modelnew(task, load_modelnew(SOLUTIONS / "tf32_matmul.py"), options)
+    assert r.status.value == "wrong"
+    assert "TF32 (inputs rounded to nearest)" in _verdict(r, "precision").line
