@@ -127,15 +127,13 @@ def judged(task, tmp_path_factory):
     options = JudgeOptions(device="cpu", baselines=("eager",), benchmark={"rows": 257, "cols": 257}, heldout=False,
                            rounds=6, budget_s=1.0)
     done = {}
-    session = confined.Session()
-    session.__enter__()
 
     def get(name: str):
         if name not in done:
             done[name] = judge_modelnew(task, load_modelnew(SOLUTIONS / f"{name}.py"), options)
         return done[name]
-    yield get
-    session.__exit__(None, None, None)
+    with confined.Session():
+        yield get
 
 
 def _verdict(result, check):
