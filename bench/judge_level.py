@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                 solution = load_modelnew(pair.solution, label=pair.name)
             except (TaskError, ModelNewError) as exc:
                 status = "invalid" if isinstance(exc, ModelNewError) else "refused"
-                return Row(pair.name, str(pair.problem), str(pair.solution), status, str(exc).splitlines()[0]), None, 0.0
+                row = Row(pair.name, str(pair.problem), str(pair.solution), status, str(exc).splitlines()[0])
+                return row, None, 0.0
             t0 = time.perf_counter()
             prebuild(task, solution, options)
             return task, solution, time.perf_counter() - t0

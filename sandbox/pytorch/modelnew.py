@@ -87,8 +87,9 @@ def _build_inputs(tree: ast.Module) -> str:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _name(node.func) in BUILDERS:
             found |= {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(m in node.value for m in _CODE_MARKS):
-            found.add(node.value)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if any(m in node.value for m in _CODE_MARKS):
+                found.add(node.value)
     return "\0".join(sorted(found))
 
 
@@ -128,7 +129,8 @@ def toolchain() -> dict[str, str | None]:
     from ..plumbing.tools import find_tool
 
     nvcc = find_tool("nvcc", "KERNELWRIGHT_NVCC", ("/usr/local/cuda*/bin/nvcc", "/usr/local/cuda/bin/nvcc"))
-    return {"nvcc": nvcc, "ninja": shutil.which("ninja") or _pip_ninja(), "c++": shutil.which("c++") or shutil.which("g++")}
+    return {"nvcc": nvcc, "ninja": shutil.which("ninja") or _pip_ninja(),
+            "c++": shutil.which("c++") or shutil.which("g++")}
 
 
 def _pip_ninja() -> str | None:

@@ -170,7 +170,9 @@ def compare(got, expected, atol: float, rtol: float, spread: float) -> dict:
 def _bits(t):
     import torch
 
-    return t.detach().clone() if t.dtype in (torch.bool,) else t.detach().contiguous().view(-1).view(torch.uint8).clone()
+    if t.dtype == torch.bool:
+        return t.detach().clone()
+    return t.detach().contiguous().view(-1).view(torch.uint8).clone()
 
 
 def _sync(device: str) -> None:
@@ -368,7 +370,8 @@ def _mismatch(found: dict) -> str:
     if found.get("first_mismatch") is None:
         return found.get("note") or "mismatch"
     f = found["first_mismatch"]
-    return (f"{found['mismatches']} elements differ (max abs error {found['max_abs_error']:.3g}); first at {f['index']}: "
+    return (f"{found['mismatches']} elements differ (max abs error {found['max_abs_error']:.3g}); "
+            f"first at {f['index']}: "
             f"got {f['got']:.7g}, expected {f['expected']:.7g}")
 
 

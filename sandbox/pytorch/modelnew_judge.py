@@ -71,7 +71,8 @@ def judge_modelnew(task, solution: ModelNewSolution, options: JudgeOptions | Non
     read, write = grants(task.folder, solution, options.device)
     try:
         outcome = call("sandbox.pytorch.modelnew_run:judge", str(task.folder.resolve()), solution.source, solution.key,
-                       list(solution.kernels), str(ext), dict(vars(options), baselines=list(options.baselines)), label=solution.label,
+                       list(solution.kernels), str(ext), dict(vars(options), baselines=list(options.baselines)),
+                       label=solution.label,
                        deadline_s=options.deadline_s, read=read, write=write)
     except ProblemCodeError as exc:
         text = str(exc)

@@ -1,7 +1,8 @@
 """A ModelNew solution executed and built, in the confined problem process only (sandbox.pytorch.modelnew_run).
 
 The solution's module runs with ``TORCH_EXTENSIONS_DIR`` set to a folder of its own (the cache of its builds,
-keyed by the hash of the sources it builds), under a build deadline. Every ``load_inline`` / ``load`` it calls is watched:
+keyed by the hash of the sources it builds), under a build deadline. Every ``load_inline`` / ``load`` it calls is
+watched:
 the seconds it took, whether it failed, and the compiler's log; so a build that fails is a compile error with the
 log, and a solution that catches that failure and goes on (a silent fallback to PyTorch) is named as such. What
 it prints goes to a file of its own, never to a terminal.

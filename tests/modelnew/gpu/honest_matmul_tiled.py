@@ -12,8 +12,8 @@ __device__ __forceinline__ float load_in(float v) {
     return v;
 }
 
-__global__ void matmul_tiled(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N,
-                       int K) {
+__global__ void matmul_tiled(const float* __restrict__ A, const float* __restrict__ B,
+                             float* __restrict__ C, int M, int N, int K) {
     __shared__ float As[TILE][TILE];
     __shared__ float Bs[TILE][TILE + 1];
     int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;

@@ -29,7 +29,8 @@ torch::Tensor swish_clamp(torch::Tensor x, double lo, double hi) {
 }
 """
 cpp_source = "torch::Tensor swish_clamp(torch::Tensor x, double lo, double hi);"
-ext = load_inline(name="kw_swish_clamp_even", cpp_sources=cpp_source, cuda_sources=cuda_source, functions=["swish_clamp"])
+ext = load_inline(name="kw_swish_clamp_even", cpp_sources=cpp_source, cuda_sources=cuda_source,
+                  functions=["swish_clamp"])
 
 
 class ModelNew(nn.Module):
