@@ -102,6 +102,12 @@ def plain_speedup(task, path: Path, reps: int = 60) -> float:
 
     from sandbox.pytorch.problem import problem_at
 
+    import os
+
+    from sandbox.pytorch.modelnew import load_modelnew
+    from sandbox.pytorch.modelnew_judge import extensions_dir
+
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(extensions_dir(load_modelnew(path)))   # the judge's build, reused
     problem = problem_at(task.folder / task.spec.torch.problem)
     model, args = problem.build({}, "cuda", seed=0)
     spec = importlib.util.spec_from_file_location(f"plain_{path.stem}", path)

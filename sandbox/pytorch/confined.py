@@ -89,6 +89,7 @@ class Session:
         self.home = tempdirs.make("problem")
         (self.home / "tmp").mkdir()
         env = scrubbed_env(self.home, self.home / "cache")
+        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"   # torch.cuda.is_available() before a fork must not start CUDA
         cmd_r, self._cmd = os.pipe()
         self._events, event_w = os.pipe()
         with open(self.home / "stdout.log", "wb") as out, open(self.home / "stderr.log", "wb") as err:

@@ -22,6 +22,7 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
     from .modelnew_load import load_solution
     from .runtime import TorchRuntime
 
+    _private_caches()
     device = options.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
     reply: dict = dict(device=device, split_s={}, builds=[], verdicts={})
     if device == "cuda":
@@ -66,6 +67,16 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
         os.dup2(saved_fd, 1)
         os.close(saved_fd)
         reply["printed"] = _head(printed)
+
+
+def _private_caches() -> None:
+    """torch.compile's and Triton's caches and the temp folder in this call's own folder, the one it may write."""
+    import tempfile
+
+    home = os.environ.get("HOME", ".")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(home, "triton")
+    tempfile.tempdir = None   # TMPDIR was set for this call after the process that forked it had read its own
 
 
 def _timing(task, rt, built, kernels, device, options, reply, rng) -> None:
