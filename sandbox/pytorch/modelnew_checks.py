@@ -247,8 +247,9 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
         try:
             trials = _trials(task, rt, ns, sizes, seeds, device)
         except Exception as exc:
-            if _sticky(exc):
-                stage.failure = dict(status="crashed", error=f"{label}: {_line(exc)}", detail="")
+            if _sticky(exc) or _out_of_memory(exc):
+                status = "too_large" if _out_of_memory(exc) else "crashed"
+                stage.failure = dict(status=status, error=f"{label}: {_line(exc)}", detail="")
                 return stage
             stage.refused_at[label] = f"{type(exc).__name__}: {_line(exc)}"
             continue
@@ -268,8 +269,9 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
             try:
                 outs = call_watched(new, args, device, stage, where)
             except Exception as exc:
-                if _sticky(exc):
-                    stage.failure = dict(status="crashed", error=f"{where}: {_line(exc)}", detail="")
+                if _sticky(exc) or _out_of_memory(exc):
+                    status = "too_large" if _out_of_memory(exc) else "crashed"
+                    stage.failure = dict(status=status, error=f"{where}: {_line(exc)}", detail="")
                     return stage
                 stage.refused_at[label] = f"{type(exc).__name__}: {_line(exc)}"
                 break
@@ -386,3 +388,7 @@ def _line(exc: BaseException) -> str:
 def _sticky(exc: BaseException) -> bool:
     text = str(exc)
     return "CUDA error" in text or "illegal memory access" in text or "device-side assert" in text
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    return "out of memory" in str(exc).lower()
