@@ -238,3 +238,45 @@ def test_tf32_arithmetic_for_a_float32_matmul_is_wrong_and_named_tf32(kernelbenc
         r = judge_modelnew(task, load_modelnew(SOLUTIONS / "tf32_matmul.py"), options)
     assert r.status.value == "wrong"
     assert "TF32 (inputs rounded to nearest)" in _verdict(r, "precision").line
+
+
+def test_kernel_names_from_the_profiler_are_matched_to_the_solutions_own_kernels():
+    from sandbox.pytorch.modelnew_timing import is_own
+
+    own = ("swish_clamp_kernel", "matmul_tiled", "swish_clamp_raw")
+    assert is_own("swish_clamp_kernel(float const*, float*, long, float, float)", own)
+    assert is_own("void matmul_tiled<16>(float const*, float const*, float*, int, int, int)", own)
+    assert is_own("swish_clamp_raw", own)
+    assert not is_own("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
+                      "sigmoid_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}>(int, float*)", own)
+    assert not is_own("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", own)
+
+
+def test_work_left_on_another_stream_is_rejected_from_the_timing_evidence():
+    """On a device, the wall time to a device-wide synchronisation against the timed events (a reply as the
+    confined judgement sends it: here the host's reading of it)."""
+    from sandbox.pytorch.modelnew_timing import escaped_gap
+
+    timed = {"samples_ms": {"candidate": [0.01] * 9, "eager": [0.50] * 9},
+             "wall_ms": {"candidate": [0.93] * 9, "eager": [0.53] * 9}}
+    gap = escaped_gap(timed)
+    assert gap is not None and gap["gap_ms"] > 0.9 and abs(gap["eager_gap_ms"] - 0.03) < 1e-9
+    honest = {"samples_ms": {"candidate": [0.20] * 9, "eager": [0.50] * 9},
+              "wall_ms": {"candidate": [0.235] * 9, "eager": [0.53] * 9}}
+    assert escaped_gap(honest) is None
+
+
+def test_a_reply_with_escaped_outputs_becomes_a_rejected_result_with_that_verdict(task):
+    from sandbox.pytorch.modelnew import parse_modelnew
+    from sandbox.pytorch.modelnew_judge import from_reply
+
+    reply = {"status": "rejected", "device": "cuda", "builds": [], "swallowed": [], "checks": [], "calls": 3,
+             "holds_at": ["check[0]"], "refused_at": {}, "inputs_written": [], "precision": "",
+             "escaped": [{"label": "benchmark#0", "output": 0, "note": "the output changed after forward returned"}],
+             "error": "benchmark#0: the output changed after forward returned", "failed_verdict": "outside_timed_region",
+             "split_s": {"build": 1.0, "checks": 2.0}}
+    r = from_reply(task, parse_modelnew("class ModelNew:\n    def forward(self, x): return x\n"), reply)
+    assert r.status.value == "rejected" and r.cost.check_gpu_s == 2.0
+    v = next(v for v in r.verdicts if v.check == "outside_timed_region")
+    assert v.outcome == "fail" and v.evidence["outputs"][0]["label"] == "benchmark#0"
+    assert "fail: benchmark#0: the output changed" in r.summary()
