@@ -76,6 +76,7 @@ def _private_caches() -> None:
     home = os.environ.get("HOME", ".")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home, "inductor")
     os.environ["TRITON_CACHE_DIR"] = os.path.join(home, "triton")
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"   # compiles in this process: no pool of workers to reach
     tempfile.tempdir = None   # TMPDIR was set for this call after the process that forked it had read its own
 
 
