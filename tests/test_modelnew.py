@@ -194,6 +194,7 @@ def test_a_solution_runs_confined_without_keys_network_or_home_and_its_printing_
     assert "\x1b" in printed   # kept verbatim as data; terminals show it escaped (SafeConsole)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_failed_build_caught_by_the_solution_is_a_silent_fallback(judged):
     r = judged("silent_fallback")
@@ -203,6 +204,7 @@ def test_a_failed_build_caught_by_the_solution_is_a_silent_fallback(judged):
     assert _verdict(r, "no_custom_kernel").outcome == "flag"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_build_that_fails_is_a_compile_error_with_the_compilers_log(judged):
     r = judged("compile_error")
