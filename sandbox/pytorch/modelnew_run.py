@@ -70,12 +70,14 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
 
 
 def _private_caches() -> None:
-    """torch.compile's and Triton's caches and the temp folder in this call's own folder, the one it may write."""
+    """torch.compile's, Triton's and CuPy's caches and the temp folder in this call's own folder, the one it may
+    write."""
     import tempfile
 
     home = os.environ.get("HOME", ".")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home, "inductor")
     os.environ["TRITON_CACHE_DIR"] = os.path.join(home, "triton")
+    os.environ["CUPY_CACHE_DIR"] = os.path.join(home, "cupy")
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"   # compiles in this process: no pool of workers to reach
     tempfile.tempdir = None   # TMPDIR was set for this call after the process that forked it had read its own
 
@@ -145,6 +147,7 @@ def build_only(source: str, key: str, extensions_dir: str, deadline_s: float) ->
     judgement, on another core, while the GPU judges another solution."""
     from .modelnew_load import load_solution
 
+    _private_caches()
     printed = os.path.join(os.environ.get("HOME", "."), "solution_stdout.log")
     saved_fd = os.dup(1)
     os.dup2(os.open(printed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
