@@ -218,7 +218,9 @@ def test_judge_cli_judges_a_pair_and_resumes(task, tmp_path, kw):
     first = kw(*args)
     assert first.returncode == 1, first.stderr
     assert "(resumed)" not in first.stdout and "[1/1] written: rejected" in first.stdout
-    assert "(resumed)" in kw(*args).stdout
+    assert "(resumed)" in kw(*args, "--html", tmp_path / "t.html").stdout
+    page = (tmp_path / "t.html").read_text()
+    assert "<td>written</td><td>rejected</td>" in page and "input 0 was written" in page
     again = kw(*args, "--json")
     summary = json.loads(again.stdout)
     assert summary["problems"] == 1 and summary["rows"][0]["status"] == "rejected"
