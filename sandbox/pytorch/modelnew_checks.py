@@ -28,6 +28,9 @@ from ..tasks.dtypes import to_compute
 from ..tasks.inputs import distribution_count, generate, input_specs, sub_seed
 
 
+KEEP_ON_DEVICE_BYTES = 1 << 30   # a size's references above this are kept in host memory
+
+
 @dataclass
 class Stage:
     """What the correctness stage found."""
@@ -140,7 +143,7 @@ def compare(got, expected, atol: float, rtol: float, spread: float) -> dict:
         return dict(passed=False, mismatches=got.numel(), max_abs_error=None, max_rel_error=None, first_mismatch=None,
                     note=f"shape {tuple(got.shape)} != reference shape {tuple(expected.shape)}")
     e = expected.double().reshape(-1)
-    g = got.detach().double().reshape(-1)
+    g = got.detach().to(e.device).double().reshape(-1)
     fin = e[torch.isfinite(e)]
     if spread and fin.numel() >= 2:
         atol = max(atol, spread * float(fin.std(unbiased=False)))
@@ -211,14 +214,15 @@ def precision_of(model, args: list, outs: list, ref: list, tolerances: list, dev
     """Which lower precision a wrong output matches best ('TF32' or 'half precision'), with the evidence; '' if
     none: it matches where its error against that computation is at most a quarter of its error against float64,
     and that computation itself errs by at least half as much."""
-    worst = max(float((o.double() - r).abs().max()) for o, r in zip(outs, ref))
+    outs = [o.detach().double().to(r.device) for o, r in zip(outs, ref)]
+    worst = max(float((o - r).abs().max()) for o, r in zip(outs, ref))
     best = None
     for mode in ("tf32", "tf32_truncated", "half"):
         try:
-            low = reference(model, args, mode)
+            low = [lo.to(r.device) for lo, r in zip(reference(model, args, mode), ref)]
         except (RuntimeError, TypeError):
             continue
-        err = max(float((o.double() - r).abs().max()) for o, r in zip(outs, low))
+        err = max(float((o - r).abs().max()) for o, r in zip(outs, low))
         low_err = max(float((lo - r).abs().max()) for lo, r in zip(low, ref))
         if err <= 0.25 * worst and low_err >= 0.5 * worst and (best is None or err < best[1]):
             best = (mode, err, low_err)
@@ -326,11 +330,19 @@ def _trials(task, rt, ns, sizes, seeds, device):
             torch.manual_seed(seed)
             args = list(problem_ns["get_inputs"]())
         args, dists = trial_args(task, rt, args, sizes, k, seed, device)
-        cases.append(dict(model=model, args=args, ref=reference(model, args), dists=dists))
+        cases.append(dict(model=model, args=args, ref=_kept(reference(model, args)), dists=dists))
     near = perturbed(cases[0]["args"], seeds[-1])
-    cases.append(dict(model=model, args=near, ref=reference(model, near), dists=cases[0]["dists"] + " (one element "
-                      "changed)"))
+    cases.append(dict(model=model, args=near, ref=_kept(reference(model, near)), dists=cases[0]["dists"] + " (one "
+                      "element changed)"))
     return new, cases
+
+
+def _kept(ref: list) -> list:
+    """References kept for the size's calls: in host memory where they are large (a trial's float64 outputs at a
+    large benchmark size, several trials at once, would crowd the device)."""
+    if sum(r.numel() for r in ref) * 8 > KEEP_ON_DEVICE_BYTES:
+        return [r.cpu() for r in ref]
+    return ref
 
 
 def perturbed(args: list, seed: int) -> list:
