@@ -124,6 +124,21 @@ class WorkerError(Reply):
         return False
 
 
+@dataclass(frozen=True)
+class Tolerance(Message):
+    """An output's tolerance: |c - r| <= atol + rtol |r|, ``atol`` grown to ``spread`` times the standard deviation
+    of the expected output where ``spread`` is set (``sandbox.judging.compare.spread_atol``)."""
+
+    atol: float
+    rtol: float
+    spread: float = 0.0
+
+
+def tolerances(task) -> dict[str, Tolerance]:
+    """A task's tolerance per output (its own, else its dtype's), as the workers receive them."""
+    return {o.name: Tolerance(t.atol, t.rtol, t.spread) for o in task.spec.outputs for t in [task.output_tolerance(o)]}
+
+
 # ---- the device, the compiler ------------------------------------------------------------------------------
 
 
@@ -274,7 +289,7 @@ class Time(Request):
     scalars: dict[str, Any]
     input_variants: list[list[dict]]
     outputs: list[dict]
-    tolerance: dict[str, list[float]]
+    tolerance: dict[str, Tolerance]
     seed: int
     order_seed: int
     hash_seed: int
@@ -384,7 +399,7 @@ class CompareTask(Message):
 
     task_folder: str
     scalars: dict[str, Any]
-    tolerance: dict[str, list[float]]
+    tolerance: dict[str, Tolerance]
     hash_seed: int = 0
     harness: HarnessCode | None = None
     backend: str = "cupy"
@@ -472,7 +487,7 @@ class ScreenSetup(Request):
     baseline: Impl
     inputs: list[list[dict]]
     outputs: list[dict]
-    tolerance: dict[str, list[float]]
+    tolerance: dict[str, Tolerance]
     seed: int
     hash_seed: int
 

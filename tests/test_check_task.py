@@ -11,6 +11,7 @@ import pytest
 from sandbox.host.check_task import check_task
 from sandbox.tasks.inputs import input_specs, output_specs
 from sandbox.tasks.task import TaskError, load_task
+from sandbox.wire import tolerances
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 NAMES = ["argmax", "conv1d_bias_relu", "cross_entropy", "gemm_nt", "maxpool2d"]
@@ -138,7 +139,7 @@ def test_the_reference_worker_reports_a_bad_reference_as_a_task_error(tmp_path):
     _edit(folder, "reference.py", 'return {"loss": (lse - picked).mean()}', "return None")
     task = load_task(folder)
     sizes = {"N": 3, "C": 5}
-    shared = CompareTask(task_folder=str(folder), scalars={}, tolerance=task.tolerances(), backend="numpy")
+    shared = CompareTask(task_folder=str(folder), scalars={}, tolerance=tolerances(task), backend="numpy")
     trial = CompareTrial(label="t", sizes=task.env(sizes), inputs=input_specs(task, sizes, 0),
                          outputs=output_specs(task, sizes), seed=1, runs=[])
     reply = run_compare(shared, trial)

@@ -20,7 +20,7 @@ from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.pytorch.runtime import runtime_for  # noqa: E402
 from sandbox.tasks.inputs import input_specs, output_specs  # noqa: E402
 from sandbox.tasks.task import load_task  # noqa: E402
-from sandbox.wire import HarnessCode, Impl, RoundLimits, Time, Timed  # noqa: E402
+from sandbox.wire import HarnessCode, Impl, RoundLimits, Time, Timed, tolerances  # noqa: E402
 from sandbox.worker import draw, guards, timing  # noqa: E402
 from sandbox.worker.checks import Violation  # noqa: E402
 
@@ -206,7 +206,7 @@ def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False, **
              **{n: Impl(torch=n, task_folder=str(task.folder)) for n in ("eager", "compile")}}
     req = Time(harness=HarnessCode("sm_90", b""), impls=impls, primary="eager", sizes=sizes, scalars={},
                input_variants=[input_specs(task, sizes, 0)], outputs=output_specs(task, sizes),
-               tolerance=task.tolerances(), seed=3, order_seed=4, hash_seed=5,
+               tolerance=tolerances(task), seed=3, order_seed=4, hash_seed=5,
                limits=RoundLimits(budget_ms=1e9, min_rounds=3, max_rounds=4, target_ci=0.0, wall_cap_s=60),
                launches_to=60, full_checks=2, data_dir=str(tmp_path))
     req = dataclasses.replace(req, **overrides)

@@ -17,7 +17,8 @@ import pytest
 from sandbox import wire
 from sandbox.host.pool import WorkerProcess
 from sandbox.wire import (Compare, CompareTask, CompareTrial, Compared, Compares, Compile, Compiled, Confinement,
-                          ConfinementReport, Hello, Message, Reply, Request, Run, Trial, WireError, WorkerError)
+                          ConfinementReport, Hello, Message, Reply, Request, Run, Trial, WireError, WorkerError,
+                          tolerances)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -165,7 +166,7 @@ def test_the_reference_worker_compares_a_stage_sent_as_records(tmp_path):
     np.save(tmp_path / "c.npy", (ins["a"] + ins["b"]).astype(np.float32))
     trial = CompareTrial(label="t", sizes=task.env(sizes), inputs=specs, outputs=output_specs(task, sizes), seed=11,
                          runs=[Run("run1", {"c": str(tmp_path / "c.npy")})])
-    shared = CompareTask(task_folder=str(task.folder), scalars={}, tolerance=task.tolerances(), backend="numpy")
+    shared = CompareTask(task_folder=str(task.folder), scalars={}, tolerance=tolerances(task), backend="numpy")
     w = WorkerProcess("reference")
     try:
         reply = w.call(Compares(shared, [trial]), timeout=60)

@@ -182,7 +182,7 @@ class TimingStage:
         self.n_sets, self.kept_on_host, self.sets, self.set_outs, self.memory = 0, False, [], [], {}
         self.scratch = {n: impl.alloc_scratch() for n, impl in loaded.items()}
         self._allocate_sets(1)  # the rest once the libraries' first calls have said what they take (``_fit``)
-        self.tolerance = req.tolerance  # output name -> [atol, rtol, spread]
+        self.tolerance = req.tolerance  # output name -> wire.Tolerance
         self.spread_atols: dict[tuple, float] = {}  # (input variant, output) -> atol grown to the spread there
         self.launches = {n: 0 for n in self.names}
         self.base_keys: dict = {}
@@ -527,9 +527,9 @@ class TimingStage:
         checks = self.h.agreement
         self.base_keys = {}
         for n, buf in self._outs(inputs)[self.primary].items():
-            atol, _, spread = self.tolerance[n]
-            if spread and (inputs.variant, n) not in self.spread_atols:   # once per variant: one transfer
-                self.spread_atols[(inputs.variant, n)] = spread_atol(self.cp, buf.view, atol, spread)
+            tol = self.tolerance[n]
+            if tol.spread and (inputs.variant, n) not in self.spread_atols:   # once per variant: one transfer
+                self.spread_atols[(inputs.variant, n)] = spread_atol(self.cp, buf.view, tol.atol, tol.spread)
             self.base_keys[n] = checks.new_keys()
             self.repeats[n] = checks.repeats()
             checks.mask(buf.view, self.base_keys[n])
@@ -549,8 +549,8 @@ class TimingStage:
 
     def _tolerance(self, inputs: Inputs, name: str) -> tuple[float, float]:
         """(atol, rtol) of output ``name`` on these inputs: atol grown to the spread of the baseline's output."""
-        atol, rtol, _ = self.tolerance[name]
-        return self.spread_atols.get((inputs.variant, name), atol), rtol
+        tol = self.tolerance[name]
+        return self.spread_atols.get((inputs.variant, name), tol.atol), tol.rtol
 
     def _raise_if_disagrees(self, found, inputs: Inputs, name: str, launch: int, phase: str, intact: bool) -> None:
         """``Disagreement`` naming the launch, where ``found`` (an ``Agreement``) says output ``name`` disagrees;
