@@ -269,7 +269,7 @@ class Impl(Message):
 
 @dataclass(frozen=True)
 class RoundLimits(Message):
-    """When the timed rounds stop (``sandbox.worker.timing.round_cap`` and ``_enough``)."""
+    """When the timed rounds stop (``sandbox.worker.rounds.round_cap`` and ``enough``)."""
 
     budget_ms: float
     min_rounds: int

@@ -21,7 +21,7 @@ from sandbox.pytorch.runtime import runtime_for  # noqa: E402
 from sandbox.tasks.inputs import input_specs, output_specs  # noqa: E402
 from sandbox.tasks.task import load_task  # noqa: E402
 from sandbox.wire import HarnessCode, Impl, RoundLimits, Time, Timed, tolerances  # noqa: E402
-from sandbox.worker import draw, guards, timing  # noqa: E402
+from sandbox.worker import draw, guards, launcher, timing  # noqa: E402
 from sandbox.worker.checks import Violation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,7 +199,7 @@ def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False, **
         return runtime_for(spec.task_folder).baseline(spec.torch, sizes, device="cpu")
 
     monkeypatch.setattr(timing, "_callable", callable_)
-    monkeypatch.setattr(timing, "_overlaps", lambda array, buffers: any(np.shares_memory(array, b.raw)
+    monkeypatch.setattr(launcher, "_overlaps", lambda array, buffers: any(np.shares_memory(array, b.raw)
                                                                         for b in buffers.values()))
     sizes = task.spec.sizes.check[-1]
     impls = {"candidate": Impl(cubin=b""),
@@ -218,10 +218,10 @@ def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False, **
 def test_every_candidate_launch_is_checked_against_eager_and_a_failing_compile_is_left_out(swish, tmp_path, monkeypatch):
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
     checked = []
-    check = stage._raise_if_disagrees
-    stage._raise_if_disagrees = lambda found, inputs, name, launch, phase, intact: (
-        checked.append(phase), check(found, inputs, name, launch, phase, intact))
-    set_outs = stage.set_outs  # the stage lets go of its sets before the hand-over
+    check = stage.agreement.raise_if_disagrees
+    stage.agreement.raise_if_disagrees = lambda found, launch, name, intact: (
+        checked.append(launch.phase), check(found, launch, name, intact))
+    set_outs = stage.memory.set_outs  # the stage lets go of its sets before the hand-over
     reply = stage.run()
     assert isinstance(reply, Timed) and set(reply.samples) == {"candidate", "eager"}
     assert reply.unavailable == {"compile": "RuntimeError: inductor: no C++ compiler"}
@@ -266,8 +266,8 @@ def test_an_untimed_launch_that_errs_or_writes_its_input_ends_the_stage_named_by
 def test_the_candidate_never_sees_eagers_outputs(swish, tmp_path, monkeypatch):
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
     wiped = []
-    real = timing._overlaps  # the NumPy stand-in set by _stage
-    monkeypatch.setattr(timing, "_overlaps", lambda array, buffers: wiped.append(array) or real(array, buffers))
+    real = launcher._overlaps  # the NumPy stand-in set by _stage
+    monkeypatch.setattr(launcher, "_overlaps", lambda array, buffers: wiped.append(array) or real(array, buffers))
     stage.run()
     assert wiped and all(not a.any() for a in wiped)
 
@@ -307,7 +307,7 @@ def test_without_a_hold_every_launch_is_timed_after_a_synchronisation_and_the_re
         swish, tmp_path, monkeypatch):
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
     stage.h.hold, stage.h.hold_error = None, "cudaErrorNotSupported"
-    stage.hold = None
+    stage.launcher.hold = None
     reply = stage.run()
     assert reply.launch_hold == {"held": 0, "ran_out": 0, "unheld": ["candidate", "eager"],
                                     "error": "cudaErrorNotSupported"}
@@ -399,7 +399,7 @@ def test_a_write_into_an_idle_buffer_during_the_warm_up_is_rejected_naming_the_b
 
     def launch(arrays, scratch):
         real(arrays, scratch)
-        stage.set_outs[1]["eager"]["out"].view.reshape(-1)[0] += 1.0   # the baseline's output of the next set
+        stage.memory.set_outs[1]["eager"]["out"].view.reshape(-1)[0] += 1.0   # the baseline's output of the next set
 
     kernel.launch = launch
     with pytest.raises(Violation, match=r"the eager's output 'out' of rotating set 1 was overwritten: .*during the "
@@ -409,14 +409,14 @@ def test_a_write_into_an_idle_buffer_during_the_warm_up_is_rejected_naming_the_b
 
 def test_a_kept_output_changed_before_the_hand_over_is_rejected(swish, tmp_path, monkeypatch):
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel(), full_checks=3, launches_to=400)
-    save = stage._save_kept
+    save = stage.kept.save
 
     def tampered(data_dir, ipc):
-        slot = next(iter(stage.kept.values()))
-        slot["out"]["out"].reshape(-1)[0] += 1.0
+        slot = next(iter(stage.kept.kept.values()))
+        slot.out["out"].reshape(-1)[0] += 1.0
         return save(data_dir, ipc)
 
-    stage._save_kept = tampered
+    stage.kept.save = tampered
     with pytest.raises(Violation, match=r"the copy of output 'out' of launch \d+ kept for the reference was overwritten"):
         stage.run()
 
