@@ -454,3 +454,24 @@ def test_what_a_stage_remembers_names_the_code_and_the_sizes():
     assert not recent.warm("k", 100.0)
     recent.finished(["k"], 100.0)
     assert recent.warm("k", 100.0 + timing.WARM_AGAIN_S / 2) and not recent.warm("k", 100.0 + timing.WARM_AGAIN_S)
+
+
+def test_a_kernel_baseline_is_warmed_up_queued_and_every_candidate_launch_is_compared_with_its_output(
+        swish, tmp_path, monkeypatch):
+    impls = {"candidate": Impl(cubin=b""), "baseline": Impl(cubin=b"")}
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel(), impls=impls, primary="baseline")
+    stage.__init__(stage.h, stage.req, {"candidate": _Kernel(), "baseline": _Kernel()})
+    checked = []
+    check = stage.agreement.raise_if_disagrees
+    stage.agreement.raise_if_disagrees = lambda found, launch, name, intact: (
+        checked.append((launch.number, launch.phase, intact)), check(found, launch, name, intact))
+    reply = stage.run()
+    assert isinstance(reply, Timed) and set(reply.samples) == {"candidate", "baseline"}
+    assert sorted(n for n, _, _ in checked) == list(range(1, reply.launches + 1))
+    assert all(intact for _, phase, intact in checked if phase.startswith("timed"))   # checked alone
+    assert reply.warm_up["baseline"] >= timing.WARM_UP_MIN and len(reply.full) == 2
+
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel(), impls=impls, primary="baseline")
+    stage.__init__(stage.h, stage.req, {"candidate": _Kernel(scale=1.01), "baseline": _Kernel()})
+    with pytest.raises(timing.Disagreement, match=r"launch 1 of the candidate in the timing stage \(warm-up\)"):
+        stage.run()
