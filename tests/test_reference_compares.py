@@ -12,7 +12,7 @@ import pytest
 from sandbox import load_task
 from sandbox.host.referee import Referee
 from sandbox.tasks.inputs import input_specs, output_specs
-from sandbox.wire import CompareTask, CompareTrial, Compares, HarnessCode, IpcSent, IpcSum, Run, WorkerError, tolerances
+from sandbox.wire import CompareTask, CompareTrial, Compares, HarnessCode, IpcSent, IpcSum, RunOutputs, WorkerError, tolerances
 from sandbox.worker import reference
 from sandbox.worker.harness import reference_inputs
 
@@ -29,7 +29,7 @@ def _trial(task, tmp_path, label, seed, wrong=False):
     path = tmp_path / f"{label}.npy"
     np.save(path, out)
     return CompareTrial(label=label, sizes=task.env(sizes), inputs=specs, outputs=output_specs(task, sizes), seed=seed,
-                        runs=[Run("run1", {"c": str(path)})])
+                        runs=[RunOutputs("run1", {"c": str(path)})])
 
 
 def test_one_request_compares_every_trial_stops_at_the_first_failure_and_reuses_a_reference(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ from ..judging.environment import READINGS, Ceilings, ClockReadings, LaunchHold,
 from ..judging.result import Status, Timing
 from ..tasks.inputs import distribution_count, input_specs, output_specs
 from ..tasks.task import Task
-from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, Run, Time, Timed, tolerances
+from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, RunOutputs, Time, Timed, tolerances
 from .ceilings import FLOOR_NOTE, roofline_ms
 from .config import SandboxConfig
 
@@ -46,7 +46,7 @@ def kept_trials(task: Task, bench: dict, req: Time, reply: Timed) -> list[Compar
     reference (each on the inputs its round generated)."""
     return [CompareTrial(label=f"timing launch {e.launch} ({e.phase})", sizes=bench,
                          inputs=req.input_variants[e.variant], outputs=output_specs(task, bench), seed=e.seed,
-                         runs=[Run("full", e.files)])
+                         runs=[RunOutputs("full", e.files)])
             for e in reply.full]
 
 

@@ -62,8 +62,9 @@ class BaselineAgreement:
     def _compare(self, launch):
         """The agreement of each of the candidate's outputs queued; a launch checked alone always in full."""
         masked, inputs = self.memory.outs(launch.inputs)[self.primary], launch.inputs
-        rows = {n: self.h.agreement.queue(b.view, masked[n].view, self.base_keys[n], *self._tolerance(inputs, n),
-                                          self.rng.getrandbits(64), repeats=None if launch.alone else self.repeats.get(n))
+        agreement = self.h.agreement
+        rows = {n: agreement.queue(b.view, masked[n].view, self.base_keys[n], *self._tolerance(inputs, n),
+                                   self.rng.getrandbits(64), repeats=None if launch.alone else self.repeats.get(n))
                 for n, b in launch.outs.items()}
         return list(rows.values()), (launch, list(rows))
 

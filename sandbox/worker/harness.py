@@ -402,13 +402,3 @@ def hand_over(h: Harness, array, path: Path, ipc: bool) -> str | dict:
 def now() -> float:
     return time.perf_counter()
 
-
-def serve_request(argv: list[str], run) -> int:
-    """The main of a one-shot target program (profiled or sanitized): ``run`` the JSON request in ``argv[0]``
-    and write its status to the request's ``status_file``; exit code 0 when it ``ran``."""
-    import json
-
-    req = json.loads(Path(argv[0]).read_text())
-    status = run(req)
-    Path(req["status_file"]).write_text(json.dumps(status))
-    return 0 if status["status"] == "ran" else 1

@@ -8,7 +8,7 @@ from ..wire import Clocks
 from .draw import launch_kind
 
 
-class ClockReadings:
+class ClockSampling:
     """A check of the launcher (``launcher.Launcher``), last in its order: it reads the clocks once a timed round's
     launch has been read back. ``begin`` as the stage begins; ``record`` as it ends."""
 

@@ -69,7 +69,7 @@ from .launcher import GIVE_UP_HOLDS, Launcher, wipe
 from .memory_plan import gib, is_out_of_memory, torch_peak
 from .rounds import (RECENT, UNTIMED_BATCH, WARM_AGAIN_S, WARM_UP_MAX, WARM_UP_MIN, WARM_UP_MS, Recent, enough,
                      round_cap, warm_up_batch, warming)
-from .stage_clocks import ClockReadings
+from .stage_clocks import ClockSampling
 from .stage_memory import Inputs, StageMemory, TooLarge
 from .stopwatch import Stopwatch
 
@@ -136,7 +136,7 @@ class TimingStage:
         self.guards = LaunchGuards(h, req.hash_seed)
         self.agreement = BaselineAgreement(h, req, self.memory, exact, self.rng)
         self.kept = KeptOutputs(h, PhaseDraw(req.full_checks, self.rng), req.hash_seed, self.primary)
-        self.clocks = ClockReadings()
+        self.clocks = ClockSampling()
         self.watch = Stopwatch(h.sync)  # where the stage's seconds go (inputs, launches, output checks, ...)
         self.launcher = Launcher(h, req, loaded, self.callables, self.memory,
                                  [self.guards, self.agreement, self.kept, self.clocks], self.watch)
