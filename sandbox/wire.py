@@ -348,6 +348,8 @@ class Timed(Reply):
     memory: dict[str, Any]
     repeated: int = 0   # candidate launches whose outputs repeated, bit for bit, ones compared on the same inputs
     warm_up: dict[str, int] = field(default_factory=dict)   # each implementation's warm-up launches
+    orders: list[list[str]] = field(default_factory=list)   # each round's launches, in the order they ran
+    persisting_l2: dict[str, Any] = field(default_factory=dict)   # the L2 state put back (worker.persisting_l2)
 
 
 @dataclass(frozen=True)

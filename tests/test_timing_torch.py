@@ -126,10 +126,24 @@ class _Hold:
         return out
 
 
+class _PersistingL2:
+    """persisting_l2.PersistingL2's bookkeeping without a device: its resets counted."""
+
+    def __init__(self):
+        self.resets = 0
+
+    def reset(self):
+        self.resets += 1
+
+    def record(self, resets_before=0):
+        return {"carve_out_bytes": 0, "resets": self.resets - resets_before, "window": "cleared", "error": None}
+
+
 class _Harness:
     def __init__(self, free=1 << 30):
         self.cp, self.l2_bytes, self.stream, self.agreement = _numpy_cp(), 1 << 16, None, _Agreement()
         self.hold, self.hold_error, self.free = _Hold(), "", free
+        self.persisting_l2 = _PersistingL2()
 
     def alloc(self, dtype, shape):
         return _Buffer(dtype, shape)
@@ -225,6 +239,9 @@ def test_every_candidate_launch_is_checked_against_eager_and_a_failing_compile_i
     reply = stage.run()
     assert isinstance(reply, Timed) and set(reply.samples) == {"candidate", "eager"}
     assert reply.unavailable == {"compile": "RuntimeError: inductor: no C++ compiler"}
+    # persisting L2 lines reset after every candidate launch, once it ran; each round's order as it ran
+    assert reply.persisting_l2["resets"] == reply.launches and reply.persisting_l2["carve_out_bytes"] == 0
+    assert len(reply.orders) == reply.rounds and all(sorted(o) == ["candidate", "eager"] for o in reply.orders)
     assert len(reply.samples["eager"]) == reply.rounds and reply.launches >= 12
     assert len(checked) == reply.launches and "warm-up" in checked and "timed round 0" in checked
     assert "untimed, after the timed rounds" in checked

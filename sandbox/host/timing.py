@@ -9,8 +9,8 @@ import random
 
 from ..candidates.plan import resolve
 from ..judging import stats
-from ..judging.environment import READINGS, Ceilings, ClockReadings, LaunchHold, TimedClocks
-from ..judging.result import Status, Timing
+from ..judging.environment import READINGS, Ceilings, ClockReadings, LaunchHold, PersistingL2, TimedClocks
+from ..judging.result import CARRY_OVER_FLAG, CarryOver, Status, Timing
 from ..tasks.inputs import distribution_count, input_specs, output_specs
 from ..tasks.task import Task
 from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, RunOutputs, Time, Timed, tolerances
@@ -74,19 +74,40 @@ def timing_record(task: Task, bench: dict, reply: Timed, ceilings: Ceilings, tor
         repeated_launches=reply.repeated, warm_up_launches=reply.warm_up or None,
         l2_flush_bytes=reply.flush_bytes, rotating_sets=reply.sets, set_of_round=placements, impls=impls,
         speedup=speedups, faster_than=faster, roofline_ms=floor_ms, bound=bound, primary=task.baselines[0],
-        unavailable=reply.unavailable, torch_tf32=torch_tf32 if task.spec.torch else None))
+        unavailable=reply.unavailable, torch_tf32=torch_tf32 if task.spec.torch else None,
+        carry_over=carry_over(reply, task.baselines[0])))
+
+
+def carry_over(reply: Timed, primary: str, least: int = 3) -> CarryOver | None:
+    """The primary baseline's times grouped by the launch right before it in the interleaved rounds (the last of
+    the round before where it ran first): after the candidate, after anything else; None with fewer than ``least``
+    rounds in either group or where the rounds' order was not sent."""
+    if len(reply.orders) != len(reply.samples.get(primary, ())) or primary not in reply.samples:
+        return None
+    after = {True: [], False: []}
+    for r, (order, ms) in enumerate(zip(reply.orders, reply.samples[primary])):
+        at = order.index(primary)
+        before = order[at - 1] if at > 0 else (reply.orders[r - 1][-1] if r > 0 else None)
+        if before is not None:
+            after[before == "candidate"].append(ms)
+    if min(len(after[True]), len(after[False])) < least:
+        return None
+    value, low, high = stats.ratio_ci(after[True], after[False])
+    return CarryOver(value=value, low=low, high=high, after_candidate=len(after[True]), after_other=len(after[False]),
+                     flagged=low > 1.0 and value >= CARRY_OVER_FLAG)
 
 
 def timing_env(reply: Timed, ceilings: Ceilings) -> dict:
     """What the result's environment (``sandbox.judging.environment.Environment``) adds from the stage, by field: the
     clocks as it began, ended and ran (each reading's median over the timed rounds at the top level too), the
-    ceilings, the stream hold, where its seconds went."""
+    ceilings, the stream hold, where its seconds went, the persisting-L2 state put back."""
     clocks = reply.clocks
     timed = TimedClocks.model_validate(clocks.timed)
     medians = {k: getattr(timed, k).median for k in READINGS if getattr(timed, k) is not None}
+    l2 = {"persisting_l2": PersistingL2.model_validate(reply.persisting_l2)} if reply.persisting_l2 else {}
     return dict(clocks_start=ClockReadings.model_validate(clocks.start),
                 clocks_end=ClockReadings.model_validate(clocks.end), clocks_timed=timed, ceilings=ceilings,
-                launch_hold=LaunchHold.model_validate(reply.launch_hold), timing_split_s=reply.split_s, **medians)
+                launch_hold=LaunchHold.model_validate(reply.launch_hold), timing_split_s=reply.split_s, **l2, **medians)
 
 
 def sanity(timing: Timing, roofline_reject_factor: float) -> tuple[Status, str]:

@@ -60,7 +60,7 @@ class Harness:
         self._bands_differ = self.function("bands_differ")
         self._band_tables: dict[tuple, object] = {}   # guard bands (address, copy's address, bytes) -> their table
         self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
-        self._agreement = self._flush = self._hold = None
+        self._agreement = self._flush = self._hold = self._persisting_l2 = None
         self.hold_error = ""
         self.handed: list = []   # copies handed to the reference worker by IPC handle: kept until the next request
 
@@ -97,6 +97,16 @@ class Harness:
 
             self._flush = L2Flush(self.cp, self.function, self.stream, self.sms, self.l2_bytes, self._rng)
         return self._flush()
+
+    @property
+    def persisting_l2(self):
+        """The persisting-L2 state put back (``persisting_l2.PersistingL2``): the carve-out and the stream's
+        access-policy window at the first use (the worker's start), persisting lines after each candidate launch."""
+        if self._persisting_l2 is None:
+            from .persisting_l2 import PersistingL2
+
+            self._persisting_l2 = PersistingL2(self.cp, self.stream)
+        return self._persisting_l2
 
     @property
     def hold(self):

@@ -71,6 +71,7 @@ class GpuRole:
 
         if self.h is None:
             self.h = Harness(code.arch, code.cubin, code.names)
+            self.h.persisting_l2   # no L2 carve-out or access-policy window left from before this worker
         return self.h
 
     def handle(self, msg: Request) -> Reply:

@@ -67,6 +67,7 @@ from .kept import KeptOutputs
 from .launch_guards import LaunchGuards
 from .launcher import GIVE_UP_HOLDS, Launcher, wipe
 from .memory_plan import gib, is_out_of_memory, torch_peak
+from .persisting_l2 import ResetAfterCandidate
 from .rounds import (RECENT, UNTIMED_BATCH, WARM_AGAIN_S, WARM_UP_MAX, WARM_UP_MIN, WARM_UP_MS, Recent, enough,
                      round_cap, warm_up_batch, warming)
 from .stage_clocks import ClockSampling
@@ -114,7 +115,8 @@ def _run_stage(h: Harness, req: Time, loaded: dict) -> Timed | StageFailed:
 class TimingStage:
     """The order of the stage; each launch goes through the ``launcher`` and its checks, in this order: guard
     bands, inputs and fences (``guards``), the agreement with the baseline (``agreement``), the draw of launches
-    kept for the reference (``kept``), the clocks (``clocks``)."""
+    kept for the reference (``kept``), persisting L2 lines reset after a candidate launch (``l2_reset``), the
+    clocks (``clocks``)."""
 
     def __init__(self, h: Harness, req: Time, loaded: dict, recent: Recent | None = None):
         self.h, self.req, self.cp = h, req, h.cp
@@ -136,10 +138,10 @@ class TimingStage:
         self.guards = LaunchGuards(h, req.hash_seed)
         self.agreement = BaselineAgreement(h, req, self.memory, exact, self.rng)
         self.kept = KeptOutputs(h, PhaseDraw(req.full_checks, self.rng), req.hash_seed, self.primary)
-        self.clocks = ClockSampling()
+        self.l2_reset, self.clocks = ResetAfterCandidate(h.persisting_l2, self.primary), ClockSampling()
         self.watch = Stopwatch(h.sync)  # where the stage's seconds go (inputs, launches, output checks, ...)
         self.launcher = Launcher(h, req, loaded, self.callables, self.memory,
-                                 [self.guards, self.agreement, self.kept, self.clocks], self.watch)
+                                 [self.guards, self.agreement, self.kept, self.l2_reset, self.clocks], self.watch)
         self.launches = self.launcher.launches
 
     def run(self) -> Timed:
@@ -151,7 +153,7 @@ class TimingStage:
         self._fit()
         samples = {n: [] for n in self.names}
         walls = {n: [] for n in self.names}
-        set_of_round: list[int] = []
+        set_of_round, orders = [], []
         self.guards.raise_fence(self.memory.idle(inputs, every_writer=True))
         baseline_ms = self._warm_up(inputs)
         self.guards.check_fence("during the warm-up")
@@ -164,6 +166,7 @@ class TimingStage:
             set_of_round.append(index)
             order = self.names[:]
             self.rng.shuffle(order)
+            orders.append(order)
             for name in order:
                 ms, wall = self.launcher.timed(name, inputs, f"timed round {r}")
                 samples[name].append(ms)
@@ -188,7 +191,8 @@ class TimingStage:
         return Timed(rounds=r, round_cap=cap, sets=self.memory.n_sets, set_of_round=set_of_round,
                      flush_bytes=self.launcher.flush_bytes, samples=samples, walls=walls, full=full,
                      launches=self.launches["candidate"], repeated=self.agreement.repeated,
-                     warm_up=dict(self.warm_up_launches), clocks=self.clocks.record(),
+                     warm_up=dict(self.warm_up_launches), clocks=self.clocks.record(), orders=orders,
+                     persisting_l2=self.l2_reset.record(),
                      gpu_s=time.perf_counter() - t_begin, unavailable=self.unavailable,
                      launch_hold=self.launcher.hold_record(self.names),
                      split_s=self.watch.report(time.perf_counter() - t_begin), memory=self.memory.memory)
