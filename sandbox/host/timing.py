@@ -79,17 +79,16 @@ def timing_record(task: Task, bench: dict, reply: Timed, ceilings: Ceilings, tor
 
 
 def carry_over(reply: Timed, primary: str, least: int = 3) -> CarryOver | None:
-    """The primary baseline's times grouped by the launch right before it in the interleaved rounds (the last of
-    the round before where it ran first): after the candidate, after anything else; None with fewer than ``least``
-    rounds in either group or where the rounds' order was not sent."""
-    if len(reply.orders) != len(reply.samples.get(primary, ())) or primary not in reply.samples:
+    """The primary baseline's times in the rounds it opened, grouped by the launch that ended the round before: the
+    candidate, or anything else (the same place in a round and the same input generation between, so only what a
+    launch leaves behind differs); None with fewer than ``least`` rounds in either group, or where the rounds' order
+    was not sent."""
+    if primary not in reply.samples or len(reply.orders) != len(reply.samples[primary]):
         return None
     after = {True: [], False: []}
-    for r, (order, ms) in enumerate(zip(reply.orders, reply.samples[primary])):
-        at = order.index(primary)
-        before = order[at - 1] if at > 0 else (reply.orders[r - 1][-1] if r > 0 else None)
-        if before is not None:
-            after[before == "candidate"].append(ms)
+    for r in range(1, len(reply.orders)):
+        if reply.orders[r][0] == primary:
+            after[reply.orders[r - 1][-1] == "candidate"].append(reply.samples[primary][r])
     if min(len(after[True]), len(after[False])) < least:
         return None
     value, low, high = stats.ratio_ci(after[True], after[False])

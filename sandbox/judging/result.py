@@ -124,16 +124,16 @@ class Interval(_Record):
 
 
 class CarryOver(_Record):
-    """The primary baseline's time right after a candidate launch over its time right after anything else in the
-    interleaved rounds (itself in the round before, another baseline), with its 95% interval: above 1, the
-    candidate left the device slower for the launch that follows it. ``flagged``: the interval lies above 1 and the
-    effect is at least ``CARRY_OVER_FLAG``."""
+    """The primary baseline's time where it opened a round right after the candidate ended the round before, over
+    its time where it opened one after anything else (itself, another baseline), with its 95% interval: above 1,
+    the candidate left the device slower for the launch that follows it. ``flagged``: the interval lies above 1
+    and the effect is at least ``CARRY_OVER_FLAG``."""
 
     value: float
     low: float
     high: float
-    after_candidate: int      # rounds whose baseline launch came right after the candidate's
-    after_other: int
+    after_candidate: int      # rounds the baseline opened right after the candidate's launch
+    after_other: int          # rounds it opened after another implementation's
     flagged: bool
 
 
