@@ -33,11 +33,11 @@ class PersistingL2:
 
     def _clear_window(self) -> str:
         driver = self._driver
-        value = driver.CUstreamAttrValue()
-        window = value.accessPolicyWindow
-        window.num_bytes, window.hitRatio = 0, 0.0
-        window.hitProp = window.missProp = driver.CUaccessProperty.CU_ACCESS_PROPERTY_NORMAL
         try:
+            value = driver.CUstreamAttrValue()
+            window = value.accessPolicyWindow
+            window.num_bytes, window.hitRatio = 0, 0.0
+            window.hitProp = window.missProp = driver.CUaccessProperty.CU_ACCESS_PROPERTY_NORMAL
             err, = driver.cuStreamSetAttribute(driver.CUstream(int(self.stream.ptr)),
                                                driver.CUstreamAttrID.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, value)
         except Exception as exc:
