@@ -59,9 +59,9 @@ def test_an_imported_task_starts_from_its_module_and_names_eager_and_compile(mat
     assert best.id == "c0001" and best.result.timing.primary == "eager"
     assert set(best.result.timing.speedup) == {"eager", "compile"}
     assert best.result.speedup("baseline") == best.result.speedup("eager")
-    assert run.summary["best"]["against"] == "eager" and run.summary["best"]["speedup"]["value"] > 1.4
-    assert "vs eager" in run.summary["heldout_text"] and "vs compile" in run.summary["heldout_text"]
-    assert run.summary["ledger"]["saving"]["over"] == "eager"
+    assert run.summary.best.against == "eager" and run.summary.best.speedup.value > 1.4
+    assert "vs eager" in run.summary.claim.heldout.text and "vs compile" in run.summary.claim.heldout.text
+    assert run.summary.claim.ledger.saving.over == "eager"
 
 
 def test_without_a_model_an_imported_task_is_refused_with_the_reason(matmul, tmp_path):
@@ -86,10 +86,10 @@ def test_a_gpu_runs_winner_that_passes_its_heldout_sizes_fills_the_best_known_st
     monkeypatch.setattr(session_mod, "open_sandbox", lambda kind, options: _LikeGPU(options))
     run = agent.optimize("vector_add", config={"tune": {"max_evaluations": 3}}, traces=tmp_path / "t", run_id="r1")
     best = run.best
-    assert best is not None and all(r["status"] == "ok" for r in run.summary["heldout"])
+    assert best is not None and all(r.status == "ok" for r in run.summary.claim.rows)
     records = BestStore(tmp_path / "cache" / "best").records(load_task("vector_add"))
     assert [(r.run, r.label, r.against) for r in records] == [("r1", best.id, "baseline")]
-    assert any(n.startswith("best-known store:") for n in run.summary["notes"])
+    assert any(n.startswith("best-known store:") for n in run.summary.notes)
     out = subprocess.run([sys.executable, "-m", "agent", "best", "vector_add", "--gpu", "NVIDIA H200"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120,
                          env={**__import__("os").environ, "KERNELWRIGHT_CACHE_DIR": str(tmp_path / "cache")})
