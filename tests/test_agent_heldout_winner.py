@@ -144,3 +144,30 @@ def test_the_sanitizers_runs_start_before_the_heldout_check_only_when_a_leader_w
     agent.optimize("vector_add", model="scripted", base_url=serve([answer(fake="speedup=0.8", variant=1)]),
                    iterations=1, sandbox="fake", tune=False, traces=tmp_path / "c")
     assert not any(e[0] in ("warm", "held-out", "sanitize") for e in log)   # no leader: no claim to check
+
+
+def test_the_heldout_check_comes_before_tuning_so_a_leader_set_aside_is_not_tuned_and_is_reported_set_aside(
+        serve, tmp_path):
+    from agent.cli.app import console
+    from agent.cli.optimize import print_summary
+    from agent.report.html import render_report
+    from agent.trace.events import ScreenEvent, read_events
+
+    url = serve([answer(fake="speedup=1.3", variant=1), answer(fake="speedup=1.6, heldout_wrong", variant=2)])
+    run = agent.optimize("vector_add", model="scripted", base_url=url, iterations=2, sandbox="fake", sanitize=False,
+                         traces=tmp_path / "traces", config={"tune": {"max_evaluations": 4}})
+    tuned = [e for e in run.entries if e.origin == "tuner"]
+    screens = [e for e in read_events(run.path) if isinstance(e, ScreenEvent)]
+    assert tuned and screens and {p for e in tuned for p in e.parent_ids} == {"c0001"}   # tuned from the leader that passed
+    assert {p for e in screens for p in e.parents} == {"c0001"}
+    assert [f.id for f in run.summary.claim.set_aside] == ["c0002"]   # no tuned copy of it took up a re-check
+    assert run.best is not None and run.best.id in {"c0001"} | {e.id for e in tuned}
+    assert run.summary.claim.rows is not None and all(r.status == "ok" for r in run.summary.claim.rows)
+    why = run.not_winner()["c0002"]
+    assert why.reason == "set_aside" and why.text.startswith("set aside: it led, but regresses at 1 of 3 held-out sizes")
+    shown = summary_view(read(run.path))   # what show --json prints
+    assert shown["not_winner"]["c0002"] == why.to_json()
+    assert "set aside: it led, but regresses at" in render_report(read(run.path))
+    with console.capture() as table:
+        print_summary(run)
+    assert "not the winner: set aside: it led" in " ".join(table.get().split())
