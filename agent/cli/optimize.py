@@ -6,17 +6,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import secrets as pysecrets
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.live import Live
 from rich.text import Text
 
-from sandbox import SANDBOX_KINDS
-from sandbox.host.config import TORCH_TF32_MODES
 
+from ..run_options import OptionError, RunOptions
 from ..stops import StopReason
 from sandbox.judging.result import Interval
 
@@ -24,86 +22,15 @@ from ..report.search import NotWinner
 from ..trace.records import EntryRow, TotalsRecord
 from .app import BadInput, app, console, err_console, error_line, input_errors, load_task, styled
 from .exits import ExitCode, epilog
-from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, BudgetWallS, ConfigFile, Iterations,
-                      MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, Ray, RayAddress,
-                      RayGpus, SandboxKind, TorchTf32,
-                      Temperature, Traces, json_flag)
+from .options import with_run_options
 from ..report.search import describe
 from .tables import Col, fit
 
-@dataclass
-class RunOptions:
-    """The options optimize and batch share, as the command received them."""
-
-    model: str | None
-    base_url: str | None
-    api_key_env: str | None
-    temperature: float | None
-    max_tokens: int | None
-    price_in: float | None
-    price_out: float | None
-    parallel: int | None
-    iterations: int | None
-    budget_tokens: int | None
-    budget_usd: float | None
-    budget_gpu_s: float | None
-    budget_wall_s: float | None
-    plateau: int | None
-    no_tune: bool
-    no_sanitize: bool
-    sandbox: str | None
-    torch_tf32: str | None
-    ray: bool
-    ray_address: str | None
-    ray_gpus: int | None
-    config: Path | None
-    traces: Path
-    quiet: bool
-    as_json: bool
-
-    @classmethod
-    def of(cls, params: dict[str, Any]) -> "RunOptions":
-        """From a command's parameters (its ``locals()``): the ones named here."""
-        return cls(**{f.name: params[f.name] for f in fields(cls)})
-
-    def overrides(self, file_model: str | None = None) -> dict:
-        """Config fields set on the command line (only those given)."""
-        out: dict[str, Any] = {}
-
-        def put(section: str | None, key: str, value) -> None:
-            if value is not None:
-                (out.setdefault(section, {}) if section else out)[key] = value
-
-        for key, value in (("name", self.model), ("base_url", self.base_url), ("api_key_env", self.api_key_env),
-                           ("temperature", self.temperature), ("max_tokens", self.max_tokens)):
-            put("model", key, value)
-        for key, value in (("iterations", self.iterations), ("tokens", self.budget_tokens), ("usd", self.budget_usd),
-                           ("gpu_seconds", self.budget_gpu_s), ("wall_seconds", self.budget_wall_s),
-                           ("plateau", self.plateau)):
-            put("budget", key, value)
-        put(None, "parallel", self.parallel)
-        if self.sandbox is not None:
-            if self.sandbox not in SANDBOX_KINDS:
-                raise BadInput(f"--sandbox: expected one of {', '.join(SANDBOX_KINDS)}, got {self.sandbox!r}")
-            out["sandbox"] = self.sandbox
-        if self.torch_tf32 is not None:
-            if self.torch_tf32 not in TORCH_TF32_MODES:
-                raise BadInput(f"--torch-tf32: expected one of {', '.join(TORCH_TF32_MODES)}, got {self.torch_tf32!r}")
-            out["sandbox_options"] = {"torch_tf32": self.torch_tf32}
-        if self.ray or self.ray_address or self.ray_gpus is not None:
-            out["cluster"] = {}
-            put("cluster", "address", self.ray_address)
-            put("cluster", "gpus", self.ray_gpus)
-        if self.no_tune:
-            out["tune"] = {"enabled": False}
-        if self.no_sanitize:
-            out["sanitize"] = {"enabled": False}
-        if self.price_in is not None or self.price_out is not None:
-            name = self.model or file_model
-            if not name or self.price_in is None or self.price_out is None:
-                raise BadInput("--price-in and --price-out go together, with a model (--model or model.name)")
-            out["prices"] = {name: {"input_per_mtok": self.price_in, "output_per_mtok": self.price_out}}
-        return out
+def _overrides(opts: RunOptions, file_model: str | None) -> dict:
+    try:
+        return opts.overrides(file_model)
+    except OptionError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def _file(config: Path | None) -> dict:
@@ -290,45 +217,34 @@ def _exit_code(run) -> int:
     return ExitCode.FAILED if any(reason.failed for reason in reasons) else ExitCode.OK
 
 
-SummaryJson = json_flag("Print the summary as JSON instead of tables (with the screened configurations and why each "
-                        "other timed candidate is not the winner).")
-
-
 @app.command(epilog=epilog(OK="the run ended (a limit, the proposer done)",
                            FAILED="it ended on a failure (the model endpoint, the sandbox, a broken baseline)",
                            BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device",
                            INTERRUPTED="interrupted (Ctrl-C; resumable)"))
 @input_errors
+@with_run_options
 def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name or task folder (omit with --resume).")] = None,
              resume: Annotated[Optional[str], typer.Option(help="Continue the run with this id or folder.")] = None,
              replay: Annotated[Optional[Path], typer.Option(help="Replay the model answers of this run folder instead of "
                                                                  "asking a model.")] = None,
              run_id: Annotated[Optional[str], typer.Option(help="Name of the run folder (default: time, task, random "
-                                                                "suffix).")] = None,
-             model: Model = None, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None, temperature: Temperature = None,
-             max_tokens: MaxTokens = None, price_in: PriceIn = None, price_out: PriceOut = None, parallel: Parallel = None,
-             iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
-             budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
-             no_tune: NoTune = False, no_sanitize: NoSanitize = False, sandbox: SandboxKind = None,
-             torch_tf32: TorchTf32 = None, ray: Ray = False, ray_address: RayAddress = None, ray_gpus: RayGpus = None,
-             config: ConfigFile = None,
-             traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
+                                                                "suffix).")] = None, *, opts: RunOptions):
     """Make a task's kernel faster: a language model rewrites it (or the built-in search tunes it), the sandbox judges."""
-    opts = RunOptions.of(locals())
+    config, traces = opts.config, opts.traces
     if (task is None) == (resume is None):
         raise BadInput("give a TASK, or --resume RUN (not both)")
     if task is not None:
         load_task(task)   # one error line and exit code 2 before a trace folder exists; a note for a local namesake
     base = _file(config)
     file_model = (base.get("model") or {}).get("name")
-    over = opts.overrides(file_model)
+    over = _overrides(opts, file_model)
     if not resume and not replay and not (over.get("model") or {}).get("name") and not file_model:
         err_console.print("No model configured: running the built-in search over the kernel's knobs and compiler flags.\n"
                           "To let a language model rewrite the kernel: --model NAME [--base-url URL] (key in "
                           "OPENAI_API_KEY, none needed for a local server), or a [model] table in --config FILE.")
-    run = _run(task, base, over, traces, quiet or as_json, where=str(config) if config else "flags", resume=resume,
-               replay=replay, run_id=run_id)
-    if as_json:
+    run = _run(task, base, over, traces, opts.quiet or opts.as_json, where=str(config) if config else "flags",
+               resume=resume, replay=replay, run_id=run_id)
+    if opts.as_json:
         print(json.dumps({**run.summary.to_json(), "screened": [r.to_json() for r in run.screened()],
                           "not_winner": {k: w.to_json() for k, w in run.not_winner().items()}}, indent=2, default=str))
     else:
@@ -341,27 +257,21 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
                            BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device",
                            INTERRUPTED="interrupted (Ctrl-C; --resume BATCH continues it)"))
 @input_errors
+@with_run_options
 def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task names or task folders, run one after "
                                                                     "another.")] = None,
           resume: Annotated[Optional[str], typer.Option(help="Continue the batch with this id or folder.")] = None,
-          batch_id: Annotated[Optional[str], typer.Option(help="Name of the batch folder.")] = None,
-          model: Model = None, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None, temperature: Temperature = None,
-          max_tokens: MaxTokens = None, price_in: PriceIn = None, price_out: PriceOut = None, parallel: Parallel = None,
-          iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
-          budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
-          no_tune: NoTune = False, no_sanitize: NoSanitize = False, sandbox: SandboxKind = None,
-          torch_tf32: TorchTf32 = None, ray: Ray = False, ray_address: RayAddress = None, ray_gpus: RayGpus = None,
-          config: ConfigFile = None,
-          traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
+          batch_id: Annotated[Optional[str], typer.Option(help="Name of the batch folder.")] = None, *,
+          opts: RunOptions):
     """Optimize several tasks one after another (each its own run, budgets per task); resumable; a summary table."""
     from ..config import merge, run_name
     from ..loop.batch import Batch
 
-    opts = RunOptions.of(locals())
+    traces, quiet, as_json = opts.traces, opts.quiet, opts.as_json
     if bool(tasks) == bool(resume):
         raise BadInput("give TASK names, or --resume BATCH (not both)")
-    base = _file(config)
-    over = opts.overrides((base.get("model") or {}).get("name"))
+    base = _file(opts.config)
+    over = _overrides(opts, (base.get("model") or {}).get("name"))
     if resume:
         b = Batch.open(resume, traces)
         b.info["overrides"] = merge(b.overrides, over)  # flags given now apply (credentials are not recorded)
