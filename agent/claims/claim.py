@@ -15,7 +15,7 @@ A GPU run's winner that passed every held-out size is offered to the best-known 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sandbox.protocol import Sandbox
 from sandbox.tasks.task import Task, TaskError
@@ -27,9 +27,6 @@ from .heldout import format_heldout, heldout_winner, set_aside_note
 from .ledger import Ledger
 from .sanitize import sanitize_winner
 
-if TYPE_CHECKING:
-    from ..config import SanitizeConfig
-
 
 @dataclass
 class Claimant:
@@ -39,7 +36,7 @@ class Claimant:
     task: Task
     lineage: object          # agent.loop.lineage.MemoryLineage
     trace: Trace
-    sanitize: "SanitizeConfig"
+    sanitize: Any            # the run's [sanitize] (agent.config.SanitizeConfig)
     notes: list[str]
     rows: list[HeldoutRow] | None = None             # the held-out rows of ``passed``
     passed: str | None = None                        # the leader that passed every held-out size
