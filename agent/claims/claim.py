@@ -42,10 +42,7 @@ class Claimant:
     passed: str | None = None                        # the leader that passed every held-out size
     set_aside: list[FlaggedWinner] = field(default_factory=list)
     sanitized: SanitizeSection | None = None
-    _earlier: int = 0                                # entries sanitized in an earlier session of a resumed run
-
-    def __post_init__(self) -> None:
-        self._earlier = self._reports()
+    _earlier: int = 0                                # entries sanitized before this session's claim
 
     def eligible(self) -> bool:
         """Whether there is a leader to re-check: a timing sandbox, a leader that is not the baseline, and a measured
@@ -63,7 +60,9 @@ class Claimant:
         try:
             found = heldout_winner(self.sandbox, self.task, self.lineage)
         except (RuntimeError, TaskError) as exc:
-            self.notes.append(f"held-out sizes not re-checked: the sandbox failed ({str(exc).splitlines()[0]})")
+            note = f"held-out sizes not re-checked: the sandbox failed ({str(exc).splitlines()[0]})"
+            if note not in self.notes:   # the check before tuning may have said so already
+                self.notes.append(note)
             return False
         self.set_aside += found.flagged
         if found.note:
@@ -76,6 +75,7 @@ class Claimant:
     def make(self, tuners, totals, interrupted: bool, tuning: TuningSection | None) -> Claim:
         """The claim once the phases are over (steps 2 and 3 above); ``tuning``: what the searches covered."""
         base = self.lineage.baseline()
+        self._earlier = self._reports()   # sanitized in an earlier session of a resumed run
         checked = False
         if self.eligible() and not interrupted:
             checked = True
