@@ -126,7 +126,8 @@ def test_show_json_the_notebook_and_optimize_agree_on_the_screened_configuration
     assert shown.returncode == 0, shown.stderr
     view = json.loads(shown.stdout)
     rows = view["screened"]
-    assert rows and rows == [r.to_json() for r in run.screened()] == [r.to_json() for r in agent.load_run(run.path).screened()]
+    stored = agent.load_run(run.path).screened()
+    assert rows and rows == [r.to_json() for r in run.screened()] == [r.to_json() for r in stored]
     assert rows == sorted(rows, key=lambda r: (r["relative"] is None, r["relative"] or 0.0))
     finals = {r["evaluated"] for r in rows if r["evaluated"]}
     tuned = {e.id for e in run.entries if e.origin == "tuner"}
