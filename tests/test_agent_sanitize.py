@@ -110,10 +110,7 @@ def test_a_resumed_run_keeps_its_verdicts_and_does_not_sanitize_again(serve, tmp
 
 
 def test_the_no_sanitize_flag_becomes_the_config_switch():
-    from dataclasses import fields
+    from agent.run_options import RunOptions
 
-    from agent.cli.optimize import RunOptions
-
-    given = {f.name: None for f in fields(RunOptions)} | {"no_tune": False, "quiet": False, "as_json": False}
-    assert RunOptions.of(given | {"no_sanitize": True}).overrides() == {"sanitize": {"enabled": False}}
-    assert RunOptions.of(given | {"no_sanitize": False}).overrides() == {}
+    assert RunOptions(no_sanitize=True).overrides() == {"sanitize": {"enabled": False}}
+    assert RunOptions(no_sanitize=False).overrides() == {}
