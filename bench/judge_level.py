@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             split = row.split_s or {}
             print(f"[{len(rows)}/{len(pairs)}] {pair.name}: {row.status}; build {build_s:.1f} s ahead "
                   f"(+{split.get('build', 0.0):.1f} s at judging), checks {split.get('checks', 0.0):.1f} s, timing "
-                  f"{split.get('timing', 0.0):.1f} s; GPU waited {waited:.1f} s for the build", flush=True)
+                  f"{split.get('timing', 0.0):.1f} s; GPU waited {waited:.1f} s for its import and build", flush=True)
     for s in sessions:
         s.close()
     wall = time.perf_counter() - start
