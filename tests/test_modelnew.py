@@ -277,7 +277,8 @@ def test_a_reply_with_escaped_outputs_becomes_a_rejected_result_with_that_verdic
     reply = {"status": "rejected", "device": "cuda", "builds": [], "swallowed": [], "checks": [], "calls": 3,
              "holds_at": ["check[0]"], "refused_at": {}, "inputs_written": [], "precision": "",
              "escaped": [{"label": "benchmark#0", "output": 0, "note": "the output changed after forward returned"}],
-             "error": "benchmark#0: the output changed after forward returned", "failed_verdict": "outside_timed_region",
+             "error": "benchmark#0: the output changed after forward returned",
+             "failed_verdict": "outside_timed_region",
              "split_s": {"build": 1.0, "checks": 2.0}}
     r = from_reply(task, parse_modelnew("class ModelNew:\n    def forward(self, x): return x\n"), reply)
     assert r.status.value == "rejected" and r.cost.check_gpu_s == 2.0

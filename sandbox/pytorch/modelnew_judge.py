@@ -22,8 +22,8 @@ from ..judging.stats import median_ci, speedup_ci
 from .confined import ProblemCodeError, call
 from .modelnew import ModelNewSolution, toolchain
 
-TOOLCHAIN_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/opt", "/etc/ld.so.cache", "/etc/alternatives", "/proc", "/sys",
-                  "/dev/urandom")
+TOOLCHAIN_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/opt", "/etc/ld.so.cache", "/etc/alternatives", "/proc",
+                  "/sys", "/dev/urandom")
 CHECKS = ("silent_fallback", "no_custom_kernel", "inputs_written", "state_across_calls", "outside_timed_region",
           "precision", "sizes")
 
