@@ -100,9 +100,12 @@ def prepare(stored: RunTrace):
                               f"unchanged: not at {recorded.folder} and not in the suite; the claim was made on "
                               "that exact task")
     path = stored.path / "candidates" / best.id / "candidate.cu"
+    from sandbox.pytorch.modelnew import ModelNewError, is_modelnew, load_modelnew
+
     try:
-        cand = dataclasses.replace(load_candidate(path), label=best.id)
-    except CandidateError as exc:
+        modelnew = path.is_file() and is_modelnew(path.read_text(errors="replace"))
+        cand = load_modelnew(path, label=best.id) if modelnew else dataclasses.replace(load_candidate(path), label=best.id)
+    except (CandidateError, ModelNewError) as exc:
         raise NothingToVerify(f"the winner's file cannot be read: {exc}") from None
     r = best.result
     if cand.defines() != r.knobs or list(cand.flags) != r.flags:

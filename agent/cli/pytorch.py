@@ -156,7 +156,8 @@ def _claim(entry, simulated: bool) -> str:
 def export_cmd(run: RunArg,
                out: Annotated[Path, typer.Option("-o", "--out", help="File to write.", rich_help_panel=OUTPUT)],
                torch_module: Annotated[bool, typer.Option("--torch", help="Write a Python module callable with torch "
-                                                          "tensors (else the candidate's .cu file).",
+                                                          "tensors (else the candidate's .cu file; a ModelNew "
+                                                          "candidate: its own module with check() appended).",
                                                           rich_help_panel=OUTPUT)] = False,
                candidate: Annotated[Optional[str], typer.Option("--candidate", help="Candidate id (default: the run's "
                                                                 "winner).")] = None,
@@ -180,7 +181,10 @@ def export_cmd(run: RunArg,
     source = stored.source(entry.id)
     if source is None:
         raise BadInput(f"run {stored.id}: {entry.id} has no candidate.cu in the trace")
-    cand = parse_candidate(source, label=entry.id)
+    from sandbox.pytorch.modelnew import is_modelnew, parse_modelnew
+
+    modelnew = is_modelnew(source)
+    cand = parse_modelnew(source, entry.id, label=entry.id) if modelnew else parse_candidate(source, label=entry.id)
     if not torch_module:
         write_output(out, cand.render())
         console.print(f"wrote {out}: {_claim(entry, stored.simulated)}", soft_wrap=True)
@@ -191,6 +195,12 @@ def export_cmd(run: RunArg,
         raise BadInput(f"task {recorded.name!r} (fingerprint {recorded.fingerprint}) was not found unchanged")
     if out.suffix != ".py":
         raise BadInput(f"-o {out}: a Python module's file name ends in .py")
-    text = render(task, cand, f"run {stored.id}, candidate {entry.id}", _claim(entry, stored.simulated), module_name(out))
+    origin = f"run {stored.id}, candidate {entry.id}"
+    if modelnew:
+        from ..report.export_modelnew import render as render_modelnew
+
+        text = render_modelnew(task, cand, origin, _claim(entry, stored.simulated))
+    else:
+        text = render(task, cand, origin, _claim(entry, stored.simulated), module_name(out))
     write_output(out, text)
     console.print(f"wrote {out}: {_claim(entry, stored.simulated)}", soft_wrap=True)

@@ -99,6 +99,9 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
     if run_id is not None:
         run_name(run_id)
     task = load_task(task_ref)
+    if cfg.model and cfg.model.answer_format == "modelnew" and task.spec.torch is None:
+        raise ConfigError(f"--answer-format modelnew: task {task.name} was not imported from PyTorch, so there is no "
+                          "Model for a ModelNew to replace; answer with .cu candidates (--answer-format cuda)")
     if cfg.model and proposer is None and not replay:
         api_key(cfg.model, key)
         reachable(cfg, key)
@@ -265,6 +268,11 @@ def _phases(s: Session) -> None:
         return
     if s.claimant.eligible():
         s.claimant.recheck()   # a leader set aside at a held-out size is not tuned
+    leader = loop.lineage.best() or loop.lineage.baseline()
+    if getattr(leader.candidate, "format", "cuda") == "modelnew":
+        s.notes.append("tuning skipped: the leader is a ModelNew module, which has no launch plan, knobs or flags "
+                       "to sweep")
+        return
     try:
         tune = tuner(s.config, s.sandbox)
     except ConfigError as exc:
@@ -332,7 +340,8 @@ def finish(s: Session) -> Summary:
     summary = Summary.model_validate(s.trace.redactor.data(summary.to_json()))
     best = loop.lineage.best()
     if best is not None:
-        s.trace.write_text("best.cu", best.candidate.render())
+        modelnew = getattr(best.candidate, "format", "cuda") == "modelnew"
+        s.trace.write_text("best.py" if modelnew else "best.cu", best.candidate.render())
     s.trace.write_json("summary.json", summary)
     s.trace.event(EndEvent(summary=summary))
     s.trace.close()

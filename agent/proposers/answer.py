@@ -72,3 +72,8 @@ def parse_answer(text: str, task: Task, label: str = "candidate") -> tuple[Candi
     except CandidateError as exc:
         raise FormatError(f"the candidate file is malformed: {exc}", "plan") from None
     return candidate, note
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str, tuple[int, int]]]:
+    """(tag, code, span) of each closed fenced block of an answer, the tag lower-cased."""
+    return [(m.group(2).lower(), m.group(3), m.span()) for m in _FENCE.finditer(text)]

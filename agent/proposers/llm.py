@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
@@ -51,6 +52,7 @@ class LLMProposer(Proposer):
         self._api_key = api_key
         self._client = client
         self._lock = threading.Lock()
+        self.format = answer_format(config.answer_format)
 
     @property
     def client(self):
@@ -61,7 +63,7 @@ class LLMProposer(Proposer):
             return self._client
 
     def propose(self, request: ProposalRequest) -> list[Proposal]:
-        conversation = prompts.messages(request)
+        conversation = self.format.messages(request)
         attempts: list[dict] = []
         usage = Usage()
         state = {"max_tokens": self.config.max_tokens, "sent": 0}
@@ -162,7 +164,7 @@ class LLMProposer(Proposer):
             if len(content) > limit:
                 raise FormatError(f"the answer is {len(content):,} characters long; at most {limit:,} are accepted.",
                                   "too_long")
-            return parse_answer(content, request.task)
+            return self.format.parse_answer(content, request.task)
         except FormatError as exc:
             error = exc
             if reply["finish_reason"] == "length" and exc.reason != "too_long":
@@ -174,7 +176,7 @@ class LLMProposer(Proposer):
             if exc.reason == "too_long":
                 reply["record"]["response"] = content = _cut(content, KEPT_OF_LONG_ANSWER)
             conversation.append({"role": "assistant", "content": content})
-            conversation.append({"role": "user", "content": prompts.format_error(error.problem, error.reason)})
+            conversation.append({"role": "user", "content": self.format.format_error(error.problem, error.reason)})
             raise error from None
 
     def _exchange(self, attempts: list[dict]) -> dict:
@@ -183,6 +185,16 @@ class LLMProposer(Proposer):
 
 class _NotACompletion(ValueError):
     pass
+
+
+def answer_format(name: str):
+    """The prompts and the parser of an answer format: ``cuda`` (a ``.cu`` candidate with its launch plan) or
+    ``modelnew`` (KernelBench's ModelNew module, ``agent.proposers.modelnew``)."""
+    if name == "modelnew":
+        from . import modelnew
+
+        return modelnew
+    return SimpleNamespace(messages=prompts.messages, parse_answer=parse_answer, format_error=prompts.format_error)
 
 
 def _endpoint():

@@ -60,6 +60,10 @@ class CandidateRecord(_Record):
                    knob_values=dict(c.knob_values), label=c.label)
 
     def candidate(self) -> Candidate:
+        from sandbox.pytorch.modelnew import is_modelnew, parse_modelnew
+
+        if is_modelnew(self.source):
+            return parse_modelnew(self.source, self.label, label=self.label)
         c = parse_candidate(self.source, label=self.label)
         return dataclasses.replace(c, flags=tuple(self.flags), knobs={k: tuple(v) for k, v in self.knobs.items()},
                                    knob_values=dict(self.knob_values))

@@ -121,6 +121,8 @@ def identity(task: Task, candidate: Candidate, info: CompileInfo) -> str | None:
     """
     if not info.ok or not (info.code_hash or info.cubin_sha256):
         return None
+    if getattr(candidate, "format", "cuda") == "modelnew":   # a module: what runs is its source, at every size
+        return hashlib.sha256(f"modelnew:{info.code_hash}".encode()).hexdigest()[:24]
     try:
         plans = [resolve(task, candidate, info, sizes) for _, sizes in task.spec.all_sizes()]
     except PlanError:

@@ -16,6 +16,7 @@ from ..plumbing import tempdirs
 from ..protocol import Sandbox
 from ..tasks.task import Task
 from .builder import Builder, new_result
+from . import modelnew_host
 from .config import SandboxConfig
 from .profiler import Profiler
 
@@ -44,7 +45,10 @@ class CompileOnlySandbox(Sandbox):
 
     def compile(self, task: Task, candidate: Candidate) -> Result:
         """Compile, then resolve the plan at every check size and the benchmark size against the kernels as
-        compiled (arguments, shared memory limit): a plan that cannot launch is a ``launch_error``."""
+        compiled (arguments, shared memory limit): a plan that cannot launch is a ``launch_error``. A ModelNew
+        solution is built, confined, by ``torch.utils.cpp_extension`` (``sandbox.host.modelnew_host``)."""
+        if modelnew_host.is_modelnew(candidate):
+            return self.build_modelnew(task, candidate)
         built = self.builder.build(task, candidate)
         result = built.result
         if result.status is Status.compiled:
@@ -53,6 +57,16 @@ class CompileOnlySandbox(Sandbox):
                 self.plans(task, candidate, built.info, labelled_sizes(task, task.spec.sizes.benchmark))
             except PlanError as exc:
                 result.status, result.error = Status.launch_error, str(exc)
+        return result
+
+    def build_modelnew(self, task: Task, solution) -> Result:
+        from ..pytorch.modelnew_judge import JudgeOptions, prebuild
+
+        modelnew_host.require_torch_task(task)
+        device = "cpu" if self.kind == "compile-only" else "cuda"
+        built = prebuild(task, solution, JudgeOptions(device=device))
+        result = modelnew_host.compiled(task, solution, built, self.arch)
+        result.env = Environment.model_validate(self.device)
         return result
 
     def compile_many(self, task: Task, candidates: list[Candidate]) -> list[Result]:
@@ -84,7 +98,10 @@ class CompileOnlySandbox(Sandbox):
 
     def profile(self, task: Task, candidate: Candidate, result: Result | None = None, parent_profile: Profile | None = None,
                 sizes: dict[str, int] | None = None, save_to: Path | None = None) -> Profile:
-        """Profile and diagnose ``candidate`` (``sandbox.host.profiler.Profiler.profile``)."""
+        """Profile and diagnose ``candidate`` (``sandbox.host.profiler.Profiler.profile``); a ModelNew solution is
+        not profiled (``modelnew_host.profile`` says why)."""
+        if modelnew_host.is_modelnew(candidate):
+            return modelnew_host.profile(result)
         return self.profiler.profile(task, candidate, result, parent_profile, sizes, save_to)
 
     def sanitize(self, task: Task, candidate: Candidate, tools=DEFAULT_TOOLS, check_sizes: int = 2,

@@ -46,11 +46,12 @@ from ..candidates.candidate import Candidate, strip_plan, load_candidate
 from ..candidates.plan import PlanError, resolve
 from ..judging import stats
 from ..judging.environment import Ceilings, Environment
-from ..judging.result import Check, Cost, Mismatch, Result, Status, Timing
+from ..judging.result import Check, Cost, Mismatch, Result, Status, Timing, Verdict
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport, ToolVerdict, overall
+from ..pytorch.modelnew_judge import CHECKS as MODELNEW_CHECKS
 from ..tasks.task import Task, describe_sizes
 from .ceilings import FLOOR_NOTE
-from .compile_only import CompileOnlySandbox, new_result
+from . import modelnew_host
 from .compile_only import CompileOnlySandbox, new_result
 from .config import SandboxConfig
 from .sanitizer import sanitize_sizes
@@ -94,7 +95,14 @@ class FakeSandbox(CompileOnlySandbox):
                        "shared_per_sm": 228 * 1024, "simulated": True}
         self.screen_best: dict[str, float] = {}   # as Screener.best: the best ratio screened per task
 
+    def compile(self, task: Task, candidate: Candidate) -> Result:
+        if modelnew_host.is_modelnew(candidate):
+            return self._modelnew_compiled(task, candidate)
+        return super().compile(task, candidate)
+
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
+        if modelnew_host.is_modelnew(candidate):
+            return self._modelnew_evaluated(task, candidate, sizes, timing)
         compiled = self.compile(task, candidate)
         if compiled.status is not Status.compiled:
             return compiled
@@ -139,6 +147,50 @@ class FakeSandbox(CompileOnlySandbox):
         if floor and rec["impls"]["candidate"]["median_ms"] < floor / REJECT_FACTOR:
             status, error = Status.rejected, f"{FLOOR_NOTE} (simulated): below the roofline floor / {REJECT_FACTOR}"
         return new_result(task, candidate, status, checks=checks, timing=Timing.model_validate(rec), error=error, **base)
+
+    def _modelnew_compiled(self, task: Task, solution) -> Result:
+        """A ModelNew solution is not built here (a build needs nvcc and a CUDA build of torch): its build is
+        simulated, ``compiled`` unless a ``// fake: compile_error`` annotation says otherwise."""
+        modelnew_host.require_torch_task(task)
+        failed = "compile_error" in annotations(solution.source)
+        built = dict(ok=not failed, builds=[{"call": b} for b in solution.builders],
+                     error="simulated compile error ('// fake: compile_error' annotation)" if failed else "")
+        result = modelnew_host.compiled(task, solution, built, self.arch)
+        result.env = Environment.model_validate({**self.device, "ceilings": SIM_CEILINGS})
+        return result
+
+    def _modelnew_evaluated(self, task: Task, solution, sizes: dict[str, int] | None, timing: bool) -> Result:
+        """The time model of ``evaluate`` for a ModelNew solution, drawn from the hash of its source; its own
+        verdicts are ``not run`` (nothing ran to decide them)."""
+        compiled = self._modelnew_compiled(task, solution)
+        if compiled.status is not Status.compiled:
+            return compiled
+        bench = sizes or task.spec.sizes.benchmark
+        labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)] + [("benchmark", bench)]
+        base = dict(compile=compiled.compile, env=compiled.env, cost=Cost(),
+                    verdicts=[Verdict(check=c, outcome="not run", line="simulated: the FakeSandbox runs nothing")
+                              for c in MODELNEW_CHECKS])
+        notes = annotations(solution.source)
+        failure = next((status for key, status in _FAILURES.items() if key in notes), None)
+        if failure is None and "heldout_wrong" in notes and sizes is not None and sizes in task.spec.sizes.heldout:
+            failure = Status.wrong
+        out = task.spec.outputs[0].name
+        if failure is Status.wrong:
+            checks = [_check(s, label, out, True) for label, s in labelled[:-1]] + [_check(bench, "benchmark", out, False)]
+            return new_result(task, solution, failure, checks=checks, error=f"benchmark ({describe_sizes(bench)}): "
+                              f"output {out!r} is wrong: 1 mismatches, first at [0]: got 0.0, expected 1.0 (simulated "
+                              "by a '// fake: wrong' annotation)", **base)
+        if failure is not None:
+            return new_result(task, solution, failure,
+                              error=f"simulated {failure.value} ('// fake: {failure.value}' annotation)", **base)
+        checks = [_check(s, label, t.name, True) for label, s in labelled for t in task.spec.outputs]
+        if not timing:
+            return new_result(task, solution, Status.ok, checks=checks, **base)
+        digest = hashlib.sha256(f"modelnew:{solution.key}".encode()).digest()
+        speed = float(notes["speedup"]) if notes.get("speedup") else 0.8 + 0.4 * int.from_bytes(digest[:8], "big") / 2**64
+        rec, _ = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
+        base["cost"].time_gpu_s = sum(sum(i["samples_ms"]) for i in rec["impls"].values()) / 1e3
+        return new_result(task, solution, Status.ok, checks=checks, timing=Timing.model_validate(rec), **base)
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
                timeout_s: float = 10.0, best: float | None = None) -> list[Screened]:
@@ -202,6 +254,8 @@ class FakeSandbox(CompileOnlySandbox):
     def sanitize(self, task: Task, candidate: Candidate, tools=DEFAULT_TOOLS, check_sizes: int = 2,
                  timeout_s: float = 300.0) -> SanitizeReport:
         """A simulated compute-sanitizer verdict, scripted by annotations (see the module's docstring)."""
+        if modelnew_host.is_modelnew(candidate):
+            return modelnew_host.sanitized()
         built = self.builder.build(task, candidate)
         sizes = sanitize_sizes(task, check_sizes)
         if built.result.status is not Status.compiled:

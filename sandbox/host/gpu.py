@@ -34,6 +34,7 @@ from ..wire import CheckTrials, Checked, CompareTrial, DeviceInfo, HarnessCode, 
     RunOutputs, StageFailed, Timed, Trial, TrialRun, WorkerError
 from . import prestart
 from .ceilings import cached_ceilings
+from . import modelnew_host
 from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
 from .config import SandboxConfig
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout, expect
@@ -114,6 +115,8 @@ class GPUSandbox(CompileOnlySandbox):
     def sanitize(self, task: Task, candidate: Candidate, tools=DEFAULT_TOOLS, check_sizes: int = 2,
                  timeout_s: float = 300.0) -> SanitizeReport:
         """compute-sanitizer's tools on ``candidate`` at the smallest check sizes (``sandbox.host.sanitizer``)."""
+        if modelnew_host.is_modelnew(candidate):
+            return modelnew_host.sanitized()
         return self.sanitizer.sanitize(task, candidate, tools, check_sizes, timeout_s)
 
     def warm_sanitizer(self, tools: tuple[str, ...] = DEFAULT_TOOLS) -> None:
@@ -122,6 +125,8 @@ class GPUSandbox(CompileOnlySandbox):
 
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
         """Check and time ``candidate`` at ``sizes`` (default: the task's benchmark size)."""
+        if modelnew_host.is_modelnew(candidate):
+            return self._judge_modelnew(task, candidate, sizes, timing)
         t0 = time.perf_counter()
         try:
             return self._evaluate(task, candidate, sizes or task.spec.sizes.benchmark, timing, t0)
@@ -137,6 +142,14 @@ class GPUSandbox(CompileOnlySandbox):
             for done in [pool.submit(part) for part in parts]:
                 done.result()
         shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def _judge_modelnew(self, task: Task, solution, sizes: dict[str, int] | None, timing: bool) -> Result:
+        """A ModelNew solution judged in the confined problem process (``sandbox.pytorch.modelnew_judge``)."""
+        from ..pytorch.modelnew_judge import judge_modelnew
+
+        modelnew_host.require_torch_task(task)
+        budget = max(2.0, self.config.timing_budget_s * 40)
+        return judge_modelnew(task, solution, modelnew_host.options(task, sizes, timing, budget))
 
     # ---- stages ------------------------------------------------------------------------------
 

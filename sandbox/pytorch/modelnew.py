@@ -15,6 +15,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 MAX_SOURCE_CHARS = 400_000
 BUILDERS = ("load_inline", "load", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel")
@@ -39,6 +40,28 @@ class ModelNewSolution:
     label: str = "modelnew"
 
     build_inputs: str = ""           # the string literals its builds read (sources, names, flags)
+
+    # As a candidate of the agent loop (``sandbox.candidates.candidate.Candidate``'s members that the loop, the
+    # trace and the lineage read): no launch plan, no knobs, no flags; its file is its source.
+    format: ClassVar[str] = "modelnew"
+    launches: ClassVar[tuple] = ()
+    scratch: ClassVar[tuple] = ()
+    flags: ClassVar[tuple] = ()
+
+    @property
+    def knobs(self) -> dict:
+        return {}
+
+    @property
+    def knob_values(self) -> dict:
+        return {}
+
+    def defines(self) -> dict:
+        return {}
+
+    def render(self) -> str:
+        """The solution's file: its source as received."""
+        return self.source
 
     @property
     def key(self) -> str:

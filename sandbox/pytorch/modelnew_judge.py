@@ -42,6 +42,7 @@ class JudgeOptions:
     baselines: tuple[str, ...] = ("eager", "compile")   # of the task's, those timed (eager always)
     benchmark: dict | None = None  # the size timed, if not the task's benchmark size (a small one on a CPU)
     heldout: bool = True          # check the held-out sizes too
+    timing: bool = True           # time it (else correctness and the format's checks only)
 
 
 def extensions_dir(solution: ModelNewSolution) -> Path:
