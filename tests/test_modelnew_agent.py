@@ -58,7 +58,8 @@ def test_a_modelnew_answer_drives_optimize_on_an_imported_task(kernelbench_task,
     assert {v.check for v in best.result.verdicts} >= {"no_custom_kernel", "inputs_written", "state_across_calls"}
     assert "vs eager" in run.summary.claim.heldout.text and "vs compile" in run.summary.claim.heldout.text
     assert any("tuning skipped: the leader is a ModelNew module" in n for n in run.summary.notes)
-    assert run.summary.claim.sanitizer is None or run.summary.claim.sanitizer.status == "skipped"
+    sanitizer = run.summary.claim.sanitizer
+    assert sanitizer.status == "skipped" and "not run on a ModelNew solution" in sanitizer.text
 
     path = tmp_path / "t" / "r1"
     assert (path / "best.py").read_text() == best.candidate.source
@@ -82,6 +83,11 @@ def test_a_modelnew_answer_drives_optimize_on_an_imported_task(kernelbench_task,
     compile(text, "swish.py", "exec")
     plain = kw("export", str(path), "-o", str(tmp_path / "plain.py"))
     assert plain.returncode == 0 and (tmp_path / "plain.py").read_text() == best.candidate.source
+
+    again = agent.optimize(str(kernelbench_task("1_swish_clamp")), replay=path, iterations=2, sandbox="fake",
+                           tune=False, traces=tmp_path / "t", run_id="r2")
+    assert [e.candidate.key for e in again.entries] == [e.candidate.key for e in run.entries]
+    assert again.best.id == "c0001"
 
 
 def test_the_exported_check_compares_the_module_with_the_reference(kernelbench_task, tmp_path):

@@ -20,13 +20,12 @@ from __future__ import annotations
 import re
 import threading
 import time
-from types import SimpleNamespace
 from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
-from . import prompts
-from .answer import FormatError, parse_answer, split_reasoning
+from .answer import FormatError, split_reasoning
+from .formats import answer_format
 from ..config import ModelConfig, Price
 from ..protocols import Proposal, ProposalRequest, Proposer, ProposerFailed, Usage
 from ..redact import Redactor, redact_url
@@ -185,16 +184,6 @@ class LLMProposer(Proposer):
 
 class _NotACompletion(ValueError):
     pass
-
-
-def answer_format(name: str):
-    """The prompts and the parser of an answer format: ``cuda`` (a ``.cu`` candidate with its launch plan) or
-    ``modelnew`` (KernelBench's ModelNew module, ``agent.proposers.modelnew``)."""
-    if name == "modelnew":
-        from . import modelnew
-
-        return modelnew
-    return SimpleNamespace(messages=prompts.messages, parse_answer=parse_answer, format_error=prompts.format_error)
 
 
 def _endpoint():

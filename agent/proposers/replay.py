@@ -14,7 +14,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from .answer import FormatError, parse_answer
+from .answer import FormatError
+from .formats import answer_format
 from ..protocols import Proposal, ProposalRequest, Proposer
 from ..trace.events import ProposalEvent, read_events
 
@@ -32,6 +33,7 @@ class ReplayProposer(Proposer):
             raise ValueError(f"{self.source}: the trace holds no model answers to replay")
         self._next = start
         self._lock = threading.Lock()
+        self.format = answer_format(recorded_format(self.source))
 
     def propose(self, request: ProposalRequest) -> list[Proposal]:
         with self._lock:
@@ -43,10 +45,22 @@ class ReplayProposer(Proposer):
         parents = [p.id for p in request.parents[:1]]
         exchange = {"replayed_from": str(self.source), "index": index, "answer": text}
         try:
-            candidate, note = parse_answer(text, request.task)
+            candidate, note = self.format.parse_answer(text, request.task)
         except FormatError as exc:
             return [Proposal(None, parents, self.name, error=f"unusable answer: {exc.problem}", exchange=exchange)]
         return [Proposal(candidate, parents, self.name, note=note, exchange=exchange)]
 
     def observe(self, entry) -> None:
         pass
+
+
+def recorded_format(run: Path) -> str:
+    """The answer format the replayed run asked for (``model.answer_format`` in its run.json; ``cuda`` before it
+    was recorded)."""
+    import json
+
+    try:
+        model = json.loads((run / "run.json").read_text()).get("config", {}).get("model") or {}
+    except (OSError, ValueError):
+        return "cuda"
+    return model.get("answer_format") or "cuda"
