@@ -45,7 +45,8 @@ OPTIONS: tuple[RunOption, ...] = (
     RunOption("temperature", float, "Sampling temperature.", MODEL, "model.temperature"),
     RunOption("max_tokens", int, "Completion budget per request.", MODEL, "model.max_tokens"),
     RunOption("answer_format", str, "What the model answers with: cuda (a .cu candidate, the default) or modelnew "
-              "(KernelBench's ModelNew module; a task imported from PyTorch only).", MODEL, "model.answer_format"),
+              "(KernelBench's ModelNew module; a task imported from PyTorch only).", MODEL, "model.answer_format",
+              choices=("cuda", "modelnew")),
     RunOption("price_in", float, "USD per million prompt tokens of this model.", MODEL),    # with --price-out: prices
     RunOption("price_out", float, "USD per million completion tokens of this model.", MODEL),
     RunOption("parallel", int, "Model requests in flight at once (one GPU evaluates one candidate at a time; on a "
