@@ -31,6 +31,11 @@ simulated winner only where an annotation says so.
 ``sanitize`` compiles for real and resolves the plan, then simulates compute-sanitizer's verdict (marked
 ``simulated``): clean, unless ``// fake: out_of_bounds`` (a memcheck error), ``// fake: race`` (a racecheck
 error) or ``// fake: sanitizer_fails`` (no verdict from any tool).
+
+A ModelNew candidate (``sandbox.host.modelnew_host``) is not built here (that needs nvcc and a CUDA build of
+torch): its build is simulated (``compiled``, or ``// fake: compile_error``), its time drawn by the same model from
+the hash of its source, its format verdicts ``not run``, and it is not sanitized; the annotations above script it
+wherever they appear in its file.
 """
 
 from __future__ import annotations
