@@ -77,7 +77,7 @@ class CompileOnlySandbox(Sandbox):
     def prefetch(self, task: Task, candidates: list[Candidate]) -> int:
         """Start compiling ``candidates`` in the background (``Builder.prefetch``); a later ``compile``,
         ``evaluate`` or ``screen`` of one of them waits only for what is left of its compile."""
-        return self.builder.prefetch(task, candidates)
+        return self.builder.prefetch(task, [c for c in candidates if not modelnew_host.is_modelnew(c)])
 
     def warm(self) -> None:
         """Start every compile worker in the background (``Builder.warm``)."""
