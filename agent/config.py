@@ -65,6 +65,8 @@ class ModelConfig(_Strict):
     max_retries: int = Field(2, ge=0, description="Transport retries (connection errors, 408/409/429/5xx), done by the openai SDK.")
     semantic_retries: int = Field(2, ge=0, description="Re-asks after an unusable answer (no code block, empty, truncated).")
     truncation_growth: float = Field(2.0, ge=1.0, description="max_tokens is multiplied by this when re-asking after a truncated answer.")
+    edits: bool = Field(True, description="Offer SEARCH/REPLACE edits against the parent beside whole files (the "
+                                          "prompt names both forms); false: whole files only.")
 
 
 class BudgetConfig(_Strict):

@@ -4,7 +4,8 @@ Transport failures (connection errors, 408/409/429/5xx) are retried by the opena
 (``max_retries``). ``tenacity`` handles only semantic retries: an empty answer, an answer with no
 usable code block, or one cut off at the token limit (``finish_reason == "length"``) is answered with
 a precise format-error message in the same conversation, up to ``semantic_retries`` times (after a
-truncation, with a larger ``max_tokens``); so is an answer longer than ``max_answer_chars``. Every
+truncation, with a larger ``max_tokens``); so is an answer longer than ``max_answer_chars``, and one whose
+SEARCH/REPLACE edits (offered beside whole files where there is a parent, ``[model] edits``) do not apply. Every
 attempt's messages, answer, reasoning text, usage and HTTP attempts (the SDK's retries included) go into
 the proposal's ``exchange`` for the trace.
 
@@ -61,7 +62,7 @@ class LLMProposer(Proposer):
             return self._client
 
     def propose(self, request: ProposalRequest) -> list[Proposal]:
-        conversation = prompts.messages(request)
+        conversation = prompts.messages(request, edits=self._edits(request))
         attempts: list[dict] = []
         usage = Usage()
         state = {"max_tokens": self.config.max_tokens, "sent": 0}
@@ -162,7 +163,8 @@ class LLMProposer(Proposer):
             if len(content) > limit:
                 raise FormatError(f"the answer is {len(content):,} characters long; at most {limit:,} are accepted.",
                                   "too_long")
-            return parse_answer(content, request.task)
+            parent = request.parents[0].candidate if request.parents and self._edits(request) else None
+            return parse_answer(content, request.task, parent=parent)
         except FormatError as exc:
             error = exc
             if reply["finish_reason"] == "length" and exc.reason != "too_long":
@@ -174,8 +176,12 @@ class LLMProposer(Proposer):
             if exc.reason == "too_long":
                 reply["record"]["response"] = content = _cut(content, KEPT_OF_LONG_ANSWER)
             conversation.append({"role": "assistant", "content": content})
-            conversation.append({"role": "user", "content": prompts.format_error(error.problem, error.reason)})
+            conversation.append({"role": "user", "content": prompts.format_error(error.problem, error.reason,
+                                                                                 self._edits(request))})
             raise error from None
+
+    def _edits(self, request: ProposalRequest) -> bool:
+        return self.config.edits and bool(request.parents)
 
     def _exchange(self, attempts: list[dict]) -> dict:
         return {"model": self.config.name, "base_url": self.where, "attempts": attempts}

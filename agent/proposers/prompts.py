@@ -66,14 +66,16 @@ def kind(request: ProposalRequest) -> str:
     return "iterate"
 
 
-def messages(request: ProposalRequest) -> list[dict]:
-    ctx = context(request)
+def messages(request: ProposalRequest, edits: bool = False) -> list[dict]:
+    """The system and user messages of a request; ``edits``: SEARCH/REPLACE edits against the parent are offered
+    beside the whole file (only where there is a parent)."""
+    ctx = {**context(request), "edits": edits and bool(request.parents)}
     return [{"role": "system", "content": render("system", **ctx)},
             {"role": "user", "content": render(kind(request), **ctx)}]
 
 
-def format_error(problem: str, reason: str) -> str:
-    return render("format_error", problem=problem, reason=reason)
+def format_error(problem: str, reason: str, edits: bool = False) -> str:
+    return render("format_error", problem=problem, reason=reason, edits=edits)
 
 
 # ---- context ---------------------------------------------------------------------------------------
