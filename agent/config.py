@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sandbox import SandboxConfig, SandboxKind
 
@@ -67,6 +67,54 @@ class ModelConfig(_Strict):
     truncation_growth: float = Field(2.0, ge=1.0, description="max_tokens is multiplied by this when re-asking after a truncated answer.")
     edits: bool = Field(True, description="Offer SEARCH/REPLACE edits against the parent beside whole files (the "
                                           "prompt names both forms); false: whole files only.")
+    others: dict[str, "OtherModel"] = Field(default_factory=dict, description="Further models by a name of one's "
+                                            "choosing ([model.others.NAME]), each answering the requests a role "
+                                            "gives it ([model.roles]).")
+    roles: "RolesConfig" = Field(default_factory=lambda: RolesConfig(), description="Which model answers which request.")
+
+    @model_validator(mode="after")
+    def _roles_name_models(self) -> "ModelConfig":
+        for role in ("first", "repair", "plateau"):
+            name = getattr(self.roles, role)
+            if name is not None and name != "main" and name not in self.others:
+                known = ", ".join(["main", *self.others]) or "main"
+                raise ValueError(f"roles.{role}: no model named {name!r} (known: {known}; define it as "
+                                 f"[model.others.{name}])")
+        return self
+
+
+class RolesConfig(_Strict):
+    """Which model answers which request: ``main`` is the [model] itself, other names are [model.others.NAME].
+    Checked in this order for each request: repair, plateau, first; none applies: main. A model past its own
+    budget hands its requests to main."""
+
+    first: str | None = Field(None, description="The first request of a run (the baseline, or no kernel yet).")
+    repair: str | None = Field(None, description="Requests that repair a candidate that failed to compile or run correctly.")
+    plateau: str | None = Field(None, description="Requests after plateau_after timed candidates in a row without a gain.")
+    plateau_after: int = Field(3, ge=1, description="Timed candidates in a row without improving the best (by the "
+                                                    "budget's plateau_min_gain) before the plateau role answers.")
+
+
+class OtherModel(ModelConfig):
+    """A further endpoint named by a role: the [model] fields, plus its own price and budget."""
+
+    price: Price | None = Field(None, description="Its token prices; needed for budget_usd and its cost in the ledger.")
+    budget_usd: float | None = Field(None, ge=0, description="Money it may spend in the run; then main answers.")
+    budget_tokens: int | None = Field(None, ge=0, description="Prompt plus completion tokens it may spend; then main answers.")
+    budget_requests: int | None = Field(None, ge=0, description="Model requests it may make (re-asks included); then "
+                                        "main answers.")
+
+    @model_validator(mode="after")
+    def _alone(self) -> "OtherModel":
+        if self.others or self.roles != RolesConfig():
+            raise ValueError("a model named by a role cannot name models or roles itself")
+        if self.budget_usd is not None and self.price is None:
+            raise ValueError(f"budget_usd of model {self.name!r} needs its price (price = {{ input_per_mtok = ..., "
+                             "output_per_mtok = ... }})")
+        return self
+
+
+ModelConfig.model_rebuild()
 
 
 class BudgetConfig(_Strict):
@@ -166,6 +214,9 @@ class RunConfig(_Strict):
         data = self.model_dump(mode="json")
         if data.get("model") and data["model"].get("base_url"):
             data["model"]["base_url"] = redact_url(data["model"]["base_url"])
+        for other in (data.get("model") or {}).get("others", {}).values():
+            if other.get("base_url"):
+                other["base_url"] = redact_url(other["base_url"])
         return data
 
 

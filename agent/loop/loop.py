@@ -139,7 +139,8 @@ class Loop:
             rid, iteration = f"r{self.next_request:04d}", self.next_request + 1
             self.next_request += 1
         failures = self.lineage.recent_failures(self.selection.recent_failures, exclude={p.id for p in parents})
-        extra = {"sandbox": self.sandbox.kind, "phase": phase}
+        extra = {"sandbox": self.sandbox.kind, "phase": phase, "since_improvement": self.totals.since_improvement,
+                 "model_spend": dict(self.totals.by_model)}
         request = ProposalRequest(self.task, parents, self.lineage.best(), self.lineage.baseline(), failures,
                                   self.sandbox.device, iteration, extra, id=rid)
         self.trace.event(RequestEvent(request=rid, iteration=request.iteration, phase=phase,
@@ -186,6 +187,7 @@ class Loop:
         for attempt in exchange.get("attempts", []):
             self.trace.event(ModelCallEvent(request=rid, **attempt))
         self.totals.usage = self.totals.usage + proposal.usage
+        self.totals.spent_by(exchange.get("answered_by"), proposal.usage)
         entry_id = None
         if proposal.candidate is not None:
             entry_id = f"c{self.next_candidate:04d}"
@@ -198,7 +200,8 @@ class Loop:
                                        parents=proposal.parent_ids, origin=proposal.origin, note=proposal.note,
                                        error=proposal.error, usage=proposal.usage, answer=answer,
                                        candidate=CandidateRecord.of(proposal.candidate) if proposal.candidate else None,
-                                       answer_proposals=answer_proposals))
+                                       answer_proposals=answer_proposals, answered_by=exchange.get("answered_by"),
+                                       model_rule=exchange.get("model_rule")))
         self.on_progress("proposal", self)
         return entry_id
 
@@ -207,6 +210,7 @@ class Loop:
         for attempt in error.attempts:
             self.trace.event(ModelCallEvent(request=request.id, **{"response": "", **attempt}))
         self.totals.usage = self.totals.usage + error.usage
+        self.totals.spent_by(getattr(error, "answered_by", None), error.usage)
 
     # ---- screen, evaluate + record --------------------------------------------------------------
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
-from . import prompts
+from . import prompts, roles
 from .answer import FormatError, parse_answer, split_reasoning
-from ..config import ModelConfig, Price
+from ..config import ModelConfig, Price, api_key as key_for
 from ..protocols import Proposal, ProposalRequest, Proposer, ProposerFailed, Usage
 from ..redact import Redactor, redact_url
 
@@ -37,7 +37,11 @@ KEPT_OF_LONG_ANSWER = 2000
 class ModelEndpointError(ProposerFailed):
     """The endpoint failed after the SDK's own retries: a refusal (bad key, unknown model), a server down, an
     answer that is not a chat completion, the request deadline passed. ``attempts`` and ``usage`` are the
-    model calls the failed proposal made, for the trace and the totals."""
+    model calls the failed proposal made, for the trace and the totals; ``answered_by`` names the model (with
+    roles), for the per-model ledger."""
+
+    answered_by: str | None = None
+    model_rule: str | None = None
 
 
 class LLMProposer(Proposer):
@@ -52,6 +56,10 @@ class LLMProposer(Proposer):
         self._api_key = api_key
         self._client = client
         self._lock = threading.Lock()
+        self.members = {name: LLMProposer(other, key_for(other), other.price,
+                                          redactor=self.redactor.joined(Redactor.for_run(other.base_url,
+                                                                                         other.api_key_env)))
+                        for name, other in config.others.items()}
 
     @property
     def client(self):
@@ -62,6 +70,22 @@ class LLMProposer(Proposer):
             return self._client
 
     def propose(self, request: ProposalRequest) -> list[Proposal]:
+        """One request's answer; with ``[model.others]``, from the model ``agent.proposers.roles`` chooses, named in
+        the exchange (``answered_by``, ``model_rule``) for the trace and the per-model ledger."""
+        if not self.members:
+            return self._propose(request)
+        choice = roles.choose(self.config, request)
+        member = self if choice.model == roles.MAIN else self.members[choice.model]
+        try:
+            proposals = member._propose(request)
+        except ModelEndpointError as exc:
+            exc.answered_by, exc.model_rule = choice.model, choice.why
+            raise
+        for p in proposals:
+            p.exchange = {**(p.exchange or {}), "answered_by": choice.model, "model_rule": choice.why}
+        return proposals
+
+    def _propose(self, request: ProposalRequest) -> list[Proposal]:
         conversation = prompts.messages(request, edits=self._edits(request))
         attempts: list[dict] = []
         usage = Usage()

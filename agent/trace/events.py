@@ -99,6 +99,8 @@ class ProposalEvent(_Event):
     answer: str | None = None        # the model's answer as received
     candidate: CandidateRecord | None = None
     answer_proposals: int | None = None  # how many proposals its request's answer recorded (None: an older trace)
+    answered_by: str | None = None   # with [model.roles]: the model that answered (main, or its [model.others] name)
+    model_rule: str | None = None    # and the rule that chose it (agent.proposers.roles)
 
 
 class EvaluationEvent(_Event):
