@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from sandbox import SandboxConfig, SandboxKind
 
@@ -129,6 +129,25 @@ class BudgetConfig(_Strict):
     plateau_min_gain: float = Field(0.01, ge=0, description="Relative speedup gain that counts as an improvement for the plateau rule.")
 
 
+class LineageConfig(_Strict):
+    """The program database (``agent.loop.database``): how parents are picked, what else each prompt shows."""
+
+    policy: Literal["best_explore", "islands", "archive"] = Field(
+        "archive", description="Parent selection after the repair rule: archive (the best, or with probability "
+        "[selection] explore the elite of another behaviour cell), best_explore (the best, or with probability explore "
+        "one of the pool next best), islands (lineages grown apart, the best of each migrating to the next). archive "
+        "found the best kernels in bench/results/policy.md.")
+    islands: int = Field(3, ge=1, description="Islands of the islands policy; request i works on island (i-1) % islands.")
+    migration_interval: int = Field(6, ge=1, description="Evaluations between migrations: each island's best is copied "
+                                    "into the next island.")
+    descriptors: list[Literal["roofline", "registers", "shared", "techniques"]] = Field(
+        default_factory=lambda: ["roofline", "registers", "shared", "techniques"], min_length=1,
+        description="Behaviour descriptors of the archive's cells: % of roofline, registers, static shared memory, "
+                    "technique tags read from the source.")
+    inspirations: int = Field(1, ge=0, description="Each prompt shows the k best candidates other than the parent and "
+                              "the k elites most different from it (0: none).")
+
+
 class SelectionConfig(_Strict):
     """How the lineage picks the parent of the next request."""
 
@@ -137,6 +156,12 @@ class SelectionConfig(_Strict):
     max_repairs: int = Field(2, ge=0, description="Consecutive repair attempts of a failing line before going back to the best.")
     recent_failures: int = Field(3, ge=0, description="Failed candidates shown in each prompt with their logs.")
     seed: int = Field(0, description="Seed of the exploration draws.")
+    _lineage: LineageConfig | None = PrivateAttr(None)   # [lineage], handed over by RunConfig
+
+    @property
+    def database(self) -> "LineageConfig":
+        """The run's [lineage] settings (the defaults for a selection made on its own)."""
+        return self._lineage or LineageConfig()
 
 
 class TuneConfig(_Strict):
@@ -191,6 +216,7 @@ class RunConfig(_Strict):
     prices: dict[str, Price] = Field(default_factory=dict, description="Token prices per model name.")
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    lineage: LineageConfig = Field(default_factory=LineageConfig)
     tune: TuneConfig = Field(default_factory=TuneConfig)
     sanitize: SanitizeConfig = Field(default_factory=SanitizeConfig)
     sandbox: SandboxKind = Field(
@@ -205,6 +231,11 @@ class RunConfig(_Strict):
                               "the diagnosis next (the baseline, each new best, a wrong candidate the model is asked to "
                               "repair; none in a run without a model); promising: every correct candidate within 5% of "
                               "the best; all; none. The rest are diagnosed from timing and resources.")
+
+    @model_validator(mode="after")
+    def _selection_sees_lineage(self) -> "RunConfig":
+        self.selection._lineage = self.lineage   # the lineage is built from [selection] alone
+        return self
 
     def price(self) -> Price | None:
         return self.prices.get(self.model.name) if self.model else None

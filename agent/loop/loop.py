@@ -130,21 +130,28 @@ class Loop:
         else a new one. With no parent (a task without a CUDA baseline, nothing evaluated yet) it asks for a first
         kernel written from the task's PyTorch module."""
         again = next((r for r in self.cut_off if r.phase == phase), None)
+        why, island = (again.why, again.island) if again is not None else (None, None)
         if again is not None:
             self.cut_off.remove(again)
             rid, iteration = again.request, again.iteration
             parents = [target] if target else [self.lineage.get(p) for p in again.parents]
         else:
-            parents = [target] if target else self.lineage.select(1)
             rid, iteration = f"r{self.next_request:04d}", self.next_request + 1
             self.next_request += 1
+            parents = [target] if target else self.lineage.select(1, iteration=iteration)
+            pick = getattr(self.lineage, "last_pick", None)
+            if target is None and pick is not None and parents and pick.id == parents[0].id:
+                why, island = pick.why, pick.island
+        inspire = getattr(self.lineage, "inspirations", None)
+        inspirations = inspire(parents[0] if parents else None) if inspire and phase == "model" else []
         failures = self.lineage.recent_failures(self.selection.recent_failures, exclude={p.id for p in parents})
         extra = {"sandbox": self.sandbox.kind, "phase": phase, "since_improvement": self.totals.since_improvement,
                  "model_spend": dict(self.totals.by_model)}
         request = ProposalRequest(self.task, parents, self.lineage.best(), self.lineage.baseline(), failures,
-                                  self.sandbox.device, iteration, extra, id=rid)
+                                  self.sandbox.device, iteration, extra, id=rid, inspirations=inspirations)
         self.trace.event(RequestEvent(request=rid, iteration=request.iteration, phase=phase,
-                                      parents=[p.id for p in parents]))
+                                      parents=[p.id for p in parents], why=why, island=island,
+                                      inspirations=[f"{i.entry.id}: {i.why}" for i in inspirations] or None))
         return request
 
     def send(self, proposer: Proposer, request: ProposalRequest, inbox: dict, arrived: threading.Condition) -> ProposalRequest:

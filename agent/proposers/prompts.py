@@ -88,7 +88,9 @@ def context(request: ProposalRequest) -> dict:
             "gpu": gpu_view(request.device, request.extra.get("sandbox", "gpu"), _ceilings(request)),
             "parent": entry_view(parent) if parent else None, "best": entry_view(best) if best else None,
             "best_is_parent": best is not None and parent is not None and best.id == parent.id,
-            "failures": [entry_view(f, short=True) for f in request.recent_failures if parent is None or f.id != parent.id]}
+            "failures": [entry_view(f, short=True) for f in request.recent_failures if parent is None or f.id != parent.id],
+            "inspirations": [{**entry_view(i.entry, short=True), "why": i.why} for i in request.inspirations
+                             if best is None or i.entry.id != best.id]}
 
 
 def task_view(task: Task) -> dict:

@@ -66,6 +66,9 @@ class RequestEvent(_Event):
     iteration: int
     phase: str
     parents: list[str]
+    why: str | None = None           # why this parent (agent.loop.database); None in older traces
+    island: int | None = None        # the island it works on, with [lineage] policy = "islands"
+    inspirations: list[str] | None = None   # "c0004: one of the best", shown beside the parent
 
 
 class ModelCallEvent(_Event):
