@@ -70,7 +70,7 @@ def test_an_edit_answer_becomes_the_parent_with_the_change_and_a_bad_one_is_a_fo
     with pytest.raises(FormatError) as err:
         parse_answer(block("BLOCK = [64]\n", "BLOCK = [32]\n"), task, parent=parent)
     assert err.value.reason == "edit" and "edit block 1 of 1" in err.value.problem
-    with pytest.raises(FormatError, match="no parent file to edit"):
+    with pytest.raises(FormatError, match="edits are not accepted for this request"):
         parse_answer(text, task)
     with pytest.raises(FormatError, match="after the edits, the candidate file is malformed"):
         parse_answer(block('args = ["a", "b", "c", "n"]\n', 'args = ["a", "b", "out", "n"]\n'), task, parent=parent)
@@ -138,6 +138,16 @@ def test_edits_on_a_long_kernel_cost_at_least_40_percent_fewer_completion_tokens
     w, e = per_candidate(whole), per_candidate(edited)
     print(f"completion tokens per evaluated candidate: whole files {w:.0f}, edits {e:.0f} ({1 - e / w:.0%} fewer)")
     assert e <= 0.6 * w
+
+
+def test_a_replay_of_a_run_answering_with_edits_applies_them_to_the_same_parents(httpserver, tmp_path):
+    steps = _chain(3)
+    edited, _ = _run(httpserver, tmp_path, [f"{note}\n\n{blocks}" for note, blocks, _ in steps], "edits")
+    again = agent.optimize(LONG, replay=edited.path, sandbox="fake", tune=False, sanitize=False, progress=False,
+                           traces=tmp_path / "replay", config={"selection": {"explore": 0.0}})
+    assert [(e.parent_ids, e.candidate.render()) for e in again.entries] == \
+        [(e.parent_ids, e.candidate.render()) for e in edited.entries]
+    assert again.entries[-1].candidate.render() == steps[-1][2]
 
 
 def test_an_edit_that_does_not_match_gets_one_repair_turn_naming_the_block(httpserver, tmp_path):

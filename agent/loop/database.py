@@ -14,7 +14,8 @@ Parent-selection policies (``[lineage] policy``), each after the repair rule of 
   as best_explore draws).
 
 Inspirations (``[lineage] inspirations`` = k): the k best candidates other than the parent, and the k elites most
-different from the parent (cells that differ in the most descriptors, then by speedup), shown in the prompt.
+different from the parent (cells that differ in the most descriptors, then by speedup; the baseline is no
+inspiration), shown in the prompt.
 
 Everything here works on ``Point``s (an id, a score, a cell, the request's iteration), so that ``bench/policy.py``
 runs these same policies on recorded landscapes. A pick is a function of the points and the draw's seed, so a
@@ -138,7 +139,7 @@ def inspirations(points: list[Point], parent_id: str | None, k: int) -> list[tup
     taken = {p.id for p in best}
     cell = parent.cell if parent else ()
     unlike = sorted((e for e in elites(points).values() if e.id not in taken and e.id != parent_id
-                     and e.cell != cell), key=lambda e: (-_distance(e.cell, cell), -(e.score or 0)))
+                     and e.cell != cell and e.iteration > 0), key=lambda e: (-_distance(e.cell, cell), -(e.score or 0)))
     return [(p, "one of the best") for p in best] + [(e, f"different: {describe_cell(e.cell)}") for e in unlike[:k]]
 
 

@@ -88,8 +88,8 @@ def parse_answer(text: str, task: Task, label: str = "candidate",
 def apply_answer_edits(text: str, parent: Candidate | None) -> tuple[str, str]:
     """(the edited file, the note) of an answer made of SEARCH/REPLACE blocks, or FormatError."""
     if parent is None:
-        raise FormatError("the answer holds SEARCH/REPLACE edits, but there is no parent file to edit: send the whole "
-                          "file in one ```cuda block.", "edit")
+        raise FormatError("SEARCH/REPLACE edits are not accepted for this request (there is no parent file to edit, "
+                          "or the run takes whole files only): send the whole file in one ```cuda block.", "edit")
     try:
         edits, note = parse_edits(text)
         return apply_edits(parent.render(), edits), note[:NOTE_CHARS]
