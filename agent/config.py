@@ -67,6 +67,10 @@ class ModelConfig(_Strict):
     truncation_growth: float = Field(2.0, ge=1.0, description="max_tokens is multiplied by this when re-asking after a truncated answer.")
     edits: bool = Field(True, description="Offer SEARCH/REPLACE edits against the parent beside whole files (the "
                                           "prompt names both forms); false: whole files only.")
+    tools: bool = Field(False, description="Tool-calling sessions: the model reads the task and lineage, compiles, "
+                        "checks, times and profiles candidates with tools backed by the sandbox, then submits one "
+                        "(OpenAI tools / tool_calls). An endpoint without tools support: one line, then plain requests.")
+    max_tool_calls: int = Field(12, ge=1, description="Tool calls one session may make before it must submit.")
     others: dict[str, "OtherModel"] = Field(default_factory=dict, description="Further models by a name of one's "
                                             "choosing ([model.others.NAME]), each answering the requests a role "
                                             "gives it ([model.roles]).")
@@ -231,6 +235,13 @@ class RunConfig(_Strict):
                               "the diagnosis next (the baseline, each new best, a wrong candidate the model is asked to "
                               "repair; none in a run without a model); promising: every correct candidate within 5% of "
                               "the best; all; none. The rest are diagnosed from timing and resources.")
+
+    @model_validator(mode="after")
+    def _tools_measure_alone(self) -> "RunConfig":
+        if self.model is not None and self.model.tools and self.parallel > 1:
+            raise ValueError("model.tools: a tool-calling session measures on the run's GPU, which evaluates one "
+                             "candidate at a time: use parallel = 1")
+        return self
 
     @model_validator(mode="after")
     def _selection_sees_lineage(self) -> "RunConfig":

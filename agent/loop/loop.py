@@ -25,7 +25,7 @@ from .judge import diagnose
 from .pipeline import Item, Pipeline
 from ..protocols import Entry, Lineage, Proposal, ProposalRequest, Proposer, ProposerFailed, score
 from ..trace.events import (BestEvent, ErrorEvent, EvaluationEvent, ModelCallEvent, PhaseEvent, ProposalEvent,
-                            RequestEvent, ScreenedConfig, ScreenEvent, SkipEvent, StopEvent)
+                            RequestEvent, ScreenedConfig, ScreenEvent, SkipEvent, StopEvent, ToolCallEvent)
 from ..trace.fold import Pending
 from ..trace.records import CandidateRecord
 from ..trace.writer import Trace
@@ -52,6 +52,9 @@ class Loop:
         """Ask ``proposer`` for candidates until a limit or the proposer stops; returns why it stopped."""
         self.phase = phase
         self.trace.event(PhaseEvent(name=phase, proposer=proposer.name, target=target.id if target else None))
+        attach = getattr(proposer, "attach", None)
+        if callable(attach):   # a tool-calling session measures on the run's sandbox
+            attach(self.sandbox)
         pipeline = Pipeline(self.sandbox, self.task, self.lineage, self._gate)
         inbox: dict[str, tuple] = {}
         arrived = threading.Condition()
@@ -193,6 +196,9 @@ class Loop:
         exchange = proposal.exchange or {}
         for attempt in exchange.get("attempts", []):
             self.trace.event(ModelCallEvent(request=rid, **attempt))
+        for call in exchange.get("tools", []):
+            self.trace.event(ToolCallEvent(request=rid, **call))
+            self.totals.gpu_s += call["gpu_s"]
         self.totals.usage = self.totals.usage + proposal.usage
         self.totals.spent_by(exchange.get("answered_by"), proposal.usage)
         entry_id = None

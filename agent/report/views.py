@@ -15,7 +15,7 @@ from sandbox.tasks.task import describe_sizes
 from ..claims.heldout import regression_note, set_aside_note
 from . import search
 from ..protocols import Entry, score
-from ..trace.events import ProposalEvent, RequestEvent
+from ..trace.events import ProposalEvent, RequestEvent, ToolCallEvent
 from ..trace.reader import RunTrace
 from ..trace.records import Summary
 
@@ -251,6 +251,10 @@ def picked(stored: RunTrace) -> dict[str, str]:
     """Per candidate, how its request chose the parent (the island, the rule), the inspirations shown beside it
     and, with roles, the model that answered; empty for what older traces did not record."""
     requests = {ev.request: ev for ev in stored.events if isinstance(ev, RequestEvent)}
+    tools: dict[str, list[ToolCallEvent]] = {}
+    for ev in stored.events:
+        if isinstance(ev, ToolCallEvent):
+            tools.setdefault(ev.request, []).append(ev)
     out = {}
     for ev in stored.events:
         if not isinstance(ev, ProposalEvent) or not ev.candidate_id or ev.request not in requests:
@@ -261,6 +265,10 @@ def picked(stored: RunTrace) -> dict[str, str]:
             parts.append("inspirations " + ", ".join(req.inspirations))
         if ev.answered_by:
             parts.append(f"answered by {ev.answered_by} ({ev.model_rule})")
+        if tools.get(ev.request):
+            done = tools[ev.request]
+            parts.append(f"{len(done)} tool calls (" + ", ".join(f"{t.name} {t.status}" for t in done)
+                         + f"; {sum(t.gpu_s for t in done):.3f} GPU-s)")
         if parts:
             out[ev.candidate_id] = "; ".join(parts)
     return out

@@ -22,7 +22,7 @@ from sandbox.judging.result import Interval
 
 from ..protocols import Entry, Proposal, Usage, score
 from .events import (BestEvent, EvaluationEvent, Event, PhaseEvent, ProposalEvent, RequestEvent, SanitizeEvent,
-                     ScreenEvent, SkipEvent, TraceError)
+                     ScreenEvent, SkipEvent, ToolCallEvent, TraceError)
 
 
 @dataclass
@@ -157,6 +157,9 @@ def fold(events: list[Event], events_file: Path | str = "events.jsonl", replay: 
         elif isinstance(ev, ScreenEvent):
             state.screened += len(ev.configurations)
             state.screen_gpu_s += ev.gpu_s
+            state.gpu_s += ev.gpu_s
+        elif isinstance(ev, ToolCallEvent):
+            gpu_s += ev.gpu_s
             state.gpu_s += ev.gpu_s
         elif isinstance(ev, SanitizeEvent):
             sanitized = by_id.get(ev.candidate_id)
