@@ -133,18 +133,16 @@ class Loop:
         else a new one. With no parent (a task without a CUDA baseline, nothing evaluated yet) it asks for a first
         kernel written from the task's PyTorch module."""
         again = next((r for r in self.cut_off if r.phase == phase), None)
-        why, island = (again.why, again.island) if again is not None else (None, None)
         if again is not None:
             self.cut_off.remove(again)
-            rid, iteration = again.request, again.iteration
+            rid, iteration, why, island = again.request, again.iteration, again.why, again.island
             parents = [target] if target else [self.lineage.get(p) for p in again.parents]
         else:
             rid, iteration = f"r{self.next_request:04d}", self.next_request + 1
             self.next_request += 1
             parents = [target] if target else self.lineage.select(1, iteration=iteration)
-            pick = getattr(self.lineage, "last_pick", None)
-            if target is None and pick is not None and parents and pick.id == parents[0].id:
-                why, island = pick.why, pick.island
+            pick = getattr(self.lineage, "last_pick", None)   # why the lineage picked it (agent.loop.database)
+            why, island = (pick.why, pick.island) if target is None and pick and parents else (None, None)
         inspire = getattr(self.lineage, "inspirations", None)
         inspirations = inspire(parents[0] if parents else None) if inspire and phase == "model" else []
         failures = self.lineage.recent_failures(self.selection.recent_failures, exclude={p.id for p in parents})
