@@ -131,7 +131,7 @@ def test_edits_on_a_long_kernel_cost_at_least_40_percent_fewer_completion_tokens
     assert all(e.result.status.value == "ok" for e in whole.entries)
 
     def per_candidate(run):
-        tokens = run.summary["ledger"]["usage"]["completion_tokens"]
+        tokens = run.summary.claim.ledger.usage.completion_tokens
         evaluated = len(run.entries) - 1
         return tokens / evaluated
 

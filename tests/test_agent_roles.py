@@ -56,11 +56,11 @@ def test_repairs_and_plateaus_go_to_the_strong_model_until_its_budget_then_to_ma
     assert [r["model"] for r in strong.requests] == ["big", "big"] and len(main.requests) == 3
     assert strong.headers[0]["authorization"] == "Bearer sk-roles-strong-0123456789"
     assert main.headers[0]["authorization"] == "Bearer sk-roles-main-0123456789"
-    models = run.summary["totals"]["models"]
+    models = run.summary.totals.models
     assert models["strong"]["requests"] == 2 and models["main"]["requests"] == 3
     assert models["strong"]["cost_usd"] > 0 and models["main"]["cost_usd"] == 0
-    assert sum(m["completion_tokens"] for m in models.values()) == run.summary["totals"]["completion_tokens"]
-    assert any(n.startswith("models: main 3 request(s)") for n in run.summary["notes"])
+    assert sum(m["completion_tokens"] for m in models.values()) == run.summary.totals.completion_tokens
+    assert any(n.startswith("models: main 3 request(s)") for n in run.summary.notes)
 
 
 def test_a_resumed_run_counts_each_model_s_spend_from_the_trace(httpserver, tmp_path):
@@ -75,7 +75,7 @@ def test_a_resumed_run_counts_each_model_s_spend_from_the_trace(httpserver, tmp_
     proposals = [e for e in read_events(resumed.path) if isinstance(e, ProposalEvent) and e.origin == "llm"]
     assert [(p.answered_by, p.model_rule) for p in proposals] == [
         ("main", "default"), ("strong", "repair"), ("main", "repair: strong made 1 of its 1 requests")]
-    assert not strong.requests and resumed.summary["totals"]["models"]["strong"]["requests"] == 1
+    assert not strong.requests and resumed.summary.totals.models["strong"]["requests"] == 1
 
 
 @pytest.mark.parametrize("model, words", [

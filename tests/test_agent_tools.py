@@ -90,7 +90,7 @@ def test_a_session_reads_compiles_checks_times_profiles_submits_and_a_wrong_subm
     assert "7 tool calls (read_task ok, read_lineage ok, compile ok, check ok, time ok, profile ok, submit ok" \
         in shown["c0001"]
     evaluated = sum(e.result.cost.gpu_s for e in run.entries)
-    assert run.summary["totals"]["gpu_s"] == pytest.approx(evaluated + tool_gpu, rel=1e-3, abs=1e-4)
+    assert run.summary.totals.gpu_s == pytest.approx(evaluated + tool_gpu, rel=1e-3, abs=1e-4)
 
 
 def test_a_session_that_never_submits_ends_at_its_tool_call_limit(httpserver, tmp_path):
@@ -145,4 +145,4 @@ def test_a_scripted_tool_session_drives_the_real_sandbox(httpserver, tmp_path):
     assert [(e.result.status.value, e.parent_ids) for e in run.entries[1:]] == [("wrong", ["c0000"]),
                                                                                 ("ok", ["c0001"])]
     assert not run.simulated and sum(t.gpu_s for t in tools) > 0
-    assert run.summary["totals"]["gpu_s"] >= sum(e.result.cost.gpu_s for e in run.entries) + sum(t.gpu_s for t in tools) - 1e-6
+    assert run.summary.totals.gpu_s >= sum(e.result.cost.gpu_s for e in run.entries) + sum(t.gpu_s for t in tools) - 1e-6
