@@ -102,6 +102,9 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
     if cfg.model and cfg.model.answer_format == "modelnew" and task.spec.torch is None:
         raise ConfigError(f"--answer-format modelnew: task {task.name} was not imported from PyTorch, so there is no "
                           "Model for a ModelNew to replace; answer with .cu candidates (--answer-format cuda)")
+    if cfg.model and cfg.model.answer_format == "modelnew" and cfg.model.tools:
+        raise ConfigError("--answer-format modelnew: [model] tools sessions compile and time .cu candidates only; "
+                          "set tools = false for ModelNew answers")
     if cfg.model and proposer is None and not replay:
         api_key(cfg.model, key)
         reachable(cfg, key)

@@ -17,7 +17,8 @@ from ..protocols import Entry, ProposalRequest
 PYTHON_TAGS = ("python", "py", "python3", "")
 
 
-def messages(request: ProposalRequest) -> list[dict]:
+def messages(request: ProposalRequest, edits: bool = False) -> list[dict]:
+    """The system and user messages; ``edits`` is ignored: a ModelNew answer is always the whole file."""
     ctx = prompts.context(request)
     lines = {e.id: verdict_lines(e) for e in (*request.parents, request.best, *request.recent_failures) if e}
     for view in (ctx["parent"], ctx["best"], *ctx["failures"]):
@@ -32,12 +33,13 @@ def verdict_lines(entry: Entry) -> list[str]:
     return [f"{v.check}: {v.outcome}: {v.line}" for v in entry.result.verdicts if v.outcome != "not run"]
 
 
-def format_error(problem: str, reason: str) -> str:
+def format_error(problem: str, reason: str, edits: bool = False) -> str:
     return prompts.render("format_error_modelnew", problem=problem, reason=reason)
 
 
-def parse_answer(text: str, task: Task, label: str = "candidate") -> tuple[ModelNewSolution, str]:
-    """The solution in the answer's one Python block and the note around it, or FormatError naming what to fix."""
+def parse_answer(text: str, task: Task, label: str = "candidate", parent=None) -> tuple[ModelNewSolution, str]:
+    """The solution in the answer's one Python block and the note around it, or FormatError naming what to fix
+    (``parent`` is not read: edits against it are not offered in this format)."""
     if not text.strip():
         raise FormatError("the answer was empty.", "empty")
     blocks = fenced_blocks(text)
