@@ -108,10 +108,32 @@ def test_the_exported_check_compares_the_module_with_the_reference(kernelbench_t
     assert set(errors) == {o.name for o in task.spec.outputs} and all(e < 1e-4 for e in errors.values())
 
 
-def test_modelnew_on_a_task_without_a_pytorch_module_is_refused(tmp_path):
+def test_modelnew_on_a_task_without_a_pytorch_module_or_with_tool_sessions_is_refused(kernelbench_task, tmp_path):
     with pytest.raises(ConfigError, match="not imported from PyTorch"):
         agent.optimize("vector_add", model="scripted", base_url="http://127.0.0.1:9/v1", config=MODELNEW,
                        sandbox="fake", traces=tmp_path / "t")
+    with pytest.raises(ConfigError, match="tools sessions compile and time .cu candidates only"):
+        agent.optimize(str(kernelbench_task("1_swish_clamp")), model="scripted", base_url="http://127.0.0.1:9/v1",
+                       sandbox="fake", config={"model": {"answer_format": "modelnew", "tools": True}}, traces=tmp_path / "t")
+
+
+def test_the_profiler_and_the_sanitizer_say_plainly_that_they_do_not_apply(kernelbench_task):
+    from sandbox import FakeSandbox
+    from sandbox.candidates.candidate import CandidateError
+    from sandbox.pytorch.modelnew import load_modelnew
+    from sandbox.tasks.task import load_task
+
+    task = load_task(kernelbench_task("1_swish_clamp"))
+    solution = load_modelnew(SOLUTIONS / "honest_swish.py")
+    with FakeSandbox() as sandbox:
+        result = sandbox.evaluate(task, solution)
+        assert result.status.value == "ok" and result.env.simulated and set(result.timing.speedup) == {"eager", "compile"}
+        profile = sandbox.profile(task, solution, result=result)
+        assert profile.status == "skipped" and "ncu is not attached" in profile.reason and result.profile == profile
+        report = sandbox.sanitize(task, solution)
+        assert report.status == "skipped" and "not run on a ModelNew solution" in report.reason
+        with pytest.raises(CandidateError, match="needs a task imported from PyTorch"):
+            sandbox.compile(load_task("vector_add"), solution)
 
 
 def test_an_answer_without_a_modelnew_class_is_a_format_error_for_the_model(kernelbench_task):
