@@ -1,8 +1,9 @@
 """On a real GPU: a scripted endpoint answering in KernelBench's own format (``--answer-format modelnew``) drives
 ``optimize`` on an imported problem end to end. Each answer is built and judged in the confined process; the winner
 is ``ok`` with speedups over PyTorch eager and torch.compile (intervals), its format verdicts pass, its held-out
-re-check runs through the same judge, the sanitizer and the profiler say plainly that they do not apply, and the
-exported module's ``check()`` passes on the GPU."""
+re-check runs through the same judge, the sanitizer and the profiler say plainly that they do not apply, ``verify``
+re-judges the winner (exit 0: it reproduces, 1: it does not; never a crash), and the exported module's ``check()``
+passes on the GPU."""
 
 from __future__ import annotations
 
@@ -71,6 +72,11 @@ def test_a_modelnew_answer_drives_optimize_on_the_gpu_and_its_winner_names_eager
     profiled = [e.result.profile for e in run.entries if e.result.profile is not None]
     assert all(p.status == "skipped" and "ncu is not attached" in p.reason for p in profiled)
     print(f"winner {best.id}: {best.result.summary()}")
+
+    verified = subprocess.run([sys.executable, "-m", "agent", "verify", str(run.path), "--json"], capture_output=True,
+                              text=True, timeout=900, cwd=ROOT)
+    print("verify:", verified.returncode, verified.stdout[-2000:], verified.stderr[-2000:])
+    assert verified.returncode in (0, 1) and best.id in verified.stdout, verified.stderr
 
     out = tmp_path / "swish_modelnew.py"
     exported = subprocess.run([sys.executable, "-m", "agent", "export", str(run.path), "--torch", "-o", str(out)],
