@@ -71,6 +71,8 @@ def test_a_modelnew_answer_drives_optimize_on_an_imported_task(kernelbench_task,
     assert shown.returncode == 0 and "c0001" in shown.stdout, shown.stderr
     as_json = json.loads(kw("show", str(path), "--json").stdout)
     assert as_json["best"]["id"] == "c0001"
+    assert {v["check"] for v in as_json["best"]["verdicts"]} >= {"no_custom_kernel", "inputs_written"}
+    assert "no_custom_kernel: not run: simulated" in shown.stdout
     report = kw("report", str(path), "-o", str(tmp_path / "r.html"))
     assert report.returncode == 0 and "class ModelNew" in (tmp_path / "r.html").read_text(), report.stderr
     verified = kw("verify", str(path))
