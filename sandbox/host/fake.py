@@ -18,7 +18,9 @@ The model, per candidate:
   never do, in any process;
 - 20 paired rounds with 1% Gaussian noise (``// fake: noise=0.05`` changes it) from a generator seeded
   by the same hash; medians and intervals come from ``sandbox.judging.stats`` like real ones;
-- as on a GPU, a time below the floor divided by 1.5 is ``rejected`` (faster than the hardware allows).
+- as on a GPU (``sandbox.host.floor``), a time below the floor divided by 1.5 is flagged and triggers the stronger
+  check (every check and held-out size; ``// fake: heldout_wrong`` fails it), and a time below the outputs' bytes
+  at the copy bandwidth divided by 1.5 is ``rejected`` (faster than the hardware allows).
 
 Annotations script failures: ``// fake: wrong``, ``// fake: crashed``, ``// fake: timeout``,
 ``// fake: rejected`` (several may share a line, separated by commas or spaces), and ``// fake: check_wrong``:
@@ -49,10 +51,9 @@ from ..judging.environment import Ceilings, Environment
 from ..judging.result import Check, Cost, Mismatch, Result, Status, Timing
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport, ToolVerdict, overall
 from ..tasks.task import Task, describe_sizes
-from .ceilings import FLOOR_NOTE
-from .compile_only import CompileOnlySandbox, new_result
 from .compile_only import CompileOnlySandbox, new_result
 from .config import SandboxConfig
+from .floor import judge_floors, stronger_sizes
 from .sanitizer import sanitize_sizes
 from .screener import Screened
 
@@ -135,10 +136,18 @@ class FakeSandbox(CompileOnlySandbox):
         speed = self._speedup(task, candidate, notes, digest)
         rec, floor = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
         base["cost"].time_gpu_s = sum(sum(i["samples_ms"]) for i in rec["impls"].values()) / 1e3
-        status, error = Status.ok, ""
-        if floor and rec["impls"]["candidate"]["median_ms"] < floor / REJECT_FACTOR:
-            status, error = Status.rejected, f"{FLOOR_NOTE} (simulated): below the roofline floor / {REJECT_FACTOR}"
-        return new_result(task, candidate, status, checks=checks, timing=Timing.model_validate(rec), error=error, **base)
+        timed = Timing.model_validate(rec)
+        status, error, timed.below_roofline = judge_floors(task, timed, SIM_CEILINGS, REJECT_FACTOR)
+        if status is not Status.ok:
+            error += " (simulated)"
+        elif timed.below_roofline is not None:   # the stronger check: every check and held-out size
+            if "heldout_wrong" in notes and task.spec.sizes.heldout:
+                status = Status.wrong
+                error = (f"{timed.below_roofline.line()}; the stronger check it triggered failed: heldout[0] is "
+                         "wrong (simulated by a '// fake: heldout_wrong' annotation)")
+            else:
+                timed.below_roofline.rechecked = [label for label, _ in stronger_sizes(task, bench)]
+        return new_result(task, candidate, status, checks=checks, timing=timed, error=error, **base)
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
                timeout_s: float = 10.0, best: float | None = None) -> list[Screened]:

@@ -133,6 +133,30 @@ class ImplTiming(_Record):
     pct_of_roofline: float | None = None
 
 
+class BelowRoofline(_Record):
+    """The flag of a candidate timed below the task's naive roofline floor (``sandbox.host.floor``): the evidence,
+    and the stronger check it triggered. A flag, never a verdict: an algebraic rewrite does less work than the
+    naive FLOP and byte counts assume."""
+
+    median_ms: float                    # the candidate's median time
+    floor_ms: float                     # the naive roofline floor: max(bytes / bandwidth, FLOPs / peak)
+    factor: float                       # the time is below floor_ms / factor
+    flops: int                          # the task's FLOP count at the benchmark size (naive computation)
+    bytes: int                          # the task's byte count at the benchmark size
+    bandwidth_bytes_per_s: float | None = None
+    peak_flops_per_s: float | None = None
+    written_floor_ms: float | None = None   # the bytes the outputs must be written with, at the copy bandwidth
+    rechecked: list[str] = Field(default_factory=list)   # the stronger check's trials (labels), all passed
+    note: str = ""
+
+    def line(self) -> str:
+        text = (f"below the naive roofline: {self.median_ms:.4g} ms < floor {self.floor_ms:.4g} ms / {self.factor:g} "
+                f"({self.flops:,} FLOP, {self.bytes:,} bytes at the measured ceilings)")
+        if self.rechecked:
+            text += f"; a stronger check passed ({len(self.rechecked)} more trials, held-out sizes included)"
+        return text
+
+
 class Timing(_Record):
     """The timing stage at the benchmark size: each implementation's times and the speedups over them."""
 
@@ -157,6 +181,7 @@ class Timing(_Record):
     unavailable: dict[str, str] = Field(default_factory=dict)  # baselines that could not be timed, and why
     torch_tf32: str | None = None                         # the TF32 mode PyTorch eager/compile were timed in
                                                           # (off, default, on); None: no PyTorch baseline
+    below_roofline: BelowRoofline | None = None           # flagged: faster than the naive counts allow
 
 
 class Cost(_Record):
@@ -300,6 +325,8 @@ class Result(_Record):
                 parts.append(f"{s.value:.3f}x vs {name} [{s.low:.3f}, {s.high:.3f}]")
             for name, why in self.timing.unavailable.items():
                 parts.append(f"{name} not timed ({why})")
+            if self.timing.below_roofline is not None:
+                parts.append("flag: " + self.timing.below_roofline.line())
         return "; ".join(parts)
 
     def to_json(self) -> str:
