@@ -170,3 +170,18 @@ def test_only_an_impostor_that_writes_one_value_is_a_right_answer_of_a_constant_
     verdicts = {r.impostor: r.verdict for r in measure(task, cases).results}
     assert verdicts["zeros"] == verdicts["constant"] == "right_answer"
     assert verdicts["identity:x"] == "passes" and verdicts["noise x10"] == "rejected"
+
+
+def test_a_constant_outputs_right_answers_are_its_value_only():
+    """Marked constant with a loose tolerance: zeros passing a reference of 5.0 everywhere is no right answer."""
+    from types import SimpleNamespace
+
+    from sandbox.tasks.strength import Case, measure
+    from sandbox.tasks.task_spec import Tolerance
+
+    out = SimpleNamespace(name="out", dtype="float32", constant=True)
+    task = SimpleNamespace(spec=SimpleNamespace(outputs=[out], inputs=[]),
+                           output_tolerance=lambda o: Tolerance(atol=6.0, rtol=0.0))
+    cases = [Case(f"check[{i}]", {}, {"out": np.full(8, 5.0)}) for i in range(2)]
+    verdicts = {r.impostor: r.verdict for r in measure(task, cases).results}
+    assert verdicts["constant"] == "right_answer" and verdicts["zeros"] == "passes"

@@ -6,12 +6,13 @@
   can be taken first), so a time below it is a **flag** with its evidence, and it triggers a stronger check
   (``stronger_sizes``: every check size and every held-out size, more trials each), never a rejection. A kernel
   that passes the stronger check is ``ok`` with the flag in its result.
-- The *written floor*: the bytes of the outputs, which every kernel must write, at the measured copy bandwidth.
-  Nothing computes an output faster than it can store it, so a time below it (divided by the same factor) is
+- The *written floor*: the bytes of the outputs, which every kernel must write, at the measured memory bandwidth
+  (the higher of copy and read-only streaming). Nothing computes an output faster than it can store it, so a time below it (divided by the same factor) is
   ``rejected``, on every task: a timer that stopped early, work left on another stream.
 
 Hand-written suite tasks follow the same rule: their counts are the naive computation's too, and a rewrite that
-beats them is what the search is for.
+beats them is what the search is for. The bytes a kernel must *read* are no floor: a rewrite may need only part
+of an input (a max after a monotone step, a reduction that cancels), so only the outputs' bytes are certain.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def judge_floors(task: Task, timing: Timing, ceilings: Ceilings, factor: float) 
     written = written_floor_ms(task, timing.sizes, ceilings)
     if written and med < written / factor:
         return Status.rejected, (f"{FLOOR_NOTE}: {med:.4g} ms is below the time to write the outputs "
-                                 f"({written_bytes(task, timing.sizes):,} bytes at the measured copy bandwidth: "
+                                 f"({written_bytes(task, timing.sizes):,} bytes at the measured memory bandwidth: "
                                  f"{written:.4g} ms) / {factor}"), None
     floor = timing.roofline_ms
     if not floor or med >= floor / factor:

@@ -115,7 +115,7 @@ def measure(task, cases: list[Case], extra: dict[str, tuple[Callable[[Case], dic
                     return
             if not cases:
                 strength.results.append(ImpostorResult(name, out.name, "not_applicable", why_na))
-            elif out.constant and name in ONE_VALUE:
+            elif out.constant and name in right:
                 strength.results.append(ImpostorResult(name, out.name, "right_answer",
                                                        f"{out.name} is marked constant: this writes its value"))
             else:
@@ -123,11 +123,16 @@ def measure(task, cases: list[Case], extra: dict[str, tuple[Callable[[Case], dic
                                                        f"passes all {len(cases)} checks: the task cannot tell it from a "
                                                        "right answer"))
 
-        run("zeros", lambda c: np.zeros(shape_of(c)))
         # one value for every check, as a kernel that writes a constant writes it: the mean of every reference value
         pooled = np.concatenate([np.ravel(np.asarray(c.expected[out.name], dtype=np.float64)) for c in cases] or [[]])
         pooled = pooled[np.isfinite(pooled)]
         value = float(pooled.mean()) if pooled.size else 1.0
+        # a constant output's right answers: the constant where the reference is one value everywhere, zeros where
+        # that value is zero (passing a looser tolerance is no right answer)
+        scale = max(1.0, float(np.abs(pooled).max())) if pooled.size else 1.0
+        one = bool(pooled.size) and float(pooled.max() - pooled.min()) <= 1e-12 * scale
+        right = ONE_VALUE if one and abs(value) <= 1e-12 * scale else ("constant",) if one else ()
+        run("zeros", lambda c: np.zeros(shape_of(c)))
         run("constant", lambda c: np.full(shape_of(c), value))
         for inp in task.spec.inputs:
             def ident(c, inp=inp):
