@@ -124,12 +124,14 @@ def test_the_harness_compiles_with_every_kernel_the_worker_looks_up_and_is_kept_
     assert len(list((tmp_path / "harness").glob("*.cubin"))) == 2
 
 
-def _imported(atol: float, spread: float = 2e-4):
-    """The parts of an imported task the agreement's tolerance reads: one float32 output."""
+def _imported(atol: float, spread: float = 2e-4, cuda_baseline: bool = False):
+    """The parts of an imported task the agreement's tolerance reads: one float32 output, PyTorch eager as the
+    baseline (or a CUDA one)."""
     from types import SimpleNamespace
 
     out = SimpleNamespace(name="out", dtype="float32")
-    return SimpleNamespace(spec=SimpleNamespace(outputs=[out]), tolerances=lambda: {"out": [atol, 1e-4, spread]})
+    return SimpleNamespace(spec=SimpleNamespace(outputs=[out]), tolerances=lambda: {"out": [atol, 1e-4, spread]},
+                           has_baseline=cuda_baseline)
 
 
 def _gemm_chain(a, w, bias, order: str):
@@ -175,3 +177,10 @@ def test_the_honest_spread_of_the_agreement_is_the_imports_cap():
     integer = _imported(0.0, spread=0.0)
     integer.spec.outputs[0].dtype = "int64"
     assert ag.agreement_tolerances(integer)["out"] == [0.0, 1e-4, 0.0]
+
+
+def test_a_cuda_baseline_checked_at_every_size_keeps_twice_the_tasks_tolerance():
+    """The sandbox checks a task's CUDA baseline against the reference at the benchmark size: both sides are
+    within the tolerance there, and the bound stays as tight as that allows (a half-precision-late cheat on a
+    hand-written sgemm must still disagree)."""
+    assert ag.agreement_tolerances(_imported(1e-5, spread=0.0, cuda_baseline=True))["out"] == [1e-5, 1e-4, 0.0]
