@@ -225,23 +225,22 @@ class GPUSandbox(CompileOnlySandbox):
                 skipped.append(f"{label}: {exc}")
         plans = self.plans(task, cand, info, labelled)
         count = EXTRA_TRIALS * distribution_count(task)
-        status, checks, error, _ = self._correctness(task, cubin, labelled, plans, cost, trials=count)
+        status, checks, error, _ = self._correctness(task, cubin, labelled, plans, cost, per_size=count)
         flag.note = "; ".join(f"not run at {s}" for s in skipped)
         if status is not Status.ok:
             return status, checks, f"{flag.line()}; the stronger check it triggered failed: {error}"
-        flag.rechecked = sorted({c.label for c in checks})
+        flag.rechecked = sorted({c.label.rsplit(" ", 1)[0] for c in checks})   # the trials, not their two runs
         return Status.ok, checks, ""
 
-    def _correctness(self, task: Task, cubin: bytes, labelled, plans, cost: Cost, trials: int | None = None):
-        """``trials``: the trials at every size (default: ``trial_count``'s)."""
-        requests = []
+    def _correctness(self, task: Task, cubin: bytes, labelled, plans, cost: Cost, per_size: int | None = None):
+        """``per_size``: the trials at every size (default: ``trial_count``'s)."""
+        trials = []
         for label, sizes in labelled:
-            count = trials or trial_count(task, label, self.config.trials_per_check_size)
+            count = per_size or trial_count(task, label, self.config.trials_per_check_size)
             for k in range(count):
-                requests.append(Trial(label=label if count == 1 else f"{label}#{k}", sizes=sizes, plan=plans[label],
-                                      inputs=input_specs(task, sizes, k), outputs=output_specs(task, sizes),
-                                      seed=self._rng.getrandbits(62)))
-        trials = requests
+                trials.append(Trial(label=label if count == 1 else f"{label}#{k}", sizes=sizes, plan=plans[label],
+                                    inputs=input_specs(task, sizes, k), outputs=output_specs(task, sizes),
+                                    seed=self._rng.getrandbits(62)))
         hash_seed = self._rng.getrandbits(63)
         req = CheckTrials(harness=self.harness, cubin=cubin, trials=trials, data_dir=str(self.data_dir),
                           hash_seed=hash_seed, ipc=self.referee.ipc)
