@@ -17,8 +17,16 @@ The rules (docs/pytorch-checks.md states them for users):
   variant's honest error breaks the cap (sums of large-magnitude inputs, say), that variant is dropped for
   the task and the task says so; where the problem's own inputs break it, no tolerance can both accept
   float32 arithmetic and reject wrong answers, and the import is refused.
-- An output whose reference has no spread at any size or variant is *constant* (identically zero, often):
-  a kernel that writes the constant is right, and the task marks the output ``constant = true``.
+- An output with no spread within any size and variant (a loss, a scalar) is judged by the magnitude of the
+  values it takes instead: T is their smallest RMS. It is *constant* only where that value is the same at every
+  size and variant within twice its float32 error (identically zero, often): a kernel that writes the constant is
+  right, the task marks the output ``constant = true``, and its atol is that error, never more.
+- Refused: a reference that is NaN or infinite on the problem's own inputs, a float32 module with NaN or
+  infinities where float64 has none, and float32 and float64 paths that disagree beyond float32 error (for a
+  constant, by more than CAP x max(1, its magnitude)).
+- The ``parameters`` variant draws the parameters and buffers the module initialises to one value
+  (``sandbox.pytorch.parameters``), forward's arguments its own; what forward updates in place (running
+  statistics in training mode) is recorded as ``mutated``.
 
 Float32 accumulation over K terms errs by about 6e-8 * sqrt(K / 2) of the output's spread; TF32, half
 precision and bfloat16 by 5e-4 or more: FLOOR (2e-4 for float32) separates them, CAP (1e-2) keeps zeros, a
@@ -33,13 +41,13 @@ from dataclasses import dataclass, field
 
 from ..tasks.dtypes import to_compute
 from ..tasks.inputs import generate
+from .parameters import PARAMETERS, draw_into, drawn_parameters
 from .problem import Problem, ProblemError, run_forward
 from .shapes import Analysis
 from .sizes import Sizer
 
 SEED = 20261201
 VARIANTS = ("normal", "wide", "kinks")     # beside the problem's own inputs ("module")
-PARAMETERS = "parameters"   # the variant with the parameters initialised to one value drawn (drawn_parameters)
 RTOL = {"float64": 1e-9, "float32": 1e-4, "float16": 5e-3, "bfloat16": 1e-2}
 FLOOR = {"float64": 1e-9, "float32": 2e-4, "float16": 1e-2, "bfloat16": 2e-2}
 CAP = {"float64": 1e-6, "float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1}
@@ -106,48 +114,6 @@ def variant_args(args: list, variant: str, seed: int) -> list:
     return out
 
 
-def drawn_parameters(model, single: set[str] = frozenset()) -> dict[str, dict]:
-    """The parameters and buffers that the module initialises to one value (a norm's weight 1 and bias 0, running
-    statistics 0 and 1), each with the distribution it is drawn from in the ``parameters`` variant (the fields of a
-    task's named ``Distribution``): a value c != 0 from U(c/2, 3c/2) (the sign kept: a variance stays positive),
-    zero from N(0, 1). Randomly initialised ones vary with every trial's seed already. One element is one value
-    only for the keys in ``single`` (a shape that no size changes: a learnable scalar, not a weight at a tiny size)."""
-    drawn = {}
-    for key, t in [*model.named_parameters(), *model.named_buffers()]:
-        if not t.is_floating_point() or t.numel() == 0 or (t.numel() == 1 and key not in single):
-            continue
-        v = t.detach().double()
-        c = float(v.reshape(-1)[0])
-        if not bool((v == c).all()):
-            continue
-        if c == 0:
-            drawn[key] = dict(name="drawn", kind="normal", scale=1.0)
-        else:
-            low, high = sorted((0.5 * c, 1.5 * c))
-            drawn[key] = dict(name="drawn", kind="uniform", low=low, high=high)
-    return drawn
-
-
-def _draw_into(model, drawn: dict[str, dict], seed: int) -> dict:
-    """Each parameter or buffer of ``drawn`` redrawn in place in ``model``, as the sandbox's generator draws it;
-    returns the new values by key."""
-    import numpy as np
-    import torch
-
-    state = dict([*model.named_parameters(), *model.named_buffers()])
-    out = {}
-    with torch.no_grad():
-        for i, (key, dist) in enumerate(sorted(drawn.items())):
-            t = state[key]
-            name = str(t.dtype).removeprefix("torch.")
-            spec = dict(dist=dist["name"], kind=dist["kind"], shape=list(t.shape), dtype=name, offset=0.0,
-                        scale=dist.get("scale", 1.0), low=dist.get("low", -1.0), high=dist.get("high", 1.0))
-            values = to_compute(np, generate(np, spec, seed + 104729 * (i + 1)), name)
-            t.copy_(torch.from_numpy(np.ascontiguousarray(values)).to(t.dtype))
-            out[key] = t.detach().clone()
-    return out
-
-
 def _run(problem: Problem, overrides: dict[str, int], float64: bool, variant: str = "module", built=None):
     """The module's outputs at one size on one input variant, and in float64 with ``float64``. ``built``: a
     ``_Built`` of this size to run again instead of building the module anew (the build is seeded, so it is the
@@ -155,7 +121,7 @@ def _run(problem: Problem, overrides: dict[str, int], float64: bool, variant: st
     if built is None:
         built = _Built(problem, overrides)
     model, args = built.fresh(float64=False)
-    drawn = _draw_into(model, built.drawn, SEED) if variant == PARAMETERS else {}
+    drawn = draw_into(model, built.drawn, SEED) if variant == PARAMETERS else {}
     args = variant_args(args, variant, SEED)
     outs = run_forward(model, args)
     if not drawn:
