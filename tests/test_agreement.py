@@ -173,7 +173,7 @@ def test_two_correct_float32_gemms_with_k_8192_in_other_summation_orders_agree()
 def test_the_honest_spread_of_the_agreement_is_the_imports_cap():
     from sandbox.pytorch.numerics import CAP
 
-    assert ag.HONEST_SPREAD == CAP
+    assert ag.HONEST_SPREAD == {k: min(v, 0.05) for k, v in CAP.items()}   # a Tolerance's spread is at most 0.05
     integer = _imported(0.0, spread=0.0)
     integer.spec.outputs[0].dtype = "int64"
     assert ag.agreement_tolerances(integer)["out"] == [0.0, 1e-4, 0.0]

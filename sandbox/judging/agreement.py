@@ -29,7 +29,7 @@ activations that squash the output's spread, differ by more than twice a toleran
 (KernelBench level2/95 on its `wide` inputs). So for such a task ``agreement_tolerances`` grows each floating
 output's atol to ``HONEST_SPREAD`` of the standard deviation of eager's output where that is larger (the ``spread``
 rule of the reference comparison): the largest honest error an imported task admits (``CAP`` in
-``sandbox.pytorch.numerics``), on each side. Zeros, a constant, a skipped step or noise at a tenth of the spread
+``sandbox.pytorch.numerics``, at most 5%), on each side. Zeros, a constant, a skipped step or noise at a tenth of the spread
 still disagree; an error below it in the timed rounds only is left to the launches kept for the full comparison
 with the reference, which keeps the task's own tolerance.
 """
@@ -48,7 +48,8 @@ PROJECTIONS = 4
 M1, M2 = 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53
 U64 = (1 << 64) - 1
 # an honest implementation's error as a share of its output's standard deviation, by dtype: the import's cap
-HONEST_SPREAD = {"float64": 1e-6, "float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1}
+# (bfloat16's held to 5%, the most a tolerance's ``spread`` may be)
+HONEST_SPREAD = {"float64": 1e-6, "float32": 1e-2, "float16": 5e-2, "bfloat16": 5e-2}
 UNSIGNED = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 # harness.cu's kernels for the test, by the names NVRTC lowers
 DEVICE_NAMES = [f"agree<{d.ctype}>" for d in DTYPES.values()] + [f"mask_bits<{u}>" for u in UNSIGNED.values()]
