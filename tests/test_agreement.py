@@ -129,9 +129,11 @@ def _imported(atol: float, spread: float = 2e-4, cuda_baseline: bool = False):
     baseline (or a CUDA one)."""
     from types import SimpleNamespace
 
+    from sandbox.tasks.task_spec import Tolerance
+
     out = SimpleNamespace(name="out", dtype="float32")
-    return SimpleNamespace(spec=SimpleNamespace(outputs=[out]), tolerances=lambda: {"out": [atol, 1e-4, spread]},
-                           has_baseline=cuda_baseline)
+    return SimpleNamespace(spec=SimpleNamespace(outputs=[out]), has_baseline=cuda_baseline,
+                           output_tolerance=lambda o: Tolerance(atol=atol, rtol=1e-4, spread=spread))
 
 
 def _gemm_chain(a, w, bias, order: str):

@@ -67,12 +67,12 @@ def agreement_tolerances(task) -> dict[str, list[float]]:
     its primary baseline: the task's own where the baseline is its CUDA kernel (checked against the reference at
     every size); against PyTorch eager, ``spread`` raised to ``HONEST_SPREAD`` of the output's dtype (a floating
     output; an integer one keeps its tolerance)."""
-    tolerances = task.tolerances()
-    if task.has_baseline:
-        return tolerances
-    dtypes = {o.name: o.dtype for o in task.spec.outputs}
-    return {name: [atol, rtol, max(spread, HONEST_SPREAD.get(dtypes[name], 0.0))]
-            for name, (atol, rtol, spread) in tolerances.items()}
+    out = {}
+    for o in task.spec.outputs:
+        t = task.output_tolerance(o)
+        honest = 0.0 if task.has_baseline else HONEST_SPREAD.get(o.dtype, 0.0)
+        out[o.name] = [t.atol, t.rtol, max(t.spread, honest)]
+    return out
 
 
 def projection_bound(sum_t2: float, lam: float = LAMBDA) -> float:
