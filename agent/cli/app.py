@@ -23,7 +23,13 @@ class App(typer.Typer):
         return super().command(*args, **kwargs)
 
 
-app = App(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+def _group():
+    from .helptext import Group
+
+    return Group
+
+
+app = App(cls=_group(), no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
           help="Make CUDA kernels faster and prove it.",
           epilog="Exit codes: 0 ok; 1 the answer is no (a candidate not ok, a run that ended on a failure); 2 bad input "
                  "(one error line names it); 3 no usable CUDA device; 130 interrupted. Each command's --help says what "
