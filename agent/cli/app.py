@@ -137,6 +137,21 @@ def input_errors(fn):
     return wrapper
 
 
+def interruptible(fn):
+    """Ctrl-C before a command has anything to keep: one line saying so, and exit code 130 (a command that keeps
+    a run catches it earlier and says how to resume)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            err_console.print("interrupted before anything was written: nothing to resume", soft_wrap=True)
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
+
+    return wrapper
+
+
 class BadInput(ValueError):
     """A command-line value that does not make sense (the message says which and why)."""
 

@@ -125,6 +125,15 @@ class Group(_OneLineErrors, TyperGroup):
         super().__init__(*args, **kwargs)
         _readable(self)
 
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:   # where no command caught it (reading the command line, importing a command)
+            import sys
+
+            sys.stderr.write("\ninterrupted\n")
+            raise typer.Exit(130) from None
+
     def resolve_command(self, ctx, args):
         try:
             return super().resolve_command(ctx, args)

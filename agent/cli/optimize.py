@@ -19,7 +19,8 @@ from sandbox.host.config import TORCH_TF32_MODES
 
 from ..stops import StopReason
 from ..trace.records import FlaggedWinner, HeldoutRow, Summary
-from .app import BadInput, app, console, err_console, error_line, input_errors, load_task, styled
+from .app import (BadInput, app, console, err_console, error_line, input_errors, interruptible, load_task,
+                  styled)
 from .exits import ExitCode, epilog
 from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, BudgetWallS, ConfigFile, Iterations,
                       MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, Ray, RayAddress,
@@ -248,8 +249,12 @@ def print_summary(run) -> None:
     elif summary.get("sandbox") != "compile-only":
         from ..report.search import runner_up
 
-        console.print(f"best: no candidate beat {'PyTorch eager' if against == 'eager' else 'the baseline'}"
-                      + _runner_up_text(runner_up(run.entries, None, run.baseline)), soft_wrap=True)
+        what = "PyTorch eager" if against == "eager" else "the baseline"
+        if not any(e is not run.baseline and e.result.timing is not None for e in run.entries):
+            console.print(f"best: none: no candidate was timed against {what}", soft_wrap=True)
+        else:
+            console.print(f"best: no candidate beat {what}" + _runner_up_text(runner_up(run.entries, None, run.baseline)),
+                          soft_wrap=True)
     t = summary["totals"]
     screened = f"{t['screened']} configurations screened, " if t.get("screened") else ""
     console.print(f"totals: {t['iterations']} iterations, {screened}{t['evaluations']} evaluations in full, "
@@ -296,6 +301,7 @@ SummaryJson = json_flag("Print the summary as JSON instead of tables (with the s
                            BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device",
                            INTERRUPTED="interrupted (Ctrl-C; resumable)"))
 @input_errors
+@interruptible
 def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name or task folder (omit with --resume).")] = None,
              resume: Annotated[Optional[str], typer.Option(help="Continue the run with this id or folder.")] = None,
              replay: Annotated[Optional[Path], typer.Option(help="Replay the model answers of this run folder instead of "
@@ -315,7 +321,11 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
     if (task is None) == (resume is None):
         raise BadInput("give a TASK, or --resume RUN (not both)")
     if task is not None:
-        load_task(task)   # one error line and exit code 2 before a trace folder exists; a note for a local namesake
+        # one error line and exit code 2 before a trace folder exists; a note for a local namesake
+        from ..loop.session import new_run_id
+
+        loaded = load_task(task)
+        run_id = run_id or new_run_id(loaded)   # known here, so that a Ctrl-C at any moment can name it
     base = _file(config)
     file_model = (base.get("model") or {}).get("name")
     over = opts.overrides(file_model)
@@ -323,14 +333,32 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
         err_console.print("No model configured: running the built-in search over the kernel's knobs and compiler flags.\n"
                           "To let a language model rewrite the kernel: --model NAME [--base-url URL] (key in "
                           "OPENAI_API_KEY, none needed for a local server), or a [model] table in --config FILE.")
-    run = _run(task, base, over, traces, quiet or as_json, where=str(config) if config else "flags", resume=resume,
-               replay=replay, run_id=run_id)
+    try:
+        run = _run(task, base, over, traces, quiet or as_json, where=str(config) if config else "flags", resume=resume,
+                   replay=replay, run_id=run_id)
+    except KeyboardInterrupt:
+        _say_resumable(resume or run_id, traces, before_loop=True)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     if as_json:
         print(json.dumps({**run.summary, "screened": run.screened(), "not_winner": run.not_winner()}, indent=2,
                          default=str))
     else:
         print_summary(run)
-    raise typer.Exit(_exit_code(run))
+    code = _exit_code(run)
+    if code == ExitCode.INTERRUPTED:
+        _say_resumable(str(run.path) if resume else run.id, traces)
+    raise typer.Exit(code)
+
+
+def _say_resumable(ref: str, traces: Path, before_loop: bool = False) -> None:
+    """After Ctrl-C: the command that continues the run, or that nothing was written to continue."""
+    folder = Path(ref) if Path(ref).is_dir() else traces / ref
+    if not (folder / "run.json").is_file():
+        err_console.print(f"interrupted before run {ref} was written: nothing to resume", soft_wrap=True)
+        return
+    at = "" if traces == Path("traces") or Path(ref).is_dir() else f" --traces {traces}"
+    err_console.print(f"interrupted{' while it started' if before_loop else ''}: `kernelwright optimize --resume "
+                      f"{ref}{at}` continues run {folder.name}", soft_wrap=True)
 
 
 @app.command(epilog=epilog(OK="every task ran", FAILED="a task could not run or its run ended on a failure (its row "

@@ -443,7 +443,7 @@ def _extras(s: Session) -> dict:
             ledger.add_compile(r)
     ledger.add_screening(loop.totals.screened, loop.totals.screen_gpu_s)
     ledger.add_usage(loop.totals.usage)
-    if best is not None:
+    if best is not None and best is not base:   # as the summary: the baseline is no winner of its own run
         ledger.record_winner(best.result)
     ledger.stop()
     out.update({"ledger": ledger.to_dict(), "ledger_text": ledger.summary(), "sanitize": sanitized["section"]})
