@@ -250,7 +250,10 @@ def print_summary(run) -> None:
         from ..report.search import runner_up
 
         what = "PyTorch eager" if against == "eager" else "the baseline"
-        if not any(e is not run.baseline and e.result.timing is not None for e in run.entries):
+        if not _measured(run):
+            console.print(f"best: none: nothing was timed, not even {what}, before the run stopped; a longer budget "
+                          f"(--budget-wall-s, --budget-gpu-s) lets it measure", style="bold red", soft_wrap=True)
+        elif not any(e is not run.baseline and e.result.timing is not None for e in run.entries):
             console.print(f"best: none: no candidate was timed against {what}", soft_wrap=True)
         else:
             console.print(f"best: no candidate beat {what}" + _runner_up_text(runner_up(run.entries, None, run.baseline)),
@@ -289,7 +292,14 @@ def _exit_code(run) -> int:
     reasons = {StopReason(stop["reason"]) for stop in (run.summary.get("stops") or {}).values()}
     if StopReason.INTERRUPTED in reasons:
         return ExitCode.INTERRUPTED
+    if run.summary.get("sandbox") != "compile-only" and not _measured(run):
+        return ExitCode.FAILED   # a run that timed nothing has no answer to give
     return ExitCode.FAILED if any(reason.failed for reason in reasons) else ExitCode.OK
+
+
+def _measured(run) -> bool:
+    """Whether the run timed anything (the baseline is timed first)."""
+    return any(e.result.timing is not None for e in run.entries)
 
 
 SummaryJson = json_flag("Print the summary as JSON instead of tables (with the screened configurations and why each "
@@ -297,7 +307,8 @@ SummaryJson = json_flag("Print the summary as JSON instead of tables (with the s
 
 
 @app.command(epilog=epilog(OK="the run ended (a limit, the proposer done)",
-                           FAILED="it ended on a failure (the model endpoint, the sandbox, a broken baseline)",
+                           FAILED="it ended on a failure (the model endpoint, the sandbox, a broken baseline) or "
+                                  "before it timed anything (a budget too small for the baseline)",
                            BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device",
                            INTERRUPTED="interrupted (Ctrl-C; resumable)"))
 @input_errors
