@@ -159,9 +159,10 @@ def _progress(snap: dict) -> Text:
 
     if not snap:
         return Text("starting...")
-    text = styled((snap["phase"], "bold"), " | " + status_line(snap))
+    width = max(console.width, 40)
+    text = styled((snap["phase"], "bold"), " | " + status_line(snap, width - len(snap["phase"]) - 3))
     if snap.get("last"):
-        text.append(f"\n  last: {snap['last'][:160]}")
+        text.append(f"\n  last: {snap['last'][:width - 9]}")
     return text
 
 
