@@ -257,8 +257,8 @@ def print_summary(run) -> None:
         elif not any(e is not run.baseline and e.result.timing is not None for e in run.entries):
             console.print(f"best: none: no candidate was timed against {what}", soft_wrap=True)
         else:
-            console.print(f"best: no candidate beat {what}" + _runner_up_text(runner_up(run.entries, None, run.baseline)),
-                          soft_wrap=True)
+            found = runner_up(run.entries, None, run.baseline)
+            console.print(f"best: no candidate beat {what}" + _runner_up_text(found), soft_wrap=True)
     t = summary["totals"]
     screened = f"{t['screened']} configurations screened, " if t.get("screened") else ""
     console.print(f"totals: {t['iterations']} iterations, {screened}{t['evaluations']} evaluations in full, "

@@ -172,8 +172,8 @@ def render(task: Task, candidate: Candidate, origin: str, claim: str = "", modul
            f"    import torch\n    import {module}\n\n"
            f"    {usage}   # CUDA tensors, contiguous\n"
            f"    {module}.check()          # against the task's reference (needs kernelwright and the task folder)\n"
-           + (f"    {module}.replace(model)   # model: a Model of the task's problem.py; its forward is now the kernel\n"
-              if torch_spec else f"    model.layer = {module}.Module()   # in place of a submodule computing the same\n")
+           + (f"    {module}.replace(model)   # a Model of the task's problem.py: its forward is now the kernel\n"
+              if torch_spec else f"    model.layer = {module}.Module()   # in place of a submodule doing the same\n")
            + f"    torch.compile(model, fullgraph=True)   # traced without a graph break\n"
            + "\nEvery call checks the tensors against the task (device, dtype, contiguity, shape), binds the size "
            "symbols\nfrom their shapes (solving derived sizes for symbols no shape holds), resolves the launch plan at "

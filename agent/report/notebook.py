@@ -167,9 +167,10 @@ class CandidateView:
 
 class ProgressBar:
     """``agent.optimize``'s progress as a tqdm bar (``tqdm.auto``: a widget in Jupyter where ipywidgets is
-    installed, the ``notebook`` extra; text on stderr elsewhere): one bar per stretch of work (configurations measured against the search's budget, finalists
-    evaluated in full, model requests against the iterations), the best so far and the GPU-seconds beside it.
-    Use it as an ``on_progress`` callback; ``close`` ends the last bar."""
+    installed, the ``notebook`` extra; text on stderr elsewhere): one bar per stretch of work (configurations
+    measured against the search's budget, finalists evaluated in full, model requests against the iterations),
+    the best so far, the GPU-seconds and the time left at most beside it. Use it as an ``on_progress`` callback;
+    ``close`` ends the last bar."""
 
     def __init__(self):
         self._bar = None

@@ -105,9 +105,9 @@ def summary_view(stored: RunTrace, task=None) -> dict:
         # the baseline's time in the shown claim's own A/B timing: the figure its speedup and saving come from
         t = timing if timing is not None and "baseline" in timing.impls else base.result.timing
         base_ms = t.impls["baseline"].median_ms if t and "baseline" in t.impls else None
+        in_claim = "; its time in the winner's A/B timing" if best is not None and t is timing else ""
         out["baselines"].append({"name": "baseline", "what": "the task's starting kernel (baseline.cu) with its default "
-                                 "knobs and flags, timed A/B against every candidate in the same process" + (
-                                     "; its time in the winner's A/B timing" if best is not None and t is timing else ""),
+                                 "knobs and flags, timed A/B against every candidate in the same process" + in_claim,
                                  "ms": f"{base_ms:.4g} ms" if base_ms else "not timed", "entry": base.id})
     torch_baselines = {"eager": "the task's PyTorch module as written (float32 arithmetic, TF32 off), timed A/B "
                               "against every candidate in the same process; speedups are over it",
@@ -208,7 +208,8 @@ def cost(stored: RunTrace) -> list[dict]:
                 "" if stored.info.config.get("prices") else " (no token prices configured)")),
             ("GPU time", f"{ledger.get('gpu_s', last.gpu_s if last else 0.0):.2f} GPU-s" + (
                 (f" (screen {ledger['screen_gpu_s']:.2f}, " if ledger.get("screen_gpu_s") else " (")
-                + f"check {ledger['check_gpu_s']:.2f}, time {ledger['time_gpu_s']:.2f}, profile {ledger['profile_gpu_s']:.2f}"
+                + f"check {ledger['check_gpu_s']:.2f}, time {ledger['time_gpu_s']:.2f}, "
+                + f"profile {ledger['profile_gpu_s']:.2f}"
                 + (f", sanitize {ledger['sanitize_gpu_s']:.2f}" if ledger.get("sanitize_gpu_s") else "") + ")"
                 if "check_gpu_s" in ledger else "")),
             ("compile time", f"{ledger['compile_s']:.2f} s in {ledger.get('evaluations', 0)} evaluations"
