@@ -1,5 +1,5 @@
 """A budget too small for the baseline: `optimize` says that nothing was timed and exits 1, never 0 beside "no
-candidate beat the baseline"."""
+candidate beat the baseline"; `show` says the same of the run."""
 
 from __future__ import annotations
 
@@ -23,3 +23,8 @@ def test_a_wall_budget_that_ends_before_the_baseline_ran_exits_1_saying_nothing_
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "best: none: nothing was timed, not even the baseline, before the run stopped" in done.stdout
     assert "no candidate beat" not in done.stdout and "stopped: setup: wall time:" in done.stdout
+    shown = subprocess.run([sys.executable, "-m", "agent", "show", "w", "--traces", str(tmp_path / "t")], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "winner: none (nothing was timed, not even the baseline)" in shown.stdout
+    assert "no candidate beat" not in shown.stdout

@@ -85,6 +85,7 @@ def summary_view(stored: RunTrace, task=None) -> dict:
         "sanitize": summary.sanitize.text if summary and summary.sanitize else None, "cost": cost(stored),
         "screened": search.screened(stored.events, stored.entries, summary.tuning if summary else None),
         "not_winner": search.not_winner(stored.entries, best, base), "runner_up": None}
+    out["no_winner"] = "" if best is not None else no_winner(stored)
     found = search.runner_up(stored.entries, best, base) if stored.finished else None
     if found is not None:
         entry, why = found
@@ -125,6 +126,18 @@ def summary_view(stored: RunTrace, task=None) -> dict:
                                  f"({timing.bound or '?'}-bound, from the task's flops and bytes and the device's "
                                  "measured ceilings)", "ms": f"{timing.roofline_ms:.4g} ms", "entry": ""})
     return out
+
+
+def no_winner(stored: RunTrace) -> str:
+    """Why a run has no winner, in a few words: nothing timed is not the same as nothing faster."""
+    if stored.info.sandbox.kind == "compile-only":
+        return "a compile-only run times nothing"
+    timed = [e for e in stored.entries if e.result.timing is not None]
+    if not timed:
+        return "nothing was timed, not even the baseline" + ("" if stored.finished else ": the run did not finish")
+    if all(e.origin == "baseline" for e in timed):
+        return "no candidate was timed beside the baseline"
+    return "no candidate beat the baseline"
 
 
 def _counts(stored: RunTrace) -> dict:
