@@ -343,6 +343,8 @@ class Result(_Record):
         parts = [f"{self.candidate}: {self.status.value}" + (" [SIMULATED]" if self.env.simulated else "")]
         if self.error:
             parts.append(self.error)
+        if self.status is Status.compiled:
+            parts.append("compiled only: nothing ran (no GPU sandbox), so nothing was checked or timed")
         warned = self.compile.warnings() if self.compile and self.compile.ok else []
         if warned:
             parts.append(f"compiler warning: {warned[0].splitlines()[0]}"
