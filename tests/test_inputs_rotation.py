@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sandbox.host.gpu import trial_count
-from sandbox.tasks.inputs import distribution_count, generate, input_specs
+from sandbox.tasks.inputs import distribution_count, drawn_parameters, generate, input_specs
 from sandbox.tasks.task import TaskError, load_task, suite_dir, suite_names
 
 
@@ -37,7 +37,10 @@ def test_a_named_distribution_draws_with_its_own_offset_and_scale():
     large = input_specs(task, {"rows": 64, "cols": 4096}, 2)[0]
     assert (large["dist"], large["kind"], large["offset"], large["scale"]) == ("large", "normal", 100.0, 3.0)
     x = generate(np, large, 7)
-    assert x.dtype == np.float32 and abs(float(x.mean()) - 100.0) < 0.1 and abs(float(x.std()) - 3.0) < 0.1
+    factor = drawn_parameters(large, 7)["factor"]   # one factor on both, drawn per draw
+    assert 1.0 <= factor <= 1.25 and factor != drawn_parameters(large, 8)["factor"]
+    assert x.dtype == np.float32 and abs(float(x.mean()) / factor - 100.0) < 0.1
+    assert abs(float(x.std()) / factor - 3.0) < 0.1
     assert float(x.max()) > 88.8, "float32 exp() must overflow without the max subtraction"
     plain = input_specs(task, {"rows": 64, "cols": 4096}, 0)[0]
     assert plain["offset"] == 0.0 and abs(float(generate(np, plain, 7).mean())) < 0.1

@@ -29,6 +29,7 @@ from ..judging.result import Check, CompileInfo, Cost, Result, Status
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..plumbing.files import cache_dir
 from ..tasks.inputs import distribution_count, input_specs, output_specs
+from ..tasks.keyed import new_seed
 from ..tasks.task import Task, TaskError, describe_sizes
 from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, DeviceInfo, HarnessCode, MeasureCeilings, \
     Run, StageFailed, Timed, Trial, TrialRun, WorkerError
@@ -215,7 +216,7 @@ class GPUSandbox(CompileOnlySandbox):
             for k in range(count):
                 trials.append(Trial(label=label if count == 1 else f"{label}#{k}", sizes=sizes, plan=plans[label],
                                     inputs=input_specs(task, sizes, k), outputs=output_specs(task, sizes),
-                                    seed=self._rng.getrandbits(62)))
+                                    seed=new_seed()))
         hash_seed = self._rng.getrandbits(63)
         req = CheckTrials(harness=self.harness, cubin=cubin, trials=trials, data_dir=str(self.data_dir),
                           hash_seed=hash_seed, ipc=self.referee.ipc)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from ..profile import ncu
 from ..profile.counters import summarize
 from ..profile.diagnosis import diagnose
 from ..tasks.inputs import input_specs, output_specs
+from ..tasks.keyed import new_seed
 
 
 # The metrics named beside the sections, by ``Profiler._metrics``: every one the summary reads, the base set where
@@ -237,7 +237,7 @@ class Profiler:
             work = spare.work
             (work / "candidate.cubin").write_bytes(cubin)
             spare.hand_over(dict(cubin=str(work / "candidate.cubin"), plan=plan, inputs=input_specs(task, sizes, 0),
-                                 outputs=output_specs(task, sizes), seed=random.SystemRandom().getrandbits(62),
+                                 outputs=output_specs(task, sizes), seed=new_seed(),
                                  warmup=self.config.warmup_rounds))
             if then is not None:
                 then()
@@ -337,7 +337,7 @@ class Profiler:
         (work / "harness.cubin").write_bytes(self.harness_cubin)
         request = dict(arch=self.arch, cubin=str(work / "candidate.cubin"), harness_cubin=str(work / "harness.cubin"),
                        plan=plan, inputs=input_specs(task, sizes, 0), outputs=output_specs(task, sizes),
-                       seed=random.SystemRandom().getrandbits(62), warmup=self.config.warmup_rounds,
+                       seed=new_seed(), warmup=self.config.warmup_rounds,
                        status_file=str(work / "target.json"))
         (work / "request.json").write_text(json.dumps(request))
         return [sys.executable, "-m", "sandbox.worker.profile_target", str(work / "request.json")]

@@ -20,7 +20,6 @@ memory). A clean verdict covers the sizes that ran, nothing more.
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from ..plumbing.files import cache_dir
 from ..plumbing.hostpaths import redact
 from ..plumbing.tools import StartedAhead, find_tool, read_json, run_tool, scrubbed_env, start_ahead
 from ..tasks.inputs import input_specs, output_specs
+from ..tasks.keyed import new_seed
 
 SANITIZER_GLOBS = ("/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda-*/bin/compute-sanitizer",
                    "/usr/local/cuda*/compute-sanitizer/compute-sanitizer", "/opt/nvidia/compute-sanitizer/compute-sanitizer")
@@ -120,7 +120,7 @@ class Sanitizer:
                 if spare.waiting:   # else it ended (it is not waited for): the tool runs the usual way
                     (spare.work / "candidate.cubin").write_bytes((work / "candidate.cubin").read_bytes())
                     spare.hand_over(dict(cubin=str(spare.work / "candidate.cubin"), cases=cases,
-                                         seed=random.SystemRandom().getrandbits(62)))
+                                         seed=new_seed()))
                     code, output, seconds = spare.finish(timeout_s)
                     return self._verdict(tool, code, output, spare.work / "status.json", seconds, timeout_s)
             finally:
@@ -128,7 +128,7 @@ class Sanitizer:
         status_file, cwd = work / f"{tool}.status.json", work / f"cwd-{tool}"
         cwd.mkdir()
         request = dict(arch=self.arch, cubin=str(work / "candidate.cubin"), harness_cubin=str(work / "harness.cubin"),
-                       cases=cases, seed=random.SystemRandom().getrandbits(62), status_file=str(status_file))
+                       cases=cases, seed=new_seed(), status_file=str(status_file))
         (work / f"{tool}.json").write_text(json.dumps(request))
         target = [sys.executable, "-m", "sandbox.worker.sanitize_target", str(work / f"{tool}.json")]
         code, output, seconds = run_tool(command(self.exe, tool, target), cwd, self.env(), timeout_s)

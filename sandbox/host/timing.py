@@ -12,6 +12,7 @@ from ..judging import stats
 from ..judging.environment import READINGS, Ceilings, ClockReadings, LaunchHold, TimedClocks
 from ..judging.result import Status, Timing
 from ..tasks.inputs import distribution_count, input_specs, output_specs
+from ..tasks.keyed import new_seed
 from ..tasks.task import Task
 from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, Run, Time, Timed
 from .ceilings import FLOOR_NOTE, roofline_ms
@@ -35,8 +36,8 @@ def timing_request(task: Task, bench: dict, cubin: bytes, plan: dict, baseline, 
     return Time(harness=harness, impls=impls, sizes=task.env(bench),
                 scalars={s.name: s.value for s in task.spec.scalars},
                 input_variants=[input_specs(task, bench, k) for k in range(distribution_count(task))],
-                outputs=output_specs(task, bench), tolerance=task.tolerances(), seed=rng.getrandbits(62),
-                order_seed=rng.getrandbits(62), hash_seed=rng.getrandbits(63), limits=limits,
+                outputs=output_specs(task, bench), tolerance=task.tolerances(), seed=new_seed(),
+                order_seed=new_seed(), hash_seed=rng.getrandbits(63), limits=limits,
                 launches_to=rng.randint(cfg.min_launches, 2 * cfg.min_launches), full_checks=cfg.full_checks,
                 primary=task.baselines[0], ipc=ipc, data_dir=data_dir)
 
