@@ -11,7 +11,7 @@ from ..candidates.plan import resolve
 from ..judging import stats
 from ..judging.environment import READINGS, Ceilings, ClockReadings, LaunchHold, TimedClocks
 from ..judging.result import Status, Timing
-from ..tasks.inputs import distribution_count, input_specs, output_specs
+from ..tasks.inputs import output_specs, timed_variants
 from ..tasks.keyed import new_seed
 from ..tasks.task import Task
 from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, Run, Time, Timed
@@ -35,9 +35,9 @@ def timing_request(task: Task, bench: dict, cubin: bytes, plan: dict, baseline, 
                          target_ci=cfg.target_ci, wall_cap_s=cfg.wall_cap_s)
     return Time(harness=harness, impls=impls, sizes=task.env(bench),
                 scalars={s.name: s.value for s in task.spec.scalars},
-                input_variants=[input_specs(task, bench, k) for k in range(distribution_count(task))],
+                input_variants=timed_variants(task, bench),
                 outputs=output_specs(task, bench), tolerance=task.tolerances(), seed=new_seed(),
-                order_seed=new_seed(), hash_seed=rng.getrandbits(63), limits=limits,
+                order_seed=rng.getrandbits(62), hash_seed=rng.getrandbits(63), limits=limits,
                 launches_to=rng.randint(cfg.min_launches, 2 * cfg.min_launches), full_checks=cfg.full_checks,
                 primary=task.baselines[0], ipc=ipc, data_dir=data_dir)
 

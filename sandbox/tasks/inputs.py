@@ -9,12 +9,14 @@ differ from right ones: ``wide`` (N(0, 100^2): exp() and tanh() past float32's a
 saturated activations), ``kinks`` (values at and just beside the kinks of the common activations: 0,
 +-0.5, +-1, +-3, +-6) and ``special`` (signed zeros, +-1, the smallest normal and subnormal numbers,
 the largest finite ones, or a task's own list); ``constant`` fills an input with one value.
-A generated array is computed in float64 by the backend's own generator (NumPy or CuPy, same code
-path on every process of one backend) and rounded once to the input's dtype; bfloat16 inputs are
-kept as their uint16 bit patterns (``dtypes.to_bfloat16``). On a GPU, a float32 input of the ``normal``, ``wide``
-or ``uniform`` kind is drawn in float32 straight into the array it fills, in one pass (normals by cuRAND's Philox,
-uniforms by a counter-based hash; the offset and the bounds applied in the same pass): a 1 GiB input is written
-once, with no temporaries and no copies."""
+Three more break the structure i.i.d. rows never break: ``rows`` (each row its own centre and spread, amplitudes
+mixed within a row), ``ties`` (few levels: ties and clustered maxima) and ``near_one`` (a long product's factors).
+A generated array is computed in float64 by ``keyed``'s generator (the same bits from NumPy and CuPy, from a seed
+of 128 bits a kernel cannot reach) and rounded to the input's dtype; bfloat16 inputs are kept as their uint16 bit
+patterns (``dtypes.to_bfloat16``). A normal draw's offset and scale are multiplied by one factor drawn from the
+seed (``drawn_parameters``). On a GPU, a float32 input of the ``normal``, ``wide`` or ``uniform`` kind is drawn
+straight into the array it fills, in one pass (``keyed.device_float32``): a 1 GiB input is written once, with no
+temporaries and no copies."""
 
 from __future__ import annotations
 
@@ -60,6 +62,22 @@ def input_specs(task: Task, sizes: dict[str, int], trial: int) -> list[dict]:
     return specs
 
 
+STRUCTURAL = ("rows", "ties", "near_one")   # kinds drawn at check and held-out sizes, never in timed rounds
+
+
+def structural(specs: list[dict]) -> bool:
+    """Whether a trial draws a structure-adversarial kind (``STRUCTURAL``) for any input."""
+    return any(s.get("kind", s["dist"]) in STRUCTURAL for s in specs)
+
+
+def timed_variants(task: Task, sizes: dict[str, int]) -> list[dict]:
+    """The input variants the timing stage rotates through: every trial of ``distribution_count`` but those that
+    draw a structure-adversarial kind (checked at every check and held-out size; a timed round draws its inputs in
+    one device pass, which those kinds have not)."""
+    trials = [input_specs(task, sizes, k) for k in range(distribution_count(task))]
+    return [t for t in trials if not structural(t)] or trials[:1]
+
+
 def input_seed(seed: int, i: int) -> int:
     """The seed of input number ``i`` of a trial drawn from ``seed`` (128 bits, ``keyed.derive``)."""
     k = keyed.derive(seed, "input", i)
@@ -97,8 +115,8 @@ KINKS = (-6.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0)
 KINK_NUDGE = 1e-3
 RESCALE = (1.0, 1.25)      # a normal draw's offset and scale are both multiplied by one factor in U(RESCALE), per draw
 ROW_CENTRE = 32.0          # rows: a row's centre is offset + scale * U(-ROW_CENTRE, ROW_CENTRE)
-ROW_SPREAD = (-4.0, 1.0)   # rows: a row's spread is scale * 2^U(ROW_SPREAD)
-ROW_MIX = (-2.0, 2.0)      # rows: an element's amplitude is its row's spread * 2^U(ROW_MIX)
+ROW_SPREAD = (-4, 1)       # rows: a row's spread is scale * (1 + u) 2^k, k an integer in [-4, 1), u in [0, 1)
+ROW_MIX = (-2, 2)          # rows: an element's amplitude is its row's spread * (1 + u) 2^k, k in [-2, 2)
 TIE_LEVELS = 9             # ties: offset + scale * k / 2 for k in [-4, 4]: a ninth of a row sits on its maximum
 NEAR_ONE = 1e-3            # near_one: 1 + offset + scale * NEAR_ONE * N(0, 1), a cumulative product's factors
 
@@ -201,6 +219,12 @@ def _shift(values, offset: float):
     return values + offset if offset else values
 
 
+def _pow2(xp, u, k):
+    """(1 + u) 2^k, exactly (``ldexp``): a log-uniform-like factor with no library power function, so the same
+    bits on every backend."""
+    return xp.ldexp(1.0 + u, k.astype(xp.int32))
+
+
 def _rows(xp, spec: dict, seed: int, c: int, n: int, start: int, offset: float, scale: float):
     """Rows (the last dimension) that share no centre and no spread: each row's centre and spread drawn on its own
     (``ROW_CENTRE``, ``ROW_SPREAD``) from its index, and amplitudes mixed within a row (``ROW_MIX``)."""
@@ -208,12 +232,13 @@ def _rows(xp, spec: dict, seed: int, c: int, n: int, start: int, offset: float, 
     row = max(1, shape[-1] if shape else 1)
     which = (xp.arange(n, dtype=xp.int64) + start) // row
     first = int(start // row)
-    ids = xp.arange(first, first + int(which[-1]) - first + 1 if n else first, dtype=xp.uint64)
+    ids = xp.arange(first, int(which[-1]) + 1 if n else first, dtype=xp.uint64)
     w = keyed.philox(xp, ids & xp.uint64(0xFFFFFFFF), ids >> xp.uint64(32), keyed.derive(seed, "rows"))
     u0, u1 = ((x >> xp.uint32(8)).astype(xp.float64) * 2.0**-24 for x in w[:2])
     centre = offset + scale * ROW_CENTRE * (2.0 * u0 - 1.0)
-    spread = scale * 2.0 ** (ROW_SPREAD[0] + (ROW_SPREAD[1] - ROW_SPREAD[0]) * u1)
-    mix = 2.0 ** (ROW_MIX[0] + (ROW_MIX[1] - ROW_MIX[0]) * keyed.uniform01(xp, keyed.derive(seed, c, "mix"), n))
+    spread = scale * _pow2(xp, u1, (w[2] % xp.uint32(ROW_SPREAD[1] - ROW_SPREAD[0])).astype(xp.int64) + ROW_SPREAD[0])
+    octave = keyed.integers(xp, keyed.derive(seed, c, "octave"), n, *ROW_MIX)
+    mix = _pow2(xp, keyed.uniform01(xp, keyed.derive(seed, c, "mix"), n), octave)
     z = keyed.normal32(xp, keyed.derive(seed, c, "rows"), n).astype(xp.float64)
     local = which - first
     return centre[local] + spread[local] * mix * z
