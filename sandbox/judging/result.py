@@ -100,6 +100,30 @@ class Mismatch(_Record):
     expected: float | str
 
 
+class Bias(_Record):
+    """The signed error of one output in one check, in units of each element's tolerance (atol + rtol |expected|),
+    against the float64 reference: its mean with a 95% interval, the same signed toward the reference's magnitude
+    (``away``: negative where the output errs toward zero), and the mean of its absolute value."""
+
+    n: int
+    mean: float
+    low: float
+    high: float
+    away: float
+    away_low: float
+    away_high: float
+    mean_abs: float
+
+    @classmethod
+    def of(cls, stats: dict) -> "Bias":
+        """From ``compare.bias_stats``'s numbers."""
+        z = 1.96
+        return cls(n=stats["n"], mean=stats["mean"], low=stats["mean"] - z * stats["mean_se"],
+                   high=stats["mean"] + z * stats["mean_se"], away=stats["away"],
+                   away_low=stats["away"] - z * stats["away_se"], away_high=stats["away"] + z * stats["away_se"],
+                   mean_abs=stats["mean_abs"])
+
+
 class Check(_Record):
     """One correctness trial of one output at one size."""
 
@@ -113,6 +137,8 @@ class Check(_Record):
     mismatches: int = 0
     first_mismatch: Mismatch | None = None
     note: str = ""
+    seed: int | None = None              # the trial's input seed: its draw replays from it (``sandbox.tasks.inputs``)
+    bias: Bias | None = None             # the signed error (None: an exact output, or none compared)
 
 
 class Interval(_Record):
@@ -280,6 +306,12 @@ class Result(_Record):
             self.error = "compute-sanitizer: " + next(t.line() for t in report.tools if t.status == "errors")
             self.detail = "\n\n".join(f"{t.tool}:\n{t.first_error}" for t in report.tools if t.status == "errors")
 
+    def bias_flags(self) -> list[str]:
+        """Outputs whose error has one sign in every check (``sandbox.judging.bias``): a flag, not a rejection."""
+        from .bias import bias_flags
+
+        return bias_flags(self.checks)
+
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
 
@@ -288,6 +320,7 @@ class Result(_Record):
         parts = [f"{self.candidate}: {self.status.value}" + (" [SIMULATED]" if self.env.simulated else "")]
         if self.error:
             parts.append(self.error)
+        parts += [f"bias flag: {flag}" for flag in self.bias_flags()]
         warned = self.compile.warnings() if self.compile and self.compile.ok else []
         if warned:
             parts.append(f"compiler warning: {warned[0].splitlines()[0]}"
