@@ -55,6 +55,7 @@ class ApproxInstruction(_Record):
     function: str                        # the kernel or device function, as the candidate names it where known
     instruction: str                     # "ex2.approx.ftz.f32", ...
     line: int | None = None              # the candidate's source line, where -lineinfo gives one
+    source: str | None = None            # traced (``approx_ptx.trace``): the library function holding it; None: own
 
 
 class CompileInfo(_Record):
@@ -72,6 +73,8 @@ class CompileInfo(_Record):
     lowered_names: dict[str, str] = Field(default_factory=dict)
     params: dict[str, list[int]] = Field(default_factory=dict)  # plan kernel name -> bytes of each parameter
     approx: list[ApproxInstruction] | None = None  # approximate instructions in the PTX (None: not read)
+    approx_traced: list[ApproxInstruction] | None = None  # the same traced to their functions (None: not traced)
+    trace_error: str = ""                # why a compile with approximate instructions could not be traced
 
     def warnings(self) -> list[str]:
         """The compiler's warnings (NVRTC's and ptxas'), each with the source line and caret NVRTC prints under
