@@ -12,17 +12,14 @@ A flag is reported with the verdict, not a rejection: the errors stay inside the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the record it reads imports this module for its own flags
-    from .result import Check
 
 MIN_CHECKS = 3
 ONE_SIDED = 0.5
 
 
-def bias_flags(checks: list[Check]) -> list[str]:
-    """One line per flagged output (empty: none), naming the output, the direction and the largest mean."""
+def bias_flags(checks: list) -> list[str]:
+    """One line per flagged output of ``checks`` (``result.Check`` records, which call this for their
+    ``Result``; empty: none), naming the output, the direction and the largest mean."""
     by_output: dict[str, list] = {}
     for c in checks:
         if c.bias is not None and c.bias.mean_abs > 0 and c.passed:
