@@ -145,3 +145,22 @@ def test_the_rows_kind_gives_each_row_its_own_centre_and_spread():
     assert (np.abs(centres) < 20).mean() > 0.3   # rows near any fixed threshold a kernel might key on
     ties = inputs.generate(np, dict(spec, dist="ties", kind="ties"), 3)
     assert ((ties == ties.max(axis=1, keepdims=True)).sum(axis=1) > 20).all()   # clustered maxima in every row
+
+
+def test_the_device_kernels_compile_without_fused_multiply_adds():
+    """The device draw must round every product and sum as NumPy does: NVRTC (no GPU needed) compiles its source
+    with the options the draw uses, and the PTX holds no fused multiply-add."""
+    from sandbox.candidates.compiler import _nvrtc_module
+
+    nvrtc = _nvrtc_module()
+    err, prog = nvrtc.nvrtcCreateProgram(keyed.device_source().encode(), b"keyed.cu", 0, [], [])
+    opts = [b"--fmad=false", b"-std=c++17", b"-arch=compute_90"]   # as keyed._kernels, for sm_90
+    (status,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    assert status == nvrtc.nvrtcResult.NVRTC_SUCCESS
+    err, size = nvrtc.nvrtcGetPTXSize(prog)
+    buf = bytearray(size)
+    nvrtc.nvrtcGetPTX(prog, buf)
+    nvrtc.nvrtcDestroyProgram(prog)
+    ptx = bytes(buf).decode(errors="replace")
+    assert ".entry kw_uniform_f32" in ptx and ".entry kw_normal_f32" in ptx
+    assert "fma." not in ptx and ".approx" not in ptx
