@@ -82,5 +82,4 @@ def test_honest_kernels_stay_ok_on_rows_with_no_bias_flag(sandbox, task_name, na
     result = sandbox.evaluate(task, cand)
     assert result.status is Status.ok, result.summary() + "\n" + result.detail[-2000:]
     assert result.bias_flags() == [], result.bias_flags()
-    if task_name != "row_sum":
-        assert any(c.distribution.startswith("rows") for c in result.checks)
+    assert any(c.distribution.startswith("rows") for c in result.checks)

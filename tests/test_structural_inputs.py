@@ -14,7 +14,7 @@ from sandbox.tasks.inputs import distribution_count, input_specs
 from sandbox.tasks.task import load_task
 from sandbox.worker.harness import reference_inputs
 
-from test_layernorm_tolerance import one_pass, two_pass
+from test_layernorm_tolerance import _block_sums, one_pass, two_pass
 
 F32 = np.float32
 SEEDS = (11, 12, 13)
@@ -94,6 +94,25 @@ def layernorm_keyed(x, gamma, beta, eps, **_):
 
 CASES = {"softmax": (softmax_two_pass, softmax_keyed),
          "layernorm": (_layernorm(two_pass), layernorm_keyed)}
+
+
+def rmsnorm_block(x, weight, eps, **_):
+    inv = F32(1) / np.sqrt(_block_sums(x * x) / F32(x.shape[1]) + F32(eps))
+    return (x * inv[:, None]) * weight
+
+
+def row_sum_block(x, **_):
+    return _block_sums(x)
+
+
+@pytest.mark.parametrize("name, honest", [("rmsnorm", rmsnorm_block), ("row_sum", row_sum_block)])
+def test_honest_reductions_in_the_baselines_order_pass_rows(name, honest):
+    """A block's strided chains and tree, in float32, on every listed distribution at every check size."""
+    task = load_task(name)
+    for sizes in task.spec.sizes.check:
+        for specs in _trials(task, sizes):
+            for seed in SEEDS:
+                assert _passes(task, honest, sizes, specs, seed), (sizes, [s["dist"] for s in specs], seed)
 
 
 @pytest.mark.parametrize("name", CASES)
