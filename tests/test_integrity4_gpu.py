@@ -72,7 +72,8 @@ def test_a_kernel_that_truncates_its_outputs_is_ok_with_a_bias_flag(sandbox):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("task_name, name", [("softmax", None), ("layernorm", None),
+@pytest.mark.parametrize("task_name, name", [("softmax", None), ("layernorm", None), ("rmsnorm", None),
+                                             ("row_sum", None),
                                              ("layernorm", "honest_welford_layernorm.cu"),
                                              ("layernorm", "honest_scratch_two_pass.cu"),
                                              ("row_sum", "honest_atomic_rowsum.cu")])
