@@ -228,3 +228,19 @@ def test_a_traced_instruction_belongs_to_the_function_holding_it():
     assert found == [("expf", "expf", None), ("_Z4hexp6__half", "hexp", None), ("_Z1kPf", None, 7)]
     assert [identifier(n) for n in ("_ZdvRK6__halfS1_", "_Z3expf", "_ZN4cuda3std3expEf", "rsqrtf")] == [
         "/", "exp", "exp", "rsqrtf"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("attr", ["", "__attribute__((nodebug))"])
+def test_a_function_of_the_candidates_named_like_a_library_one_is_its_own(attr):
+    """An overload the candidate writes, named expf, holds its builtin in a function that carries the candidate's
+    lines (nodebug does not hide them from the traced compile): its own code, refused."""
+    src = "#define JOIN(a, b) a##b\n" + _softmax_with("expf((double)(row[c] - m))").replace(
+        'extern "C" __global__', f"__device__ {attr} float expf(double v) {{ return JOIN(__nvvm_ex2_appr, ox_ftz_f)"
+        "((float)v * 1.44269504f); }\nextern \"C\" __global__", 1)
+    cand = parse_candidate(src)
+    info = _compiled(cand)
+    own = [a for a in info.approx_traced if a.source is None]
+    assert own and own[0].function == "_Z4expfd"
+    assert any("_Z4expfd compiles to ex2.approx.ftz.f32" in p for p in compiled_problems(info, cand.source,
+                                                                                          load_task("softmax")))
