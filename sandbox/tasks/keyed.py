@@ -233,6 +233,11 @@ def _kernels(cp):
     return mod.get_function("kw_uniform_f32"), mod.get_function("kw_normal_f32")
 
 
+@functools.cache
+def _sms(cp, device: int) -> int:
+    return int(cp.cuda.Device(device).attributes["MultiProcessorCount"])
+
+
 def device_float32(cp, dst, kind: str, key, a: float, b: float, sms: int | None = None) -> None:
     """``dst`` (flat, contiguous float32 on the device) drawn in place: ``uniform`` with (a, b) = (low + offset,
     high - low), ``normal`` with (a, b) = (offset, scale); the bits ``uniform`` / ``normal`` give, rounded to float32."""
@@ -242,7 +247,7 @@ def device_float32(cp, dst, kind: str, key, a: float, b: float, sms: int | None 
     uni, nor = _kernels(cp)
     blocks = -(-n // 4)
     if sms is None:
-        sms = int(cp.cuda.Device().attributes["MultiProcessorCount"])
+        sms = _sms(cp, cp.cuda.Device().id)
     grid = max(1, min(-(-blocks // 256), sms * 32))
     args = (dst, np.int64(n), *(np.uint32(k) for k in key), np.float64(a), np.float64(b))
     (uni if kind == "uniform" else nor)((grid,), (256,), args)
