@@ -152,6 +152,23 @@ class Interval(_Record):
     high: float
 
 
+class CarryOver(_Record):
+    """The primary baseline's time where it opened a round right after the candidate ended the round before, over
+    its time where it opened one after anything else (itself, another baseline), with its 95% interval: above 1,
+    the candidate left the device slower for the launch that follows it. ``flagged``: the interval lies above 1
+    and the effect is at least ``CARRY_OVER_FLAG``."""
+
+    value: float
+    low: float
+    high: float
+    after_candidate: int      # rounds the baseline opened right after the candidate's launch
+    after_other: int          # rounds it opened after another implementation's
+    flagged: bool
+
+
+CARRY_OVER_FLAG = 1.02
+
+
 class ImplTiming(_Record):
     """Timing of one implementation (candidate, baseline or vendor) at the benchmark size."""
 
@@ -186,6 +203,7 @@ class Timing(_Record):
     unavailable: dict[str, str] = Field(default_factory=dict)  # baselines that could not be timed, and why
     torch_tf32: str | None = None                         # the TF32 mode PyTorch eager/compile were timed in
                                                           # (off, default, on); None: no PyTorch baseline
+    carry_over: CarryOver | None = None                   # None: too few rounds of either kind (3 each)
 
 
 class Cost(_Record):
@@ -267,6 +285,17 @@ class Profile(Recorded):
         return "" if self.ok else f"not profiled ({self.status}: {self.reason})"
 
 
+class Verdict(_Record):
+    """One check of a format's own ways to cheat (a ModelNew solution's: docs/judge.md), with its evidence."""
+
+    check: str                            # no_custom_kernel, silent_fallback, inputs_written, state_across_calls,
+                                          # outside_timed_region, precision, sizes
+    outcome: str                          # "pass", "flag" (holds up under KernelBench's rule, not ours), "fail",
+                                          # "not run"
+    line: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
 class Result(_Record):
     """A sandbox's verdict on one candidate: status, checks, timing with 95% intervals, environment, cost."""
 
@@ -287,6 +316,7 @@ class Result(_Record):
     sanitize: SanitizeReport | None = None   # compute-sanitizer's verdict, where it ran (a run's winners)
     env: Environment = Field(default_factory=Environment)   # what produced it: device, software, clocks, ceilings
     cost: Cost = Field(default_factory=Cost)
+    verdicts: list[Verdict] = Field(default_factory=list)   # a ModelNew solution's format checks, one line each
 
     @property
     def ok(self) -> bool:
@@ -336,6 +366,11 @@ class Result(_Record):
                 parts.append(f"{s.value:.3f}x vs {name} [{s.low:.3f}, {s.high:.3f}]")
             for name, why in self.timing.unavailable.items():
                 parts.append(f"{name} not timed ({why})")
+            c = self.timing.carry_over
+            if c is not None and c.flagged:
+                parts.append(f"carry-over: {self.timing.primary} {c.value:.3f}x slower right after the candidate "
+                             f"[{c.low:.3f}, {c.high:.3f}]")
+        parts += [f"{v.outcome}: {v.line}" for v in self.verdicts if v.outcome in ("flag", "fail")]
         return "; ".join(parts)
 
     def to_json(self) -> str:
