@@ -21,7 +21,8 @@ The model, per candidate:
 - as on a GPU, a time below the floor divided by 1.5 is ``rejected`` (faster than the hardware allows).
 
 Annotations script failures: ``// fake: wrong``, ``// fake: crashed``, ``// fake: timeout``,
-``// fake: rejected`` (several may share a line, separated by commas or spaces), and ``// fake: check_wrong``:
+``// fake: rejected`` (several may share a line, separated by commas or spaces), ``// fake: alone=X`` (the speedup
+``evaluate_alone`` finds, where the first measurement's company flattered it), and ``// fake: check_wrong``:
 wrong at the first check size only, so it passes screening (``screen``, simulated with the same model and
 early stops as ``GPUSandbox.screen``) and fails the full evaluation; ``// fake: heldout_wrong``: wrong at the
 task's held-out sizes only (right at every check size and the benchmark). A build's simulated speedup is the
@@ -50,7 +51,6 @@ from ..judging.result import Check, Cost, Mismatch, Result, Status, Timing
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport, ToolVerdict, overall
 from ..tasks.task import Task, describe_sizes
 from .ceilings import FLOOR_NOTE
-from .compile_only import CompileOnlySandbox, new_result
 from .compile_only import CompileOnlySandbox, new_result
 from .config import SandboxConfig
 from .sanitizer import sanitize_sizes
@@ -95,6 +95,16 @@ class FakeSandbox(CompileOnlySandbox):
         self.screen_best: dict[str, float] = {}   # as Screener.best: the best ratio screened per task
 
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
+        return self._evaluate(task, candidate, sizes, timing, alone=False)
+
+    def evaluate_alone(self, task: Task, candidate: Candidate) -> Result:
+        """``evaluate`` at the benchmark size with noise of its own (a second measurement, not a copy of the
+        first), at the speedup a ``// fake: alone=X`` annotation gives (the figure a build shows when timed alone
+        where its first one was flattered or hurt by what ran beside it)."""
+        return self._evaluate(task, candidate, None, True, alone=True)
+
+    def _evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None, timing: bool,
+                  alone: bool) -> Result:
         compiled = self.compile(task, candidate)
         if compiled.status is not Status.compiled:
             return compiled
@@ -133,6 +143,9 @@ class FakeSandbox(CompileOnlySandbox):
             plans = plans[:-1] + [resolve(task, candidate, compiled.compile, task.spec.sizes.benchmark)]
         digest = _digest(compiled.compile, plans)
         speed = self._speedup(task, candidate, notes, digest)
+        if alone:
+            digest = hashlib.sha256(digest + b"alone").digest()
+            speed = float(notes.get("alone") or speed)
         rec, floor = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
         base["cost"].time_gpu_s = sum(sum(i["samples_ms"]) for i in rec["impls"].values()) / 1e3
         status, error = Status.ok, ""
