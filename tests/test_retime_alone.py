@@ -13,7 +13,10 @@ from typer.testing import CliRunner
 
 import agent
 from agent.claims.retime import concurrent, why_retimed
-from agent.cli.app import app
+from agent.cli.app import app, console
+from agent.cli.optimize import print_summary
+from agent.report.html import render_report
+from agent.trace.reader import read
 from agent.protocols import Proposal
 from agent.trace.events import RetimeEvent, read_events
 from agent.trace.records import SessionInfo
@@ -83,6 +86,11 @@ def test_a_run_with_parallel_requests_re_times_its_winner_alone_and_names_interv
     assert view["best"]["first_measured"].startswith(f"{first.value:.3f}x")
     text = CliRunner().invoke(app, ["show", str(run.path)])
     assert "re-timed alone on the GPU: c0002" in text.output and "do not overlap" in text.output
+    assert "re-timed alone on the GPU: c0002" in render_report(read(run.path))
+    with console.capture() as final:
+        print_summary(run)
+    lines = " ".join(final.get().split())
+    assert f"best: c0002 (model) {alone.value:.3f}x" in lines and "re-timed alone on the GPU: c0002" in lines
 
 
 def test_a_re_time_within_the_first_interval_is_recorded_without_a_difference(calls, tmp_path):
