@@ -78,6 +78,7 @@ def test_a_run_with_parallel_requests_re_times_its_winner_alone_and_names_interv
     assert [e.candidate_id for e in events] == ["c0002"] and events[0].result.status.value == "ok"
     ledger = run.summary.claim.ledger
     assert ledger.evaluations == len(run.entries) + 1   # the re-time is an evaluation in full, and paid for
+    assert ledger.saving.speedup == pytest.approx(alone.value)   # the saving per call is the headline's
 
     shown = CliRunner().invoke(app, ["show", str(run.path), "--json"])
     assert shown.exit_code == 0, shown.output
