@@ -125,3 +125,40 @@ def test_any_session_with_other_work_in_flight_or_none_recorded_makes_the_winner
     assert "--parallel above 1" in why_retimed([alone, busy])
     assert "do not record" in why_retimed([alone, unknown]) and why_retimed([]) is not None
     assert concurrent(2, False) and concurrent(1, True) and not concurrent(1, False)
+
+
+def test_a_cluster_re_times_once_every_call_under_way_has_finished_and_hands_out_the_held_jobs_after():
+    from collections import deque
+    from types import SimpleNamespace
+
+    from sandbox.cluster.pool import RaySandbox
+
+    log = []
+    sb = RaySandbox.__new__(RaySandbox)
+    sb.pool = SimpleNamespace(queue=deque(["waiting"]), running={"ref": "under way"},
+                              dispatch=lambda: log.append(("dispatch", list(sb.pool.queue))))
+    sb._poll = lambda timeout: (log.append(("poll", dict(sb.pool.running))), sb.pool.running.clear())
+    sb.evaluate = lambda task, cand: log.append(("evaluate", list(sb.pool.queue), dict(sb.pool.running))) or "result"
+    assert sb.evaluate_alone("task", "cand") == "result"
+    assert log == [("poll", {"ref": "under way"}), ("evaluate", [], {}), ("dispatch", ["waiting"])]
+
+
+def test_the_gpu_sandbox_waits_for_every_compile_started_ahead_before_it_re_times():
+    import threading
+    import time
+    from concurrent.futures import Future
+
+    from sandbox.host.builder import Builder
+    from sandbox.host.config import SandboxConfig
+
+    builder = Builder(SandboxConfig(), "sm_90")
+    try:
+        running, done = Future(), Future()
+        done.set_result("compiled")
+        builder._done.update({"running": running, "done": done})
+        threading.Timer(0.3, lambda: running.set_result("compiled")).start()
+        t0 = time.monotonic()
+        builder.wait_idle()
+        assert running.done() and time.monotonic() - t0 >= 0.25
+    finally:
+        builder.close()
