@@ -42,6 +42,10 @@ class Redactor:
             values += url_credentials(url)
         return cls(values)
 
+    def joined(self, other: "Redactor") -> "Redactor":
+        """A redactor for the secrets of both."""
+        return Redactor([*self.values, *other.values])
+
     def text(self, text: str) -> str:
         for secret in self.values:
             text = text.replace(secret, REDACTED)

@@ -49,12 +49,13 @@ def leave_network() -> str:
     return ""
 
 
-def confine(home: Path, extra: list[str]) -> dict:
-    """Landlock: read Python, the loaded libraries and ``extra``, write beneath ``home``; what was done, or why not."""
+def confine(home: Path, extra: list[str], writable: list[str] = ()) -> dict:
+    """Landlock: read Python, the loaded libraries and ``extra``, write beneath ``home`` and ``writable``; what was
+    done, or why not."""
     from . import landlock
     from .confine import python_folders
 
-    read, write = python_folders() + list(extra), [str(home), "/dev/null"]
+    read, write = python_folders() + list(extra), [str(home), "/dev/null", *writable]
     try:
         abi = landlock.restrict(sorted(set(read) - set(write)), write)
     except landlock.LandlockUnavailable as exc:
@@ -94,7 +95,7 @@ def serve(request: dict, offline: str) -> None:
     except Exception as exc:
         reply = {"ok": False, "kind": "setup", "error": _first_line(exc)}
     else:
-        state = confine(home, request.get("read", []))
+        state = confine(home, request.get("read", []), request.get("write", []))
         state["network"] = "none (own namespace)" if not offline else f"TCP denied by Landlock only ({offline})"
         try:
             reply = {"ok": True, "result": fn(*request.get("args", []), **request.get("kwargs", {}))}
