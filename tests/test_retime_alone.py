@@ -35,8 +35,8 @@ class Scripted:
 
     def __init__(self, notes: list[str]):
         base = load_candidate(load_task("vector_add").baseline_path)
-        self.left = [dataclasses.replace(base, source=base.source + f"\n// fake: {n}\n").with_knobs({"BLOCK": (128, 512, 1024)[i]})
-                     for i, n in reversed(list(enumerate(notes)))]
+        self.left = [dataclasses.replace(base, source=base.source + f"\n// fake: {n}\n")
+                     .with_knobs({"BLOCK": (128, 512, 1024)[i]}) for i, n in reversed(list(enumerate(notes)))]
 
     def propose(self, request):
         return [Proposal(self.left.pop(), [request.baseline.id], "model")] if self.left else []

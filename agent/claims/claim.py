@@ -135,7 +135,8 @@ class Claimant:
         ledger.add_usage(totals.usage)
         best = self.lineage.best()
         if best is not None:   # the saving per call from the headline's figure: the re-time alone where there is one
-            retimed = self.retimed is not None and self.retimed.status == "retimed" and self.retimed.candidate == best.id
+            r = self.retimed
+            retimed = r is not None and r.status == "retimed" and r.candidate == best.id
             ledger.record_winner(self._retime_result if retimed else best.result)
         ledger.stop()
         return LedgerRecord.model_validate({**ledger.to_dict(), "text": ledger.summary()})

@@ -63,18 +63,21 @@ def retime_winner(sandbox, task: Task, winner, sessions: list[SessionInfo], trac
             result = sandbox.evaluate_alone(task, winner.candidate)
         except (RuntimeError, TaskError) as exc:
             out.status, out.reason = "failed", f"the sandbox failed ({(str(exc).splitlines() or ['?'])[0]})"
-            out.text = f"re-time: {winner.id} could not be re-timed alone: {out.reason}; the headline is its first figure"
+            out.text = (f"re-time: {winner.id} could not be re-timed alone: {out.reason}; the headline is its first "
+                        "figure")
             return out, None
         trace.event(RetimeEvent(candidate_id=winner.id, reason=why, result=result))
     out.reason, out.gpu_s = why, result.cost.gpu_s
     if result.status is not Status.ok or result.timing is None:
         out.status = "failed"
-        out.reason = f"{why}; re-timed alone it was {result.status.value}" + (f": {result.error}" if result.error else "")
+        error = f": {result.error}" if result.error else ""
+        out.reason = f"{why}; re-timed alone it was {result.status.value}{error}"
         out.text = (f"re-time: {winner.id} re-timed alone was {result.status.value}, not ok; the headline is its first "
                     "figure")
         return out, result
     out.status, out.isolated, out.isolated_ms = "retimed", speedups(result), median_ms(result)
-    out.differs = [name for name, s in out.isolated.items() if name in out.original and not overlap(s, out.original[name])]
+    out.differs = [name for name, s in out.isolated.items()
+                   if name in out.original and not overlap(s, out.original[name])]
     out.text = retime_text(out)
     return out, result
 

@@ -181,7 +181,8 @@ def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progr
 
 
 def _session_info(cfg: RunConfig, resumed: bool) -> SessionInfo:
-    return SessionInfo(started=time.time(), resumed=resumed, concurrent=concurrent(cfg.parallel, cfg.cluster is not None))
+    return SessionInfo(started=time.time(), resumed=resumed,
+                       concurrent=concurrent(cfg.parallel, cfg.cluster is not None))
 
 
 def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session:

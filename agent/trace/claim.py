@@ -1,6 +1,7 @@
 """The claim a run makes beside its table, as the summary stores it (``Summary.claim``): the held-out re-check
 (the winner's rows and the leaders set aside), the compute-sanitizer's section, the cost ledger, what the
-built-in search covered and the winner's re-time alone on the GPU. Each section keeps its one-paragraph text beside its figures.
+built-in search covered and the winner's re-time alone on the GPU. Each section keeps its one-paragraph text beside
+its figures.
 
 A ``kernelwright-summary-2`` (or ``-1``) file kept these as flat keys (``heldout``, ``heldout_text``,
 ``heldout_flagged``, ``sanitize``, ``sanitize_text``, ``ledger``, ``ledger_text``, ``tuning``, ``tuning_text``);
