@@ -169,7 +169,7 @@ def print_summary(run) -> None:
     retime = claim.retime if best and claim.retime and claim.retime.candidate == best.id else None
     if best and best.speedup:
         what = "PyTorch eager" if against == "eager" else "the baseline"
-        speed = retime.headline if retime and retime.status == "retimed" else best.speedup   # the re-time alone
+        speed = claim.headline(best.id, best.speedup)   # the re-time alone, where there is one
         faster = speed.low > 1.0
         verdict = f"faster than {what} (interval clears 1.0)" if faster else f"not clearly faster than {what}"
         regress = regression_note(claim.rows)

@@ -221,6 +221,12 @@ class Claim(_Record):
         return cls(heldout=heldout, sanitizer=data.get("sanitize"), ledger=ledger,
                    tuning={"searches": tuning, "text": data.get("tuning_text") or ""} if tuning else None)
 
+    def headline(self, winner: str, first: Interval | None) -> Interval | None:
+        """The speedup the claim states for ``winner`` over the primary baseline: the re-time alone where that winner
+        was re-timed, else ``first`` (its first figure)."""
+        r = self.retime
+        return r.headline if r is not None and r.status == "retimed" and r.candidate == winner else first
+
     @property
     def rows(self) -> list[HeldoutRow] | None:
         """The winner's held-out rows."""
