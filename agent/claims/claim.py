@@ -134,8 +134,8 @@ class Claimant:
         ledger.add_screening(totals.screened, totals.screen_gpu_s)
         ledger.add_usage(totals.usage)
         best = self.lineage.best()
-        if best is not None:   # the saving per call from the headline's figure: the re-time alone where there is one
-            r = self.retimed
+        if best is not None and best is not self.lineage.baseline():   # as the summary: no winner of its own run
+            r = self.retimed   # the saving per call from the headline's figure: the re-time alone where there is one
             retimed = r is not None and r.status == "retimed" and r.candidate == best.id
             ledger.record_winner(self._retime_result if retimed else best.result)
         ledger.stop()

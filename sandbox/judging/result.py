@@ -150,6 +150,30 @@ class ImplTiming(_Record):
     pct_of_roofline: float | None = None
 
 
+class BelowRoofline(_Record):
+    """The flag of a candidate timed below the task's naive roofline floor (``sandbox.host.floor``): the evidence,
+    and the stronger check it triggered. A flag, never a verdict: an algebraic rewrite does less work than the
+    naive FLOP and byte counts assume."""
+
+    median_ms: float                    # the candidate's median time
+    floor_ms: float                     # the naive roofline floor: max(bytes / bandwidth, FLOPs / peak)
+    factor: float                       # the time is below floor_ms / factor
+    flops: int                          # the task's FLOP count at the benchmark size (naive computation)
+    bytes: int                          # the task's byte count at the benchmark size
+    bandwidth_bytes_per_s: float | None = None
+    peak_flops_per_s: float | None = None
+    written_floor_ms: float | None = None   # the bytes the outputs must be written with, at the copy bandwidth
+    rechecked: list[str] = Field(default_factory=list)   # the stronger check's trials (labels), all passed
+    note: str = ""
+
+    def line(self) -> str:
+        text = (f"below the naive roofline: {self.median_ms:.4g} ms < floor {self.floor_ms:.4g} ms / {self.factor:g} "
+                f"({self.flops:,} FLOP, {self.bytes:,} bytes at the measured ceilings)")
+        if self.rechecked:
+            text += f"; a stronger check passed ({len(self.rechecked)} more trials, held-out sizes included)"
+        return text
+
+
 class Timing(_Record):
     """The timing stage at the benchmark size: each implementation's times and the speedups over them."""
 
@@ -175,6 +199,7 @@ class Timing(_Record):
     torch_tf32: str | None = None                         # the TF32 mode PyTorch eager/compile were timed in
                                                           # (off, default, on); None: no PyTorch baseline
     carry_over: CarryOver | None = None                   # None: too few rounds of either kind (3 each)
+    below_roofline: BelowRoofline | None = None           # flagged: faster than the naive counts allow
 
 
 class Cost(_Record):
@@ -318,6 +343,8 @@ class Result(_Record):
         parts = [f"{self.candidate}: {self.status.value}" + (" [SIMULATED]" if self.env.simulated else "")]
         if self.error:
             parts.append(self.error)
+        if self.status is Status.compiled:
+            parts.append("compiled only: nothing ran (no GPU sandbox), so nothing was checked or timed")
         warned = self.compile.warnings() if self.compile and self.compile.ok else []
         if warned:
             parts.append(f"compiler warning: {warned[0].splitlines()[0]}"
@@ -334,6 +361,8 @@ class Result(_Record):
             if c is not None and c.flagged:
                 parts.append(f"carry-over: {self.timing.primary} {c.value:.3f}x slower right after the candidate "
                              f"[{c.low:.3f}, {c.high:.3f}]")
+            if self.timing.below_roofline is not None:
+                parts.append("flag: " + self.timing.below_roofline.line())
         parts += [f"{v.outcome}: {v.line}" for v in self.verdicts if v.outcome in ("flag", "fail")]
         return "; ".join(parts)
 

@@ -296,8 +296,13 @@ class TaskSpec(_Strict):
         unknown = [n for n in t.parameters if n not in inputs]
         if unknown:
             raise ValueError(f"torch.parameters names {unknown}, which are no inputs")
-        if t.outputs != outputs:
-            raise ValueError(f"torch.outputs {t.outputs} must list the outputs in order: {outputs}")
+        if t.outputs + list(t.updated.values()) != outputs:
+            raise ValueError(f"torch.outputs {t.outputs} and then torch.updated's outputs must list the outputs in "
+                             f"order: {outputs}")
+        unknown = [n for n in t.mutated if n not in t.parameters] + [n for n in t.updated if n not in t.mutated]
+        if unknown:
+            raise ValueError(f"torch.mutated and torch.updated name {unknown}: mutated ones must be torch.parameters, "
+                             "updated ones mutated")
         missing = inputs - set(t.arguments) - set(t.parameters)
         if missing:
             raise ValueError(f"inputs {sorted(missing)} are neither torch.arguments nor torch.parameters")
