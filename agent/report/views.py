@@ -110,7 +110,8 @@ def summary_view(stored: RunTrace, task=None) -> dict:
                        "vendor": interval(v) if v else "", "vendor_verdict": verdict(v) if v else "",
                        "median_ms": f"{c.median_ms:.4g}" if c else "-",
                        "pct": f"{c.pct_of_roofline:.1f}" if c and c.pct_of_roofline is not None else "-",
-                       "knobs": ", ".join(f"{k}={x}" for k, x in r.knobs.items()), "flags": " ".join(r.flags)}
+                       "knobs": ", ".join(f"{k}={x}" for k, x in r.knobs.items()), "flags": " ".join(r.flags),
+                       "bias": "; ".join(r.bias_flags())}
     if base is not None:
         # the baseline's time in the shown claim's own A/B timing: the figure its speedup and saving come from
         t = timing if timing is not None and "baseline" in timing.impls else base.result.timing

@@ -12,7 +12,8 @@ from ..judging import stats
 from ..judging.agreement import agreement_tolerances
 from ..judging.environment import READINGS, Ceilings, ClockReadings, LaunchHold, PersistingL2, TimedClocks
 from ..judging.result import CARRY_OVER_FLAG, CarryOver, Status, Timing
-from ..tasks.inputs import distribution_count, input_specs, output_specs
+from ..tasks.inputs import output_specs, timed_variants
+from ..tasks.keyed import new_seed
 from ..tasks.task import Task
 from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, RunOutputs, Time, Timed, Tolerance
 from .ceilings import roofline_ms
@@ -35,8 +36,8 @@ def timing_request(task: Task, bench: dict, cubin: bytes, plan: dict, baseline, 
                          target_ci=cfg.target_ci, wall_cap_s=cfg.wall_cap_s)
     return Time(harness=harness, impls=impls, sizes=task.env(bench),
                 scalars={s.name: s.value for s in task.spec.scalars},
-                input_variants=[input_specs(task, bench, k) for k in range(distribution_count(task))],
-                outputs=output_specs(task, bench), seed=rng.getrandbits(62),
+                input_variants=timed_variants(task, bench),
+                outputs=output_specs(task, bench), seed=new_seed(),
                 tolerance={n: Tolerance(*t) for n, t in agreement_tolerances(task).items()},
                 order_seed=rng.getrandbits(62), hash_seed=rng.getrandbits(63), limits=limits,
                 launches_to=rng.randint(cfg.min_launches, 2 * cfg.min_launches), full_checks=cfg.full_checks,

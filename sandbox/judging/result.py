@@ -55,6 +55,7 @@ class ApproxInstruction(_Record):
     function: str                        # the kernel or device function, as the candidate names it where known
     instruction: str                     # "ex2.approx.ftz.f32", ...
     line: int | None = None              # the candidate's source line, where -lineinfo gives one
+    source: str | None = None            # traced (``approx_ptx.trace``): the library function holding it; None: own
 
 
 class CompileInfo(_Record):
@@ -72,6 +73,8 @@ class CompileInfo(_Record):
     lowered_names: dict[str, str] = Field(default_factory=dict)
     params: dict[str, list[int]] = Field(default_factory=dict)  # plan kernel name -> bytes of each parameter
     approx: list[ApproxInstruction] | None = None  # approximate instructions in the PTX (None: not read)
+    approx_traced: list[ApproxInstruction] | None = None  # the same traced to their functions (None: not traced)
+    trace_error: str = ""                # why a compile with approximate instructions could not be traced
 
     def warnings(self) -> list[str]:
         """The compiler's warnings (NVRTC's and ptxas'), each with the source line and caret NVRTC prints under
@@ -100,6 +103,30 @@ class Mismatch(_Record):
     expected: float | str
 
 
+class Bias(_Record):
+    """The signed error of one output in one check, in units of each element's tolerance (atol + rtol |expected|),
+    against the float64 reference: its mean with a 95% interval, the same signed toward the reference's magnitude
+    (``away``: negative where the output errs toward zero), and the mean of its absolute value."""
+
+    n: int
+    mean: float
+    low: float
+    high: float
+    away: float
+    away_low: float
+    away_high: float
+    mean_abs: float
+
+    @classmethod
+    def of(cls, stats: dict) -> "Bias":
+        """From ``compare.bias_stats``'s numbers."""
+        z = 1.96
+        return cls(n=stats["n"], mean=stats["mean"], low=stats["mean"] - z * stats["mean_se"],
+                   high=stats["mean"] + z * stats["mean_se"], away=stats["away"],
+                   away_low=stats["away"] - z * stats["away_se"], away_high=stats["away"] + z * stats["away_se"],
+                   mean_abs=stats["mean_abs"])
+
+
 class Check(_Record):
     """One correctness trial of one output at one size."""
 
@@ -113,6 +140,8 @@ class Check(_Record):
     mismatches: int = 0
     first_mismatch: Mismatch | None = None
     note: str = ""
+    seed: int | None = None              # the trial's input seed: its draw replays from it (``sandbox.tasks.inputs``)
+    bias: Bias | None = None             # the signed error (None: an exact output, or none compared)
 
 
 class Interval(_Record):
@@ -335,6 +364,12 @@ class Result(_Record):
             self.error = "compute-sanitizer: " + next(t.line() for t in report.tools if t.status == "errors")
             self.detail = "\n\n".join(f"{t.tool}:\n{t.first_error}" for t in report.tools if t.status == "errors")
 
+    def bias_flags(self) -> list[str]:
+        """Outputs whose error has one sign in every check (``sandbox.judging.bias``): a flag, not a rejection."""
+        from .bias import bias_flags
+
+        return bias_flags(self.checks)
+
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
 
@@ -345,6 +380,7 @@ class Result(_Record):
             parts.append(self.error)
         if self.status is Status.compiled:
             parts.append("compiled only: nothing ran (no GPU sandbox), so nothing was checked or timed")
+        parts += [f"bias flag: {flag}" for flag in self.bias_flags()]
         warned = self.compile.warnings() if self.compile and self.compile.ok else []
         if warned:
             parts.append(f"compiler warning: {warned[0].splitlines()[0]}"
