@@ -50,7 +50,8 @@ OPTIONS: tuple[RunOption, ...] = (
     RunOption("price_in", float, "USD per million prompt tokens of this model.", MODEL),    # with --price-out: prices
     RunOption("price_out", float, "USD per million completion tokens of this model.", MODEL),
     RunOption("parallel", int, "Model requests in flight at once (one GPU evaluates one candidate at a time; on a "
-                               "cluster of N GPUs at least N + 1).", MODEL, "parallel"),
+                               "cluster of N GPUs at least N + 1). Above 1, the winner is re-timed alone before the "
+                               "claim.", MODEL, "parallel"),
     RunOption("iterations", int, "Model requests in the model phase (default 10).", BUDGET, "budget.iterations"),
     RunOption("budget_tokens", int, "Stop after this many prompt + completion tokens.", BUDGET, "budget.tokens"),
     RunOption("budget_usd", float, "Stop after spending this many US dollars (needs the model's price).", BUDGET,

@@ -35,6 +35,12 @@ class Sandbox(Protocol):
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None,
                  timing: bool = True) -> Result: ...
 
+    def evaluate_alone(self, task: Task, candidate: Candidate) -> Result:
+        """``evaluate`` at the benchmark size once nothing else of this sandbox is in flight on its GPU: the re-time of
+        a headline claim (``agent.claims.retime``). A local sandbox runs one job at a time, on the caller's thread,
+        so nothing else is in flight between two calls."""
+        return self.evaluate(task, candidate)
+
     def profile(self, task: Task, candidate: Candidate, result: Result | None = None,
                 parent_profile: Profile | None = None) -> Profile:
         """Nsight Compute's profile and diagnosis, or why there is none."""

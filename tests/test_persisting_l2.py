@@ -35,3 +35,29 @@ def test_the_check_resets_after_a_candidate_launch_only():
     launch = lambda name, kernel: types.SimpleNamespace(name=name, kernel=kernel)
     assert check.queue(launch("candidate", object())) == ([], None)
     assert check.queue(launch("baseline", object())) is None and check.queue(launch("eager", None)) is None
+
+
+def test_screening_resets_persisting_lines_after_each_candidate_run_before_its_checks_launch(monkeypatch):
+    from sandbox.worker import screening
+
+    events: list[str] = []
+    l2 = types.SimpleNamespace(reset=lambda: events.append("reset"))
+    event = lambda: types.SimpleNamespace(record=lambda stream: None)
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=event, get_elapsed_time=lambda a, b: 1.0))
+    h = types.SimpleNamespace(cp=cp, stream=None, hold=None, persisting_l2=l2, flush_l2=lambda: events.append("flush"),
+                              sync=lambda: events.append("sync"))
+
+    def loaded(name):
+        return types.SimpleNamespace(poison_scratch=lambda scratch, every=False: None,
+                                     launch=lambda arrays, scratch: events.append(f"launch {name}"))
+
+    monkeypatch.setattr(screening, "violations", lambda *args: events.append("checks") or [])
+    s = screening.Screening.__new__(screening.Screening)
+    s.h, s.req = h, types.SimpleNamespace(outputs=[], hash_seed=1)
+    s.sets, s.outs, s.hashes = [{}, {}], {}, [{}, {}]
+    s.start = s.end = event()
+    s.base, candidate = loaded("baseline"), loaded("candidate")
+    s.run(candidate, None, 0, flush=True)
+    s.run(s.base, None, 1, flush=True)
+    assert events == ["flush", "launch candidate", "sync", "reset", "checks",
+                      "flush", "launch baseline", "sync", "checks"]

@@ -168,14 +168,19 @@ def print_summary(run) -> None:
         console.print(note, style="bold yellow", soft_wrap=True)
     best = summary.best
     sim = " [SIMULATED]" if run.simulated else ""
+    retime = claim.retime if best and claim.retime and claim.retime.candidate == best.id else None
     if best and best.speedup:
         what = "PyTorch eager" if against == "eager" else "the baseline"
-        verdict = f"faster than {what} (interval clears 1.0)" if best.faster else f"not clearly faster than {what}"
+        speed = claim.headline(best.id, best.speedup)   # the re-time alone, where there is one
+        faster = speed.low > 1.0
+        verdict = f"faster than {what} (interval clears 1.0)" if faster else f"not clearly faster than {what}"
         regress = regression_note(claim.rows)
         aside = set_aside_note(claim.set_aside)
-        console.print(styled(f"best: {best.id} ({best.origin}) {_speed(best.speedup)}: {verdict}",
+        console.print(styled(f"best: {best.id} ({best.origin}) {_speed(speed)}: {verdict}",
                              (f"; {regress}", "bold red") if regress else "", (f"; {aside}", "yellow") if aside else "",
                              sim), soft_wrap=True)
+        if retime is not None:
+            console.print(styled((retime.text, "bold yellow") if retime.differs else retime.text, sim), soft_wrap=True)
     elif summary.sandbox != "compile-only":
         from ..report.search import runner_up
 

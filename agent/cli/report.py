@@ -75,6 +75,8 @@ def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = F
                              (f"; {best['set_aside']}", "yellow") if best.get("set_aside") else "",
                              f"; vs vendor {best['vendor']}" if best["vendor"] else "",
                              f"; {best['median_ms']} ms, {best['pct']}% of roofline"), soft_wrap=True)
+        if best["retime"]:
+            console.print(f"  {best['retime']}", soft_wrap=True)
         for v in best.get("verdicts", []):   # a ModelNew winner's format checks
             console.print(f"  {v['check']}: {v['outcome']}: {v['line']}", soft_wrap=True, markup=False)
     else:

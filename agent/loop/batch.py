@@ -118,7 +118,7 @@ class Batch:
         failed = next((stop for stop in summary.stops.values() if stop.reason.failed), None)  # even if tuning ran after
         state = "stopped" if _interrupted(summary) else "failed" if failed else "done"
         self._put(BatchRow(task=task, state=state, run=str(self.run_dir(task)), best=best.id if best else None,
-                           speedup=best.speedup if best else None, candidates=summary.candidates, tokens=t.tokens,
+                           speedup=summary.claim.headline(best.id, best.speedup) if best else None, candidates=summary.candidates, tokens=t.tokens,
                            usd=t.usd, gpu_s=t.gpu_s, simulated=summary.simulated,
                            stop=failed.message if failed else summary.stop_reason))
 

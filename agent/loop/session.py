@@ -25,6 +25,7 @@ from sandbox.protocol import Sandbox
 from sandbox.tasks.task import Task, TaskError, load_task
 
 from ..claims.claim import Claimant
+from ..claims.retime import concurrent
 from ..config import ConfigError, RunConfig, api_key, run_name
 from ..protocols import Entry, Proposal, Proposer
 from ..redact import Redactor
@@ -126,13 +127,15 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
                                  folder=str(task.folder.resolve())),
                    config=cfg.public(), proposer=about, sandbox=SandboxInfo(kind=sandbox.kind, device=sandbox.device,
                                                                    cluster=sandbox.describe()),
-                   environment=software(), sessions=[SessionInfo(started=time.time(), resumed=False)])
+                   environment=software(), sessions=[_session_info(cfg, resumed=False)])
     try:
         trace = Trace.create(Path(traces) / run_id, info, redactor(cfg, key))
     except BaseException:
         sandbox.close()
         raise
-    return _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
+    session = _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
+    session.claimant.sessions = info.sessions
+    return session
 
 
 def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | None = None,
@@ -172,13 +175,20 @@ def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progr
         sandbox.close()
         raise
     trace = Trace.resume(path, redactor(cfg, key), lock)
-    trace.update_run_info(config=cfg.public(), sessions=info.sessions + [SessionInfo(started=time.time(), resumed=True)])
+    sessions = info.sessions + [_session_info(cfg, resumed=True)]
+    trace.update_run_info(config=cfg.public(), sessions=sessions)
     session = _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
+    session.claimant.sessions, session.claimant.events = sessions, events
     state = restore(session.loop, events)
     session.events = events
     session.stops = {e.phase: Stop(e.reason, e.message) for e in events if isinstance(e, StopEvent)}
     session.screened = [e for e in events if isinstance(e, ScreenEvent)]
     return session, state.pending
+
+
+def _session_info(cfg: RunConfig, resumed: bool) -> SessionInfo:
+    return SessionInfo(started=time.time(), resumed=resumed,
+                       concurrent=concurrent(cfg.parallel, cfg.cluster is not None))
 
 
 def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session:

@@ -92,11 +92,18 @@ def summary_view(stored: RunTrace, task=None) -> dict:
     if found is not None:
         entry, why = found
         out["runner_up"] = {"id": entry.id, "speedup": interval(entry.result.speedup("baseline")), **why.to_json()}
+    retime = claim.retime if best is not None and claim.retime and claim.retime.candidate == best.id else None
+    out["retime"] = retime.model_dump(mode="json") if retime else None
     if best is not None:
         r = best.result
         s, v = r.speedup("baseline"), r.speedup("vendor")
+        first = s
+        if retime is not None and retime.status == "retimed":   # the headline is the re-time alone
+            s, v = retime.headline, retime.isolated.get("vendor")
         c = r.timing.impls.get("candidate") if r.timing else None
         out["best"] = {"id": best.id, "origin": best.origin, "speedup": interval(s), "verdict": verdict(s),
+                       "first_measured": interval(first) if s is not first else "",
+                       "retime": retime.text if retime else "",
                        "against": r.timing.primary if r.timing else "baseline",
                        "regressions": regression_note(claim.rows),
                        "set_aside": set_aside_note(claim.set_aside),

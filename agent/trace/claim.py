@@ -1,6 +1,7 @@
 """The claim a run makes beside its table, as the summary stores it (``Summary.claim``): the held-out re-check
-(the winner's rows and the leaders set aside), the compute-sanitizer's section, the cost ledger and what the
-built-in search covered. Each section keeps its one-paragraph text beside its figures.
+(the winner's rows and the leaders set aside), the compute-sanitizer's section, the cost ledger, what the
+built-in search covered and the winner's re-time alone on the GPU. Each section keeps its one-paragraph text beside
+its figures.
 
 A ``kernelwright-summary-2`` (or ``-1``) file kept these as flat keys (``heldout``, ``heldout_text``,
 ``heldout_flagged``, ``sanitize``, ``sanitize_text``, ``ledger``, ``ledger_text``, ``tuning``, ``tuning_text``);
@@ -9,7 +10,7 @@ A ``kernelwright-summary-2`` (or ``-1``) file kept these as flat keys (``heldout
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -173,6 +174,29 @@ class TuningSection(_Record):
     text: str                                  # one line per search
 
 
+class Retime(_Record):
+    """The winner re-timed against its baselines alone on the GPU before the claim is printed
+    (``agent.claims.retime``). ``status``: ``retimed``; ``ran alone`` (not re-timed: its evaluation had nothing else
+    in flight); ``failed`` (the re-time was not ok: the headline keeps the first figure and says so)."""
+
+    candidate: str
+    status: Literal["retimed", "ran alone", "failed"]
+    reason: str                                # why it was (or was not) re-timed, or how it failed
+    against: str = "baseline"                  # the primary baseline ("eager" for a task imported from PyTorch)
+    original: dict[str, Interval] = Field(default_factory=dict)   # speedup per baseline, first measured
+    isolated: dict[str, Interval] = Field(default_factory=dict)   # speedup per baseline, re-timed alone
+    original_ms: float | None = None           # the winner's median, first measured
+    isolated_ms: float | None = None           # and re-timed alone
+    differs: list[str] = Field(default_factory=list)   # baselines whose two intervals do not overlap
+    gpu_s: float = 0.0                         # what the re-time cost on the GPU
+    text: str = ""                             # one line
+
+    @property
+    def headline(self) -> Interval | None:
+        """The speedup over the primary baseline the claim states: the re-time's where there is one."""
+        return self.isolated.get(self.against) or self.original.get(self.against)
+
+
 class Claim(_Record):
     """Everything the run's claim rests on besides the table: held-out re-check, sanitizer, cost, search coverage.
     A section is None where that step did not run."""
@@ -181,6 +205,7 @@ class Claim(_Record):
     sanitizer: SanitizeSection | None = None
     ledger: LedgerRecord | None = None
     tuning: TuningSection | None = None
+    retime: Retime | None = None
 
     @classmethod
     def from_flat(cls, data: dict) -> "Claim":
@@ -195,6 +220,12 @@ class Claim(_Record):
         tuning = [_known(TuningRecord, t) for t in data.get("tuning") or []]
         return cls(heldout=heldout, sanitizer=data.get("sanitize"), ledger=ledger,
                    tuning={"searches": tuning, "text": data.get("tuning_text") or ""} if tuning else None)
+
+    def headline(self, winner: str, first: Interval | None) -> Interval | None:
+        """The speedup the claim states for ``winner`` over the primary baseline: the re-time alone where that winner
+        was re-timed, else ``first`` (its first figure)."""
+        r = self.retime
+        return r.headline if r is not None and r.status == "retimed" and r.candidate == winner else first
 
     @property
     def rows(self) -> list[HeldoutRow] | None:

@@ -3,10 +3,10 @@
 Every line is one JSON object with ``schema`` (``kernelwright-events-2``; ``-1`` is read too), ``seq`` (0, 1,
 2... with no gap), ``t`` (Unix seconds), ``wall_s`` (the run's wall time so far, over resumed sessions) and
 ``kind``, which picks the model: ``phase``, ``request``, ``model_call``, ``proposal``, ``evaluation``, ``skip``,
-``screen``, ``best``, ``stop``, ``sanitize``, ``error``, ``end``. Unknown fields are an error. Version 2 changed three things, and version
-1 lines are upgraded when read: a ``stop`` carries ``reason`` (a ``StopReason`` value) and ``message`` (version
-1 had only the sentence, in ``reason``), an ``evaluation``'s ``fingerprint`` is called ``identity``, and the
-``end`` event's summary is ``kernelwright-summary-2``.
+``screen``, ``best``, ``stop``, ``sanitize``, ``retime``, ``error``, ``end``. Unknown fields are an error. Version 2
+changed three things, and version 1 lines are upgraded when read: a ``stop`` carries ``reason`` (a ``StopReason``
+value) and ``message`` (version 1 had only the sentence, in ``reason``), an ``evaluation``'s ``fingerprint`` is
+called ``identity``, and the ``end`` event's summary is ``kernelwright-summary-2``.
 
 Each line written now ends in ``"chain"``: the SHA-256 of the previous line's chain (or of nothing, for the
 first) and of this line without its chain. The reader recomputes the chain and refuses a file where one no
@@ -206,6 +206,16 @@ class SanitizeEvent(_Event):
     report: SanitizeReport
 
 
+class RetimeEvent(_Event):
+    """The winner re-timed alone on the GPU before the claim (``agent.claims.retime``); a resumed run that finds one for
+    its winner does not re-time it again."""
+
+    kind: Literal["retime"] = "retime"
+    candidate_id: str
+    reason: str                      # why it was re-timed
+    result: Result
+
+
 class ErrorEvent(_Event):
     kind: Literal["error"] = "error"
     request: str | None = None
@@ -218,7 +228,8 @@ class EndEvent(_Event):
 
 
 Event = Annotated[Union[PhaseEvent, RequestEvent, ModelCallEvent, ToolCallEvent, ProposalEvent, EvaluationEvent, SkipEvent, ScreenEvent,
-                        BestEvent, StopEvent, SanitizeEvent, ErrorEvent, EndEvent], Field(discriminator="kind")]
+                        BestEvent, StopEvent, SanitizeEvent, RetimeEvent, ErrorEvent, EndEvent],
+                  Field(discriminator="kind")]
 _EVENT = TypeAdapter(Event)
 
 

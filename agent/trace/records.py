@@ -94,6 +94,8 @@ class SandboxInfo(_Record):
 class SessionInfo(_Record):
     started: float
     resumed: bool
+    concurrent: bool | None = None   # other work in flight beside its evaluations (parallel > 1, a cluster); None:
+                                     # not recorded
 
 
 class RunInfo(_Record):

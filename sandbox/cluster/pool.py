@@ -208,6 +208,20 @@ class RaySandbox(Sandbox):
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
         return job_result(self._call("evaluate", self.packed(task), candidate, sizes, timing))
 
+    def evaluate_alone(self, task: Task, candidate: Candidate) -> Result:
+        """``evaluate`` with nothing else running on any of the cluster's GPUs: the jobs waiting for an actor are held
+        back, the calls under way finish (their jobs come back from ``wait`` as usual), then this evaluation runs on
+        one actor, alone; the jobs held back are handed out again after it."""
+        held = list(self.pool.queue)
+        self.pool.queue.clear()
+        try:
+            while self.pool.running:
+                self._poll(0.5)
+            return self.evaluate(task, candidate)
+        finally:
+            self.pool.queue.extend(held)
+            self.pool.dispatch()
+
     def profile(self, task: Task, candidate: Candidate, result: Result | None = None,
                 parent_profile: Profile | None = None) -> Profile:
         """Nsight Compute on the GPU that measured ``result`` where it is free, else on another of the same model."""

@@ -21,6 +21,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+import concurrent.futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -147,6 +148,12 @@ class Builder:
         with self._lock:
             future = self._done.get(repr(req))
         return future is not None and future.done()
+
+    def wait_idle(self) -> None:
+        """Return once no compile is under way (a compile's failure is its build's to report)."""
+        with self._lock:
+            running = [f for f in self._done.values() if not f.done()]
+        concurrent.futures.wait(running)
 
     def warm(self) -> int:
         """Start every compile worker the pool may have, in the background (each answers a ``Confinement`` request

@@ -23,7 +23,8 @@ The model, per candidate:
   at the copy bandwidth divided by 1.5 is ``rejected`` (faster than the hardware allows).
 
 Annotations script failures: ``// fake: wrong``, ``// fake: crashed``, ``// fake: timeout``,
-``// fake: rejected`` (several may share a line, separated by commas or spaces), and ``// fake: check_wrong``:
+``// fake: rejected`` (several may share a line, separated by commas or spaces), ``// fake: alone=X`` (the speedup
+``evaluate_alone`` finds, where the first measurement's company flattered it), and ``// fake: check_wrong``:
 wrong at the first check size only, so it passes screening (``screen``, simulated with the same model and
 early stops as ``GPUSandbox.screen``) and fails the full evaluation; ``// fake: heldout_wrong``: wrong at the
 task's held-out sizes only (right at every check size and the benchmark).
@@ -114,8 +115,18 @@ class FakeSandbox(CompileOnlySandbox):
         return super().compile(task, candidate)
 
     def evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None = None, timing: bool = True) -> Result:
+        return self._evaluate(task, candidate, sizes, timing, alone=False)
+
+    def evaluate_alone(self, task: Task, candidate: Candidate) -> Result:
+        """``evaluate`` at the benchmark size with noise of its own (a second measurement, not a copy of the
+        first), at the speedup a ``// fake: alone=X`` annotation gives (the figure a build shows when timed alone
+        where its first one was flattered or hurt by what ran beside it)."""
+        return self._evaluate(task, candidate, None, True, alone=True)
+
+    def _evaluate(self, task: Task, candidate: Candidate, sizes: dict[str, int] | None, timing: bool,
+                  alone: bool) -> Result:
         if modelnew_host.is_modelnew(candidate):
-            return self._modelnew_evaluated(task, candidate, sizes, timing)
+            return self._modelnew_evaluated(task, candidate, sizes, timing, alone)
         compiled = self.compile(task, candidate)
         if compiled.status is not Status.compiled:
             return compiled
@@ -157,6 +168,9 @@ class FakeSandbox(CompileOnlySandbox):
         if sizes is not None and sizes != task.spec.sizes.benchmark:
             speed = _speedup_at(task, speed, sizes)
             digest = hashlib.sha256(digest + json.dumps(sizes, sort_keys=True).encode()).digest()
+        if alone:
+            digest = hashlib.sha256(digest + b"alone").digest()
+            speed = float(notes.get("alone") or speed)
         rec, floor = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
         base["cost"].time_gpu_s = sum(sum(i["samples_ms"]) for i in rec["impls"].values()) / 1e3
         timed = Timing.model_validate(rec)
@@ -183,9 +197,11 @@ class FakeSandbox(CompileOnlySandbox):
         result.env = Environment.model_validate({**self.device, "ceilings": SIM_CEILINGS})
         return result
 
-    def _modelnew_evaluated(self, task: Task, solution, sizes: dict[str, int] | None, timing: bool) -> Result:
-        """The time model of ``evaluate`` for a ModelNew solution, drawn from the hash of its source; its own
-        verdicts are ``not run`` (nothing ran to decide them)."""
+    def _modelnew_evaluated(self, task: Task, solution, sizes: dict[str, int] | None, timing: bool,
+                            alone: bool = False) -> Result:
+        """The time model of ``evaluate`` for a ModelNew solution, drawn from the hash of its source (``alone``: a
+        second draw, at a ``// fake: alone=X`` speedup where one is given); its own verdicts are ``not run``
+        (nothing ran to decide them)."""
         compiled = self._modelnew_compiled(task, solution)
         if compiled.status is not Status.compiled:
             return compiled
@@ -212,6 +228,9 @@ class FakeSandbox(CompileOnlySandbox):
             return new_result(task, solution, Status.ok, checks=checks, **base)
         digest = hashlib.sha256(f"modelnew:{solution.key}".encode()).digest()
         speed = float(notes["speedup"]) if notes.get("speedup") else 0.8 + 0.4 * int.from_bytes(digest[:8], "big") / 2**64
+        if alone:
+            speed = float(notes["alone"]) if notes.get("alone") else speed
+            digest = hashlib.sha256(digest + b"alone").digest()
         if sizes is not None and sizes != task.spec.sizes.benchmark:
             speed = _speedup_at(task, speed, sizes)
             digest = hashlib.sha256(digest + json.dumps(sizes, sort_keys=True).encode()).digest()

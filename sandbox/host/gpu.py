@@ -136,6 +136,12 @@ class GPUSandbox(CompileOnlySandbox):
             for p in self.data_dir.iterdir():
                 p.unlink(missing_ok=True)
 
+    def evaluate_alone(self, task: Task, candidate: Candidate) -> Result:
+        """``evaluate`` once every compile started ahead (``prefetch``) has finished: the GPU worker serves one
+        request at a time, and nothing else of this sandbox then runs beside it."""
+        self.builder.wait_idle()
+        return self.evaluate(task, candidate)
+
     def close(self) -> None:
         """End every process the sandbox holds side by side: a worker with a CUDA context takes a while to be
         torn down once killed, and one after the other those whiles add up at the end of every run."""

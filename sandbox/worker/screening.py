@@ -28,7 +28,9 @@ class Screening:
     so far, sooner the quieter the GPU: ``_one``), and a last run on set 1; every run of the candidate is compared
     on the device with the baseline's output for its set (``sandbox.judging.agreement``), guard bands and input
     hashes checked. A candidate that breaks a rule (a guard band or an input overwritten) is rejected and
-    the state rebuilt, so the next candidate starts clean."""
+    the state rebuilt, so the next candidate starts clean. As in the timing stage, every line a candidate run marked
+    persisting in the L2 is reset to normal once it has run, before anything else launches
+    (``persisting_l2.PersistingL2``): the baseline's next round gets the whole L2."""
 
     def __init__(self, h: Harness, req: ScreenSetup):
         self.h, self.req, self.id = h, req, req.setup_id
@@ -97,6 +99,8 @@ class Screening:
             if hold is not None:
                 hold.release()
         h.sync()
+        if loaded is not self.base:
+            h.persisting_l2.reset()
         groups = {"input": self.sets[k], "output": self.outs, "scratch": scratch}
         problems = violations(h, groups, self.hashes[k], self.req.hash_seed)
         if problems:
