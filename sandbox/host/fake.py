@@ -61,7 +61,6 @@ from ..judging import stats
 from ..judging.environment import Ceilings, Environment
 from ..judging.result import Check, Cost, Mismatch, Result, Status, Timing, Verdict
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport, ToolVerdict, overall
-from ..pytorch.modelnew_judge import CHECKS as MODELNEW_CHECKS
 from ..tasks.task import Task, describe_sizes
 from . import modelnew_host
 from .compile_only import CompileOnlySandbox, new_result
@@ -202,6 +201,8 @@ class FakeSandbox(CompileOnlySandbox):
         """The time model of ``evaluate`` for a ModelNew solution, drawn from the hash of its source (``alone``: a
         second draw, at a ``// fake: alone=X`` speedup where one is given); its own verdicts are ``not run``
         (nothing ran to decide them)."""
+        from ..pytorch.modelnew_judge import CHECKS
+
         compiled = self._modelnew_compiled(task, solution)
         if compiled.status is not Status.compiled:
             return compiled
@@ -209,7 +210,7 @@ class FakeSandbox(CompileOnlySandbox):
         labelled = [(f"check[{i}]", s) for i, s in enumerate(task.spec.sizes.check)] + [("benchmark", bench)]
         base = dict(compile=compiled.compile, env=compiled.env, cost=Cost(),
                     verdicts=[Verdict(check=c, outcome="not run", line="simulated: the FakeSandbox runs nothing")
-                              for c in MODELNEW_CHECKS])
+                              for c in CHECKS])
         notes = annotations(solution.source)
         failure = next((status for key, status in _FAILURES.items() if key in notes), None)
         if failure is None and "heldout_wrong" in notes and sizes is not None and sizes in task.spec.sizes.heldout:
