@@ -1,4 +1,4 @@
-"""The processes that run a PyTorch problem's code, confined: ``python -m sandbox.worker.problem_child CMD_FD EVENT_FD``.
+"""The processes that run a PyTorch problem's code, confined: ``python -m sandbox.worker.problem_child CMD_FD EVENT_FD [LAYERS NOTE]``.
 
 The host (sandbox.pytorch.confined) starts this process with a scrubbed environment (no key or token variables)
 and a private home. It leaves the network first (a new user and network namespace: no interface but a loopback
@@ -49,6 +49,19 @@ def leave_network() -> str:
     return ""
 
 
+def flags(argv: list[str], at: int = 3) -> tuple[bool, bool]:
+    """(leave the network, whole /dev writable) from ``argv[at]``; both the strongest where it is absent."""
+    flag = argv[at] if len(argv) > at else "10"
+    return flag[0] == "1", flag[1] == "1"
+
+
+def grants(write: list[str], whole_dev: bool) -> list[str]:
+    """``write`` with ``/dev`` added where it grants a GPU device file and ``whole_dev`` is on."""
+    if whole_dev and any(str(w).startswith("/dev/nvidia") for w in write):
+        return [*write, "/dev"]
+    return list(write)
+
+
 def confine(home: Path, extra: list[str], writable: list[str] = ()) -> dict:
     """Landlock: read Python, the loaded libraries and ``extra``, write beneath ``home`` and ``writable``; what was
     done, or why not."""
@@ -77,7 +90,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def serve(request: dict, offline: str) -> None:
+def serve(request: dict, offline: str, whole_dev: bool = False) -> None:
     """In the forked child: confine, run the request, write the reply; never returns."""
     from ..pytorch import wire
     from ..tasks.task import TaskError
@@ -95,7 +108,7 @@ def serve(request: dict, offline: str) -> None:
     except Exception as exc:
         reply = {"ok": False, "kind": "setup", "error": _first_line(exc)}
     else:
-        state = confine(home, request.get("read", []), request.get("write", []))
+        state = confine(home, request.get("read", []), grants(request.get("write", []), whole_dev))
         state["network"] = "none (own namespace)" if not offline else f"TCP denied by Landlock only ({offline})"
         try:
             reply = {"ok": True, "result": fn(*request.get("args", []), **request.get("kwargs", {}))}
@@ -130,7 +143,9 @@ def _die_with_parent() -> None:
 def main(argv: list[str]) -> None:
     cmd_fd, event_fd = int(argv[1]), int(argv[2])
     _die_with_parent()
-    offline = leave_network()
+    netns, whole_dev = flags(argv)
+    note = argv[4] if len(argv) > 4 else ""
+    offline = leave_network() if netns else (note or "left off")
     for name in WARM:
         try:
             importlib.import_module(name)
@@ -164,7 +179,7 @@ def main(argv: list[str]) -> None:
             if pid == 0:
                 os.close(cmd_fd)
                 events.close()
-                serve(request, offline)
+                serve(request, offline, whole_dev)
             alive.add(pid)
             send(id=request["id"], pid=pid)
     os._exit(0)
