@@ -1,7 +1,7 @@
 """Problem code runs only here: ``call(target, ...)`` runs a ``sandbox`` function in a child process that is
-confined before the problem is executed (sandbox.worker.problem_child: no network, Landlock, a scrubbed
-environment with no key or token variables, a private home that is removed afterwards) and returns what the
-function returned. The importer and ``check-task`` reach problem.py only through it.
+confined before the problem is executed (sandbox.worker.problem_child: its own network namespace, Landlock, a
+seccomp filter that denies every socket, ptrace and io_uring, a scrubbed environment with no key or token
+variables, a private home that is removed afterwards) and returns what the function returned. The importer and ``check-task`` reach problem.py only through it.
 
 Whatever goes wrong in the child comes back as one ``ProblemCodeError`` line naming the problem: the
 function's refusal (a ProblemError), an exception the problem raised, ``sys.exit``, an exit without a reply,
@@ -45,17 +45,19 @@ _ENTERED: ContextVar[Session | None] = ContextVar("confined_session", default=No
 
 
 def call(target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: list[str | Path] = (),
-         **kwargs) -> Outcome:
+         devices: bool = False, **kwargs) -> Outcome:
     """``target`` ("sandbox.module:function") called with JSON-able ``args`` in a confined child that may also read
     beneath ``read`` (a task folder, say); ``label`` names the problem in errors. Raises ProblemCodeError (where
     the function refused with a ProblemError, its message as it is). Runs in the session the caller is inside
     (``with Session():``), so that what an import calls through other modules (check-task's judgement of the task it
-    wrote) forks from the process that has torch imported already; outside one, in a session of its own."""
+    wrote) forks from the process that has torch imported already; outside one, in a session of its own.
+    ``devices``: the child may also use the GPU (CUDA is initialised before the confinement, and ``/dev/nvidia*``
+    stays open to it); every other layer is the same."""
     session = entered()
     if session is not None:
-        return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, **kwargs)
+        return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, devices=devices, **kwargs)
     with Session() as session:
-        return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, **kwargs)
+        return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, devices=devices, **kwargs)
 
 
 def entered() -> Session | None:
@@ -129,7 +131,7 @@ class Session:
                 self._buffer += chunk
 
     def call(self, target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: list[str | Path] = (),
-             **kwargs) -> Outcome:
+             devices: bool = False, **kwargs) -> Outcome:
         if self.proc is None or self.proc.poll() is not None:
             self.close()
             self._start()
@@ -137,13 +139,13 @@ class Session:
         home = self.home / f"call{self.calls}"
         (home / "tmp").mkdir(parents=True)
         try:
-            return self._call(home, target, args, kwargs, label, deadline_s, read)
+            return self._call(home, target, args, kwargs, label, deadline_s, read, devices)
         finally:
             shutil.rmtree(home, ignore_errors=True)
 
-    def _call(self, home: Path, target: str, args, kwargs, label: str, deadline_s: float, read) -> Outcome:
+    def _call(self, home: Path, target: str, args, kwargs, label: str, deadline_s: float, read, devices) -> Outcome:
         request = {"id": self.calls, "home": str(home), "target": target, "args": list(args), "kwargs": kwargs,
-                   "read": [str(Path(r).resolve()) for r in read]}
+                   "read": [str(Path(r).resolve()) for r in read], "devices": bool(devices)}
         os.write(self._cmd, json.dumps(request).encode() + b"\n")
         end = time.monotonic() + deadline_s
         started = self._next(lambda e: e.get("id") == self.calls, time.monotonic() + START_S)
