@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sandbox import SandboxConfig, SandboxKind
 
-from .redact import REDACTED, redact_url
+from .redact import REDACTED, has_redacted, redact_config, redact_url
 
 LOCAL_PLACEHOLDER_KEY = "sk-no-key-required"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -164,6 +164,8 @@ class RunConfig(_Strict):
         data = self.model_dump(mode="json")
         if data.get("model") and data["model"].get("base_url"):
             data["model"]["base_url"] = redact_url(data["model"]["base_url"])
+        if data.get("model"):
+            data["model"]["extra_body"] = redact_config(data["model"]["extra_body"])
         return data
 
 
@@ -217,6 +219,9 @@ def build(file_data: dict | None = None, overrides: dict | None = None, where: s
     if cfg.model and cfg.model.base_url and REDACTED in cfg.model.base_url:
         raise ConfigError(f"{where}: model.base_url: the credentials in the endpoint's URL are never recorded "
                           f"({cfg.model.base_url}): give the URL again (--base-url)")
+    if cfg.model and has_redacted(cfg.model.extra_body):
+        raise ConfigError(f"{where}: model.extra_body: its credentials are never recorded: give the config file "
+                          "that holds them again (--config)")
     if cfg.budget.usd is not None and cfg.model and cfg.price() is None:
         raise ConfigError(f"{where}: a money budget needs the price of model {cfg.model.name!r}: "
                           f"set [prices.\"{cfg.model.name}\"] in the config file or --price-in/--price-out")

@@ -259,7 +259,8 @@ def reachable(cfg: RunConfig, key: str | None) -> None:
 def redactor(cfg: RunConfig, key: str | None) -> Redactor:
     """What the run keeps off the screen, the trace and the prompts: keys, the endpoint URL's credentials."""
     model = cfg.model
-    return Redactor.for_run(model.base_url if model else None, model.api_key_env if model else None, key)
+    return Redactor.for_run(model.base_url if model else None, model.api_key_env if model else None, key,
+                            model.extra_body if model else None)
 
 
 # ---- driving a session ---------------------------------------------------------------------------
