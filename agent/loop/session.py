@@ -33,7 +33,7 @@ from . import summary as summary_mod
 from ..trace.events import EndEvent, Event, ProposalEvent, ScreenEvent, StopEvent, read_events
 from ..trace.fold import Pending
 from ..trace.lock import FolderLock
-from ..trace.reader import check_events, read_record
+from ..trace.reader import read_record, verify_run
 from ..trace.records import (CandidateRecord, HeldoutRow, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary,
                              TaskInfo)
 from ..trace.writer import Trace
@@ -195,7 +195,7 @@ def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | No
 def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progress) -> tuple[Session, list[Pending]]:
     info = read_record(path / "run.json", RunInfo, required=True)
     events = read_events(path, repair=True)  # a damaged line is refused, only a torn last line is cut
-    check_events(path / "events.jsonl", events)
+    verify_run(path, events)
     try:
         task = load_task(info.task.folder)
     except TaskError as exc:
@@ -374,8 +374,8 @@ def finish(s: Session) -> Summary:
     best = loop.lineage.best()
     if best is not None:
         s.trace.write_text("best.cu", best.candidate.render())
+    s.trace.event(EndEvent(summary=summary))  # first: a summary.json without its end event reads as a cut log
     s.trace.write_json("summary.json", summary)
-    s.trace.event(EndEvent(summary=summary))
     s.trace.close()
     for t in s.tuners:
         t.close()
