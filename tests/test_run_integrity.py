@@ -147,6 +147,28 @@ def test_a_lone_surrogate_in_an_answer_is_kept_escaped_in_the_trace(kw, tmp_path
     assert kw("show", "s", "--traces", traces).returncode == 0
 
 
+@pytest.mark.timeout(180)
+def test_a_lone_surrogate_in_a_models_code_is_escaped_before_any_cache_key_or_file(kw, tmp_path):
+    in_comment = answer(variant=1).replace("// fake:", "// half of a pair \ud83d here\n// fake:")
+    in_code = answer(variant=2).replace("__global__", "__global__ /* \udc00 */", 1)
+    script = Script([in_comment, in_code] * 2)
+    server, url = serve_in_background(script)
+    traces = tmp_path / "t"
+    try:
+        outs = [kw("optimize", "vector_add", "--model", "scripted", "--base-url", url, "--iterations", "2",
+                   "--sandbox", sandbox, "--no-tune", "--traces", traces, "--run-id", sandbox)
+                for sandbox in ("fake", "compile-only")]
+    finally:
+        server.shutdown()
+    for out in outs:
+        assert out.returncode == 0 and "Traceback" not in out.stdout + out.stderr, out.stderr
+    for sandbox in ("fake", "compile-only"):
+        files = sorted((traces / sandbox / "candidates").glob("*/candidate.cu"))
+        written = b"".join(f.read_bytes() for f in files)
+        assert b"\\ud83d here" in written and b"/* \\udc00 */" in written
+        assert read(traces / sandbox).unchecked == ""
+
+
 def test_swapped_candidate_files_make_resume_refuse_as_show_does(run):
     first, second = (run / "candidates" / c / "candidate.cu" for c in ("c0000", "c0001"))
     a, b = first.read_bytes(), second.read_bytes()
