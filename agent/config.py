@@ -216,6 +216,12 @@ def build(file_data: dict | None = None, overrides: dict | None = None, where: s
         cfg = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_errors(where, exc)) from None
+    if cfg.model:
+        from .urls import check_endpoint, check_proxies
+
+        problem = check_endpoint(cfg.model.base_url, f"{where}: model.base_url (--base-url)") or check_proxies()
+        if problem:
+            raise ConfigError(problem)
     if cfg.model and cfg.model.base_url and REDACTED in cfg.model.base_url:
         raise ConfigError(f"{where}: model.base_url: the credentials in the endpoint's URL are never recorded "
                           f"({cfg.model.base_url}): give the URL again (--base-url)")

@@ -119,3 +119,23 @@ def test_a_baseline_whose_plan_does_not_fit_leaves_no_run_folder(command, tmp_pa
     assert "baseline.cu: the task's starting kernel does not fit the task" in result.stderr
     assert "unknown names ['NOPE']" in result.stderr
     assert not traces.exists()
+
+
+@pytest.mark.parametrize("url, words", [
+    ("localhost:8000", ["add http://", "http://localhost:8000"]), ("http://[::1", ["cannot be read as a URL"]),
+    ("http://h:99999/v1", ["Port out of range"]), ("ftp://h/v1", ["scheme 'ftp'"]), ("http:///v1", ["names no host"]),
+    ("http://bob:pw-SECRET@h st/v1", ["space", "[redacted]"])],
+    ids=["no scheme", "ipv6", "port", "ftp", "no host", "space"])
+@pytest.mark.parametrize("command", ["optimize", "batch"])
+def test_a_malformed_endpoint_url_is_one_line_and_exit_2(command, url, words, tmp_path):
+    result = _cli(command, "vector_add", "--model", "m", "--base-url", url, "--sandbox", "fake", "--traces",
+                  tmp_path / "t", "--quiet")
+    _one_error(result, "--base-url", *words)
+    assert "SECRET" not in result.output and not (tmp_path / "t").exists()
+
+
+def test_a_malformed_proxy_variable_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "proxy.example:3128")
+    result = _cli("optimize", "vector_add", "--model", "m", "--base-url", "http://localhost:9/v1", "--sandbox", "fake",
+                  "--traces", tmp_path / "t", "--quiet")
+    _one_error(result, "HTTPS_PROXY", "add http://")
