@@ -139,3 +139,62 @@ def test_a_malformed_proxy_variable_is_one_line_and_exit_2(tmp_path, monkeypatch
     result = _cli("optimize", "vector_add", "--model", "m", "--base-url", "http://localhost:9/v1", "--sandbox", "fake",
                   "--traces", tmp_path / "t", "--quiet")
     _one_error(result, "HTTPS_PROXY", "add http://")
+
+
+class _FullAfter:
+    """A trace's events file on a disk that fills up: the ``after``-th write and every later one raise ENOSPC."""
+
+    def __init__(self, f, counter):
+        self.f, self.counter = f, counter
+
+    def write(self, data):
+        self.counter["writes"] += 1
+        if self.counter["writes"] >= self.counter["after"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.f.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+def _full_traces(monkeypatch, after: int) -> None:
+    from agent.trace import writer
+
+    counter = {"writes": 0, "after": after}
+    real = writer.Trace.event
+
+    def event(self, ev):
+        if not isinstance(self._file, _FullAfter):
+            self._file = _FullAfter(self._file, counter)
+        return real(self, ev)
+
+    monkeypatch.setattr(writer.Trace, "event", event)
+
+
+@pytest.mark.parametrize("after", [2, 6])
+def test_a_full_disk_under_traces_is_one_line_keeps_the_run_and_it_resumes(after, tmp_path, monkeypatch):
+    traces = tmp_path / "t"
+    with monkeypatch.context() as m:
+        _full_traces(m, after)
+        result = _cli("optimize", "vector_add", "--sandbox", "fake", "--traces", traces, "--run-id", "r", "--quiet")
+    error = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert len(error) == 1 and "r/events.jsonl: No space left on device" in error[0] and "--resume" in error[0]
+    assert not (traces / "r" / ".lock").exists()
+    kept = (traces / "r" / "events.jsonl").read_text()
+    assert kept.count("\n") == after - 1 and kept.endswith("\n")
+    again = _cli("optimize", "--resume", traces / "r", "--quiet")
+    assert again.exit_code == 0, again.output
+    assert (traces / "r" / "events.jsonl").read_text().startswith(kept)
+
+
+def test_a_full_disk_under_a_batch_is_one_line_and_leaves_no_lock(tmp_path, monkeypatch):
+    traces = tmp_path / "t"
+    with monkeypatch.context() as m:
+        _full_traces(m, 4)
+        result = _cli("batch", "vector_add", "--sandbox", "fake", "--traces", traces, "--batch-id", "b", "--quiet")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "No space left on device" in result.output
+    assert [p for p in traces.rglob(".lock")] == []
+    again = _cli("batch", "--resume", "b", "--traces", traces, "--quiet")
+    assert again.exit_code == 0, again.output

@@ -361,25 +361,27 @@ def _baseline_proposal(s: Session) -> Pending:
 
 
 def finish(s: Session) -> Summary:
-    loop = s.loop
-    loop.totals.wall_s = s.trace.wall_s
-    if s.main_phase == "search":
-        s.tuners.append(s.proposer)
-    extra = _extras(s)
-    _offer_best(s, extra.get("heldout"))
-    s.notes += cluster_notes(s.sandbox)
-    summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops, s.notes)
-    summary = Summary.model_validate({**summary.model_dump(by_alias=True), **extra})
-    summary = Summary.model_validate(s.trace.redactor.data(summary.to_json()))
-    best = loop.lineage.best()
-    if best is not None:
-        s.trace.write_text("best.cu", best.candidate.render())
-    s.trace.event(EndEvent(summary=summary))  # first: a summary.json without its end event reads as a cut log
-    s.trace.write_json("summary.json", summary)
-    s.trace.close()
-    for t in s.tuners:
-        t.close()
-    s.sandbox.close()
+    try:
+        loop = s.loop
+        loop.totals.wall_s = s.trace.wall_s
+        if s.main_phase == "search":
+            s.tuners.append(s.proposer)
+        extra = _extras(s)
+        _offer_best(s, extra.get("heldout"))
+        s.notes += cluster_notes(s.sandbox)
+        summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops, s.notes)
+        summary = Summary.model_validate({**summary.model_dump(by_alias=True), **extra})
+        summary = Summary.model_validate(s.trace.redactor.data(summary.to_json()))
+        best = loop.lineage.best()
+        if best is not None:
+            s.trace.write_text("best.cu", best.candidate.render())
+        s.trace.event(EndEvent(summary=summary))  # first: a summary.json without its end event reads as a cut log
+        s.trace.write_json("summary.json", summary)
+    finally:  # a full disk fails the writes above: the folder's lock and the workers are let go all the same
+        s.trace.close()
+        for t in s.tuners:
+            t.close()
+        s.sandbox.close()
     return summary
 
 
