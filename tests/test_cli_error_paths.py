@@ -198,3 +198,39 @@ def test_a_full_disk_under_a_batch_is_one_line_and_leaves_no_lock(tmp_path, monk
     assert [p for p in traces.rglob(".lock")] == []
     again = _cli("batch", "--resume", "b", "--traces", traces, "--quiet")
     assert again.exit_code == 0, again.output
+
+
+def test_an_import_name_taken_meanwhile_is_refused_not_overwritten(tmp_path):
+    pytest.importorskip("torch")
+    from sandbox.pytorch.importer import import_problem
+    from sandbox.pytorch.problem import ProblemError
+
+    out = tmp_path / "tasks"
+
+    def other_import_finishes_first(folder):
+        (out / "same").mkdir()
+        (out / "same" / "theirs").write_text("the other import's task")
+
+    with pytest.raises(ProblemError, match="another import took the name meanwhile"):
+        import_problem(PROBLEM, out, name="same", vet=other_import_finishes_first)
+    assert [p.name for p in (out / "same").iterdir()] == ["theirs"]
+    assert sorted(p.name for p in out.iterdir()) == ["same"]
+
+
+@pytest.mark.timeout(400)
+def test_two_concurrent_imports_of_one_name_do_not_both_succeed(tmp_path):
+    pytest.importorskip("torch")
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "300", "KERNELWRIGHT_CACHE_DIR": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "agent", "import", str(PROBLEM), "-o", str(tmp_path / "tasks"), "--name", "same"]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=380) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], outs
+    loser = next(err for p, (_, err) in zip(procs, outs) if p.returncode == 2)
+    assert "already exists" in loser and "Traceback" not in loser
+    assert sorted(p.name for p in (tmp_path / "tasks").iterdir()) == ["same"]
