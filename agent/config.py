@@ -216,18 +216,18 @@ def build(file_data: dict | None = None, overrides: dict | None = None, where: s
         cfg = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_errors(where, exc)) from None
-    if cfg.model:
-        from .urls import check_endpoint, check_proxies
-
-        problem = check_endpoint(cfg.model.base_url, f"{where}: model.base_url (--base-url)") or check_proxies()
-        if problem:
-            raise ConfigError(problem)
     if cfg.model and cfg.model.base_url and REDACTED in cfg.model.base_url:
         raise ConfigError(f"{where}: model.base_url: the credentials in the endpoint's URL are never recorded "
                           f"({cfg.model.base_url}): give the URL again (--base-url)")
     if cfg.model and has_redacted(cfg.model.extra_body):
         raise ConfigError(f"{where}: model.extra_body: its credentials are never recorded: give the config file "
                           "that holds them again (--config)")
+    if cfg.model:
+        from .urls import check_endpoint, check_proxies
+
+        problem = check_endpoint(cfg.model.base_url, f"{where}: model.base_url (--base-url)") or check_proxies()
+        if problem:
+            raise ConfigError(problem)
     if cfg.budget.usd is not None and cfg.model and cfg.price() is None:
         raise ConfigError(f"{where}: a money budget needs the price of model {cfg.model.name!r}: "
                           f"set [prices.\"{cfg.model.name}\"] in the config file or --price-in/--price-out")
