@@ -297,9 +297,13 @@ def test_confined_problem_code_still_runs_pytorch_on_the_gpu(tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     problem = tmp_path / "gpu.py"
-    source = ("import torch\nx = torch.ones(1024, device='cuda')\ny = (x * 2).sum().item()\n"
-              "raise RuntimeError(f'GPU SUM {y}')\n")
+    source = ("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n\n"
+              "def get_inputs():\n    return [torch.randn(64)]\n\n\ndef get_init_inputs():\n    return []\n\n\n"
+              "x = torch.ones(1024, device='cuda')\ny = (x * 2).sum().item()\n"
+              "import socket\ntry:\n    socket.socket(socket.AF_UNIX)\n    net = 'reached'\n"
+              "except PermissionError:\n    net = 'denied'\n"
+              "raise RuntimeError(f'GPU SUM {y} sockets {net}')\n")
     problem.write_text(source)
-    with pytest.raises(ProblemError, match="GPU SUM 2048.0"):
+    with pytest.raises(ProblemError, match="GPU SUM 2048.0 sockets denied"):
         confined.call("sandbox.pytorch.importer:survey", source, str(problem), "gpu", label=str(problem),
                       deadline_s=120, devices=True)
