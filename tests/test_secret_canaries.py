@@ -105,3 +105,21 @@ def test_canaries_in_every_place_a_user_puts_a_secret_reach_no_file_and_no_scree
         assert _leaks(path.read_text(errors="replace")) == [], f"{path}: {_leaks(path.read_text(errors='replace'))}"
     stored = json.loads((traces / "canary" / "run.json").read_text())["config"]["model"]
     assert stored["extra_body"]["api_key"] == "[redacted]" and stored["extra_body"]["auth"]["bearer"] == "[redacted]"
+
+
+@pytest.mark.timeout(120)
+def test_a_batch_keeps_no_extra_body_credential_and_asks_for_the_config_again(kw, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[model]\nname = "m"\nbase_url = "http://127.0.0.1:9/v1"\n[model.extra_body]\n'
+                   f'api_key = "{CANARIES["api_key"]}"\ntop_k = 20\n[budget]\niterations = 1\n[tune]\nenabled = false\n')
+    traces = tmp_path / "t"
+    out = kw("batch", "vector_add", "--config", cfg, "--sandbox", "fake", "--traces", traces, "--batch-id", "b1",
+             "--quiet")
+    assert out.returncode == 1, out.stderr   # nothing answers on port 9
+    for path in [p for p in (traces / "b1").rglob("*") if p.is_file()]:
+        assert _leaks(path.read_text(errors="replace")) == [], path
+    assert _leaks(out.stdout + out.stderr) == []
+    stored = json.loads((traces / "b1" / "batch.json").read_text())
+    assert stored["base"]["model"]["extra_body"] == {"api_key": "[redacted]", "top_k": 20}
+    with pytest.raises(ConfigError, match="extra_body: its credentials are never recorded"):
+        build(stored["base"], stored["overrides"], "batch")
