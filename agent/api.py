@@ -16,12 +16,13 @@ from typing import Any, Callable
 
 from . import config as config_mod
 from .loop import session as session_mod
-from .stops import Stop, StopReason
+from .stops import Stop
 from .protocols import Entry, Proposer
 from .report import notebook  # also gives Result and Entry their HTML in Jupyter
+from .report.search import NotWinner, ScreenedRow
 from .loop.summary import entry_row
 from .trace.reader import UNFINISHED_NOTE, read, resolve_run
-from .trace.records import Summary, TaskRef
+from .trace.records import EntryRow, Summary, TaskRef
 
 
 class NoWinner(LookupError):
@@ -30,32 +31,32 @@ class NoWinner(LookupError):
 
 @dataclass
 class Run:
-    """A finished (or stopped) run: its trace folder, lineage and summary (``summary.json`` as JSON data)."""
+    """A finished (or stopped) run: its trace folder, lineage and summary (``summary.json`` as its record; its
+    ``claim`` holds the held-out re-check, the sanitizer's section, the cost ledger and the search's coverage)."""
 
     id: str
     path: Path
-    summary: dict
+    summary: Summary
     entries: list[Entry]
 
     @property
     def stop_reason(self) -> str | None:
         """Why the run's last phase stopped, in words."""
-        return self.summary.get("stop_reason")
+        return self.summary.stop_reason
 
     @property
     def stop(self) -> Stop | None:
         """Why the run's last phase stopped, as a value."""
-        stops = list((self.summary.get("stops") or {}).values())
-        return Stop(StopReason(stops[-1]["reason"]), stops[-1]["message"]) if stops else None
+        return self.summary.last_stop
 
     @property
     def simulated(self) -> bool:
-        return bool(self.summary.get("simulated"))
+        return self.summary.simulated
 
     @property
     def best(self) -> Entry | None:
-        best = self.summary.get("best")
-        return next((e for e in self.entries if best and e.id == best["id"]), None)
+        best = self.summary.best
+        return next((e for e in self.entries if best is not None and e.id == best.id), None)
 
     @property
     def baseline(self) -> Entry | None:
@@ -82,9 +83,9 @@ class Run:
 
         if self.best is not None:
             return ""
-        if self.summary.get("sandbox") == "compile-only":
+        if self.summary.sandbox == "compile-only":
             return f"run {self.id} has no winner: a compile-only run times nothing (run it with --sandbox gpu or fake)"
-        found = runner_up(self.entries, None, self.baseline)
+        found = runner_up(self.entries, None, self.baseline, self.summary.claim.set_aside)
         if found is None:
             stop = self.stop_reason or "it did not finish"
             return f"run {self.id} has no winner: no candidate was timed (stopped: {stop})"
@@ -92,9 +93,10 @@ class Run:
         s = entry.result.speedup("baseline")
         at = f" at {s.value:.3f}x [{s.low:.3f}, {s.high:.3f}]" if s else ""
         return (f"run {self.id} has no winner: no candidate beat the baseline; the fastest, {entry.id}{at}, is not "
-                f"the winner: {why['text']}")
+                f"the winner: {why.text}")
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[EntryRow]:
+        """The lineage as flat rows: the winner first, then the other measured entries by speedup, then the rest."""
         from .loop.lineage import MemoryLineage
         from .loop.summary import rows
 
@@ -104,11 +106,11 @@ class Run:
         return rows(lineage, self.best)  # the recorded winner: a run keeps the one its rule picked
 
     def __repr__(self) -> str:
-        best = self.summary.get("best")
-        speed = best and best.get("speedup")
+        best = self.summary.best
+        speed = best.speedup if best is not None else None
         text = f"Run({self.id!r}, {len(self.entries)} candidates, stop: {self.stop_reason}"
         if speed:
-            text += f", best {best['id']} {speed['value']:.3f}x [{speed['low']:.3f}, {speed['high']:.3f}]"
+            text += f", best {best.id} {speed.value:.3f}x [{speed.low:.3f}, {speed.high:.3f}]"
         return text + (", SIMULATED)" if self.simulated else ")")
 
     def plot(self, over: str = "evaluations"):
@@ -117,14 +119,14 @@ class Run:
         ``"roofline"`` (each timed candidate against the device's ceilings)."""
         return notebook.plot(self, over)
 
-    def screened(self) -> list[dict]:
+    def screened(self) -> list[ScreenedRow]:
         """The configurations the built-in search screened, fastest first: knobs, flags, status, time relative to
         the start with its interval, and ``evaluated`` (the candidate it became when evaluated in full)."""
         return notebook.screened(self)
 
-    def not_winner(self) -> dict[str, dict]:
-        """For each timed candidate that is not the winner, why not: ``{"reason": "noise_floor" | "slower" | "tied"
-        | "below_baseline" | "sanitizer" | "tied_earlier", "text": the same in words}``."""
+    def not_winner(self) -> dict[str, NotWinner]:
+        """For each timed candidate that is not the winner, why not: a ``NotWinner`` (``reason``: noise_floor,
+        slower, tied, below_baseline, sanitizer, set_aside or tied_earlier; ``text``: the same in words)."""
         return notebook.not_winner(self)
 
     def candidate(self, entry_id: str):
@@ -202,7 +204,7 @@ def run_with(task, base: dict, overrides: dict, *, traces, run_id=None, resume=N
                                     replay=str(replay) if replay else None, on_progress=on_progress)
         pending = []
     summary = session_mod.drive(session, pending)
-    return Run(summary.run_id, session.trace.path, summary.to_json(), session_mod.entries(session))
+    return Run(summary.run_id, session.trace.path, summary, session_mod.entries(session))
 
 
 def load_run(ref: str | Path, traces: str | Path = "traces") -> Run:
@@ -216,4 +218,4 @@ def load_run(ref: str | Path, traces: str | Path = "traces") -> Run:
                           simulated=stored.simulated, best=entry_row(best) if best else None,
                           baseline=entry_row(base) if base else None, candidates=len(stored.entries),
                           notes=[UNFINISHED_NOTE])
-    return Run(stored.id, stored.path, summary.to_json(), stored.entries)
+    return Run(stored.id, stored.path, summary, stored.entries)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 COMMANDS = ("optimize", "batch")   # the commands that open a GPU sandbox as their first real work
-NOT_HERE = ("--help", "-h", "--resume", "--ray")   # no sandbox, or one whose kind the CLI reads from elsewhere
+NOT_HERE = ("--help", "-h", "--resume")   # no sandbox, or one whose kind the CLI reads from elsewhere
 
 
 def main() -> None:
@@ -26,13 +26,16 @@ def main() -> None:
 
 def opens_gpu_sandbox(args: list[str]) -> bool:
     """Whether these arguments run a command that opens this machine's GPU sandbox (``--sandbox`` auto or gpu, by
-    the flag or else by the ``--config`` file; no ``[cluster]``). Anything unclear is a no: the workers are then
-    started as usual, when the sandbox opens."""
+    the flag or else by the ``--config`` file; no ``[cluster]``, and none of the run options that name one: the flags
+    are those of ``agent.run_options``). Anything unclear is a no: the workers are then started as usual, when the
+    sandbox opens."""
+    from .run_options import BY_NAME, given, on_a_cluster
+
     if not args or args[0] not in COMMANDS:
         return False
-    if any(a in NOT_HERE or a.startswith(("--ray-address", "--ray-gpus")) for a in args):
+    if any(a in NOT_HERE for a in args) or on_a_cluster(args):
         return False
-    config = _option(args, "--config")
+    config = given(args, BY_NAME["config"])
     data = {}
     if config is not None:
         import tomllib
@@ -44,16 +47,5 @@ def opens_gpu_sandbox(args: list[str]) -> bool:
             return False
         if "cluster" in data:
             return False
-    kind = _option(args, "--sandbox") or data.get("sandbox", "auto")
+    kind = given(args, BY_NAME["sandbox"]) or data.get("sandbox", "auto")
     return kind in ("auto", "gpu")
-
-
-def _option(args: list[str], name: str) -> str | None:
-    """The value of ``name`` given as ``name VALUE`` or ``name=VALUE`` (the last one given), else None."""
-    value = None
-    for i, a in enumerate(args):
-        if a == name and i + 1 < len(args):
-            value = args[i + 1]
-        elif a.startswith(name + "="):
-            value = a.split("=", 1)[1]
-    return value

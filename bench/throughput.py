@@ -128,6 +128,7 @@ def optimize_part(folder: Path, sandbox: str, repeat: int = 1, start: dict[str, 
     they are (on a fresh machine: kernelwright measures the GPU's ceilings and compiles its stages' kernels once,
     CuPy compiles Kernel Tuner's), the next ones as a user's later runs find them."""
     from agent.trace.events import read_events
+    from agent.trace.records import Summary
 
     task_dir = row_sum_task(folder, start)
     config = folder / "run.toml"
@@ -140,12 +141,15 @@ def optimize_part(folder: Path, sandbox: str, repeat: int = 1, start: dict[str, 
         traces, run_id = folder / "traces", f"throughput{i}"
         kw = _timed([sys.executable, "-m", "agent", "optimize", str(task_dir), "--config", str(config), "--traces",
                      str(traces), "--quiet", "--json", "--run-id", run_id, "--sandbox", sandbox])
-        summary = json.loads(kw["stdout"])
+        printed = json.loads(kw["stdout"])
+        summary = Summary.model_validate({k: v for k, v in printed.items() if k not in ("screened", "not_winner")})
         out = dict(kernel_tuner=dict(wall_s=kt["wall_s"], **json.loads(kt["stdout"].strip().splitlines()[-1])),
                    kernelwright=dict(wall_s=kw["wall_s"], timeline=_timeline(events := read_events(traces / run_id)),
                                      **_outside(events, kw),
-                                     totals=summary.get("totals"), tuning=summary.get("tuning"),
-                                     best=(summary.get("best") or {}).get("speedup"), claim=_claim(summary)))
+                                     totals=summary.totals.model_dump(mode="json") if summary.totals else None,
+                                     tuning=[t.model_dump(mode="json") for t in summary.claim.searches],
+                                     best=summary.best.speedup.model_dump() if summary.best and summary.best.speedup
+                                     else None, claim=_claim(summary)))
         out["ratio"] = out["kernelwright"]["wall_s"] / out["kernel_tuner"]["wall_s"]
         _print_optimize(out, i, start)
         rows.append(out)
@@ -169,12 +173,12 @@ def _outside(events, run: dict) -> dict:
     return dict(before_trace_s=begun - run["started"], after_trace_s=run["ended"] - events[-1].t)
 
 
-def _claim(summary: dict) -> dict:
+def _claim(summary) -> dict:
     """What the claim checked after the search: the leaders set aside at a held-out size (id, and the sizes it was
-    evaluated at before that), and the winner's held-out sizes."""
-    flagged = summary.get("heldout_flagged") or []
-    return dict(set_aside=[dict(id=f["id"], sizes_checked=len(f.get("rows") or [])) for f in flagged],
-                winner_sizes=len(summary.get("heldout") or []), winner=(summary.get("best") or {}).get("id"))
+    evaluated at before that), and the winner's held-out sizes (``summary``: a ``Summary``)."""
+    claim = summary.claim
+    return dict(set_aside=[dict(id=f.id, sizes_checked=len(f.rows)) for f in claim.set_aside],
+                winner_sizes=len(claim.rows or []), winner=summary.best.id if summary.best else None)
 
 
 def _timeline(events) -> list[tuple[str, float]]:
@@ -424,6 +428,7 @@ def candidates_part(folder: Path, n: int, parallel: int, sandbox: str, fake_eval
         FakeSandbox.evaluate = simulated
     wall = time.perf_counter() - t0
     from agent.trace.events import read_events
+    from agent.trace.records import Summary
 
     events = read_events(run.path)
     timeline = _timeline(events)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Iterable
 
 from agent.api import Run, load_run
-from agent.trace.records import Summary
 from sandbox.judging.result import Interval
 
 
@@ -70,7 +69,7 @@ class Comparison:
 
 
 def _row(run: Run) -> RunRow:
-    s = Summary.model_validate(run.summary)
+    s = run.summary
     best, totals = s.best, s.totals
     return RunRow(run=run.id, task=s.task.name, sandbox=s.sandbox, simulated=s.simulated,
                   winner=best.id if best else None, speedup=best.speedup if best else None,

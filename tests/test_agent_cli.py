@@ -44,7 +44,7 @@ def test_optimize_without_a_model_says_it_runs_the_built_in_search(kw, tmp_path,
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["stops"]["search"] and summary["simulated"] is True
-    [tuning] = summary["tuning"]
+    [tuning] = summary["claim"]["tuning"]["searches"]
     assert tuning["strategy"] == "default" and tuning["budget"] == 3 and tuning["evaluations"] == 3
     assert tuning["stop_reason"] == "budget of 3 evaluations used"
     # the search screens; only its finalists are evaluated in full and become candidates

@@ -34,12 +34,13 @@ def test_scripted_rewrites_make_softmax_faster_and_the_trace_is_complete(httpser
     httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.werkzeug)
     run = agent.optimize("softmax", model="scripted", base_url=httpserver.url_for("/v1"), iterations=3,
                          sandbox="gpu", tune=False, traces=tmp_path / "traces")
-    print(json.dumps({k: run.summary.get(k) for k in ("best", "baseline", "totals", "stops", "heldout_text",
-                                                      "heldout_flagged", "notes", "sanitize_text")}, indent=2, default=str))
+    shown = run.summary.to_json()
+    print(json.dumps({k: shown[k] for k in ("best", "baseline", "totals", "stops", "notes", "claim")}, indent=2,
+                     default=str))
 
     statuses = {e.id: e.result.status.value for e in run.entries}
     assert statuses == {"c0000": "ok", "c0001": "ok", "c0002": "compile_error", "c0003": "ok"}
-    assert not run.simulated and run.summary["sandbox"] == "gpu"
+    assert not run.simulated and run.summary.sandbox == "gpu"
     # the rewrites are faster at the benchmark size; the claim's winner must also hold at every held-out size,
     # where these answers were measured slower on the H200 (0.26x-0.44x): then each leader is set aside, named
     leader = max((e for e in run.entries if e.origin == "llm" and e.result.ok),
@@ -48,14 +49,14 @@ def test_scripted_rewrites_make_softmax_faster_and_the_trace_is_complete(httpser
     assert speed.low > 1.0, speed
     assert leader.result.timing.impls["candidate"].pct_of_roofline > 0
     best = run.best
-    flagged = run.summary.get("heldout_flagged") or []
+    flagged = run.summary.claim.set_aside
     if best is None:
-        assert leader.id in {f["id"] for f in flagged}
-        assert all("regresses at" in f["note"] or "REGRESSES at" in f["note"] for f in flagged), flagged
-        assert any(n.startswith("set aside: ") and leader.id in n for n in run.summary["notes"])
-        assert run.summary["sanitize"] is None or run.summary["sanitize"].get("winner") is None
+        assert leader.id in {f.id for f in flagged}
+        assert all("regresses at" in f.note or "REGRESSES at" in f.note for f in flagged), flagged
+        assert any(n.startswith("set aside: ") and leader.id in n for n in run.summary.notes)
+        assert run.summary.claim.sanitizer is None or run.summary.claim.sanitizer.winner is None
     else:
-        assert best.origin == "llm" and best.id not in {f["id"] for f in flagged}
+        assert best.origin == "llm" and best.id not in {f.id for f in flagged}
 
     baseline = run.baseline
     assert baseline.diagnosis and baseline.diagnosis in script.user_messages[0]
@@ -65,13 +66,13 @@ def test_scripted_rewrites_make_softmax_faster_and_the_trace_is_complete(httpser
     evaluated = {e["candidate_id"] for e in events if e["kind"] == "evaluation"}
     assert proposed == evaluated == set(statuses)
     assert sum(e["kind"] == "model_call" for e in events) == 3 and events[-1]["kind"] == "end"
-    totals = run.summary["totals"]
-    assert totals["tokens"] > 0 and totals["gpu_s"] > 0
+    totals = run.summary.totals
+    assert totals.tokens > 0 and totals.gpu_s > 0
     if best is not None:
-        assert run.summary["ledger"]["saving"]["speedup"] == pytest.approx(best.result.speedup("baseline").value)
-        assert all(row["status"] == "ok" for row in run.summary["heldout"]), run.summary["heldout_text"]
-        sanitized = run.summary["sanitize"]
-        assert sanitized["status"] == "clean" and sanitized["winner"] == best.id, run.summary.get("sanitize_text")
+        assert run.summary.claim.ledger.saving.speedup == pytest.approx(best.result.speedup("baseline").value)
+        assert all(row.status == "ok" for row in run.summary.claim.rows), run.summary.claim.heldout.text
+        sanitized = run.summary.claim.sanitizer
+        assert sanitized.status == "clean" and sanitized.winner == best.id, sanitized.text
         assert [t.tool for t in best.result.sanitize.tools] == ["memcheck", "racecheck"]
     for entry in run.entries:
         assert (run.path / "candidates" / entry.id / "result.json").is_file()

@@ -36,17 +36,17 @@ def _run(url, tmp_path, answers: int):
 def test_a_leader_wrong_at_a_heldout_size_gives_way_to_the_next_best_and_is_named_beside_it(serve, tmp_path):
     url = serve([answer(fake="speedup=1.3", variant=1), answer(fake="speedup=1.6, heldout_wrong", variant=2)])
     run = _run(url, tmp_path, 2)
-    assert run.best.id == "c0001" and run.summary["best"]["id"] == "c0001"
-    flagged = run.summary["heldout_flagged"]
-    assert [f["id"] for f in flagged] == ["c0002"] and flagged[0]["speedup"]["value"] > 1.5
+    assert run.best.id == "c0001" and run.summary.best.id == "c0001"
+    flagged = run.summary.claim.set_aside
+    assert [f.id for f in flagged] == ["c0002"] and flagged[0].speedup.value > 1.5
     # set aside at the first held-out size it failed: the two after it were not evaluated
-    assert flagged[0]["note"].startswith("REGRESSES at 1 of 3 held-out sizes (2 not checked: it was set aside before "
+    assert flagged[0].note.startswith("REGRESSES at 1 of 3 held-out sizes (2 not checked: it was set aside before "
                                          "them): wrong at n=1000003")
-    assert [r["sizes"] for r in flagged[0]["rows"]] == [{"n": 1000003}]
-    assert len(run.summary["heldout"]) == 3   # the winner's own rows: every held-out size
-    assert all(r["status"] == "ok" and not r["flagged"] for r in run.summary["heldout"])   # the winner's own rows
+    assert [r.sizes for r in flagged[0].rows] == [{"n": 1000003}]
+    assert len(run.summary.claim.rows) == 3   # the winner's own rows: every held-out size
+    assert all(r.status == "ok" and not r.flagged for r in run.summary.claim.rows)   # the winner's own rows
     assert "2244)" in (run.path / "best.cu").read_text()                                   # c0001's grid cap
-    assert any(n.startswith("set aside: c0002 led at 1.6") for n in run.summary["notes"])
+    assert any(n.startswith("set aside: c0002 led at 1.6") for n in run.summary.notes)
     reread = agent.load_run(run.path)
     assert reread.best.id == "c0001"
     view = summary_view(read(run.path))
@@ -56,9 +56,9 @@ def test_a_leader_wrong_at_a_heldout_size_gives_way_to_the_next_best_and_is_name
 def test_a_leader_set_aside_at_a_heldout_size_is_never_sanitized(serve, tmp_path):
     url = serve([answer(fake="speedup=1.3", variant=1), answer(fake="speedup=1.6, heldout_wrong", variant=2)])
     run = _run(url, tmp_path, 2)
-    assert run.best.id == "c0001" and [f["id"] for f in run.summary["heldout_flagged"]] == ["c0002"]
+    assert run.best.id == "c0001" and [f.id for f in run.summary.claim.set_aside] == ["c0002"]
     assert [e["candidate_id"] for e in _sanitize_events(run)] == ["c0001"]   # the held-out check came first
-    assert run.summary["sanitize"]["winner"] == "c0001" and run.summary["sanitize"]["status"] == "clean"
+    assert run.summary.claim.sanitizer.winner == "c0001" and run.summary.claim.sanitizer.status == "clean"
 
 
 def test_a_leader_the_sanitizer_rejects_gives_way_to_the_next_which_is_checked_at_the_heldout_sizes(serve, tmp_path):
@@ -66,30 +66,30 @@ def test_a_leader_the_sanitizer_rejects_gives_way_to_the_next_which_is_checked_a
                  answer(fake="speedup=1.7, race", variant=3)])
     run = _run(url, tmp_path, 3)
     # c0003 passed the held-out sizes and then failed the sanitizer; c0002, next, passed both; c0001 was never reached
-    assert run.best.id == "c0002" and not run.summary.get("heldout_flagged")
+    assert run.best.id == "c0002" and not run.summary.claim.set_aside
     assert [e["candidate_id"] for e in _sanitize_events(run)] == ["c0003", "c0002"]
-    assert run.summary["sanitize"]["rejected"] == ["c0003"] and run.summary["sanitize"]["winner"] == "c0002"
-    assert all(r["status"] == "ok" and not r["flagged"] for r in run.summary["heldout"])
+    assert run.summary.claim.sanitizer.rejected == ["c0003"] and run.summary.claim.sanitizer.winner == "c0002"
+    assert all(r.status == "ok" and not r.flagged for r in run.summary.claim.rows)
 
 
 def test_a_leader_the_sanitizer_rejects_gives_way_to_one_that_fails_a_heldout_size_in_its_turn(serve, tmp_path):
     url = serve([answer(fake="speedup=1.3", variant=1), answer(fake="speedup=1.5, heldout_wrong", variant=2),
                  answer(fake="speedup=1.7, race", variant=3)])
     run = _run(url, tmp_path, 3)
-    assert run.best.id == "c0001" and [f["id"] for f in run.summary["heldout_flagged"]] == ["c0002"]
+    assert run.best.id == "c0001" and [f.id for f in run.summary.claim.set_aside] == ["c0002"]
     # c0002 was sanitized when c0003 was rejected (the sanitizer goes on to the next best), then set aside
     assert [e["candidate_id"] for e in _sanitize_events(run)] == ["c0003", "c0002", "c0001"]
-    assert run.summary["sanitize"]["winner"] == "c0001"
+    assert run.summary.claim.sanitizer.winner == "c0001"
 
 
 def test_when_every_leader_tried_fails_a_heldout_size_no_winner_is_claimed(serve, tmp_path):
     url = serve([answer(fake=f"speedup={1.3 + 0.2 * v}, heldout_wrong", variant=v) for v in (1, 2, 3)]
                 + [answer(fake="speedup=1.1", variant=4)])
     run = _run(url, tmp_path, 4)
-    assert run.best is None and run.summary["best"] is None
-    assert [f["id"] for f in run.summary["heldout_flagged"]] == ["c0003", "c0002", "c0001"]
+    assert run.best is None and run.summary.best is None
+    assert [f.id for f in run.summary.claim.set_aside] == ["c0003", "c0002", "c0001"]
     assert any("no winner claimed; the 3 leaders re-checked all failed a held-out size, and 1 other" in n
-               for n in run.summary["notes"])
+               for n in run.summary.notes)
 
 
 def test_the_heldout_sizes_never_reach_a_prompt_only_that_there_are_some():
@@ -144,3 +144,30 @@ def test_the_sanitizers_runs_start_before_the_heldout_check_only_when_a_leader_w
     agent.optimize("vector_add", model="scripted", base_url=serve([answer(fake="speedup=0.8", variant=1)]),
                    iterations=1, sandbox="fake", tune=False, traces=tmp_path / "c")
     assert not any(e[0] in ("warm", "held-out", "sanitize") for e in log)   # no leader: no claim to check
+
+
+def test_the_heldout_check_comes_before_tuning_so_a_leader_set_aside_is_not_tuned_and_is_reported_set_aside(
+        serve, tmp_path):
+    from agent.cli.app import console
+    from agent.cli.optimize import print_summary
+    from agent.report.html import render_report
+    from agent.trace.events import ScreenEvent, read_events
+
+    url = serve([answer(fake="speedup=1.3", variant=1), answer(fake="speedup=1.6, heldout_wrong", variant=2)])
+    run = agent.optimize("vector_add", model="scripted", base_url=url, iterations=2, sandbox="fake", sanitize=False,
+                         traces=tmp_path / "traces", config={"tune": {"max_evaluations": 4}})
+    tuned = [e for e in run.entries if e.origin == "tuner"]
+    screens = [e for e in read_events(run.path) if isinstance(e, ScreenEvent)]
+    assert tuned and screens and {p for e in tuned for p in e.parent_ids} == {"c0001"}   # tuned from the leader that passed
+    assert {p for e in screens for p in e.parents} == {"c0001"}
+    assert [f.id for f in run.summary.claim.set_aside] == ["c0002"]   # no tuned copy of it took up a re-check
+    assert run.best is not None and run.best.id in {"c0001"} | {e.id for e in tuned}
+    assert run.summary.claim.rows is not None and all(r.status == "ok" for r in run.summary.claim.rows)
+    why = run.not_winner()["c0002"]
+    assert why.reason == "set_aside" and why.text.startswith("set aside: it led, but regresses at 1 of 3 held-out sizes")
+    shown = summary_view(read(run.path))   # what show --json prints
+    assert shown["not_winner"]["c0002"] == why.to_json()
+    assert "set aside: it led, but regresses at" in render_report(read(run.path))
+    with console.capture() as table:
+        print_summary(run)
+    assert "not the winner: set aside: it led" in " ".join(table.get().split())

@@ -63,7 +63,7 @@ def test_a_compile_error_goes_back_to_the_model_and_its_fix_becomes_the_best(ser
     assert 'identifier "j" is undefined' in script.user_messages[1]
     assert "does not compile" in script.user_messages[1]
     assert run.best.id == "c0002" and run.best.result.speedup().low > 1.0
-    assert run.summary["stop_reason"] == "iterations: 2 reached" and run.simulated
+    assert run.summary.stop_reason == "iterations: 2 reached" and run.simulated
 
 
 def test_a_wrong_result_goes_back_with_its_mismatch_and_is_fixed(serve, tmp_path):
@@ -105,7 +105,7 @@ def test_429_and_500_are_retried_by_the_sdk_inside_the_loop(serve, tmp_path):
     script, url = serve([{"status": 429}, {"status": 500}, answer()])
     run = _run(url, tmp_path, 1)
     assert len(script.requests) == 3
-    assert run.summary["totals"]["model_requests"] == 1 and run.best is not None
+    assert run.summary.totals.model_requests == 1 and run.best is not None
 
 
 def test_the_api_key_is_sent_but_never_written_to_the_trace(serve, tmp_path):
@@ -121,7 +121,7 @@ def test_the_trace_holds_config_events_candidates_and_summary(serve, tmp_path):
     script, url = serve([answer(), answer(fake="speedup=1.4", variant=2)])
     run = _run(url, tmp_path, 2)
     info = json.loads((run.path / "run.json").read_text())
-    assert info["config"]["model"]["name"] == "scripted" and info["task"]["fingerprint"] == run.summary["task"]["fingerprint"]
+    assert info["config"]["model"]["name"] == "scripted" and info["task"]["fingerprint"] == run.summary.task.fingerprint
     assert info["sandbox"]["kind"] == "fake"
     kinds = [e["kind"] for e in _events(run)]
     for kind in ("phase", "request", "model_call", "proposal", "evaluation", "best", "stop", "end"):
@@ -141,7 +141,7 @@ def test_a_duplicate_build_is_skipped_before_it_costs_gpu_time(serve, tmp_path):
     run = _run(url, tmp_path, 2)
     [skip] = _events(run, "skip")
     assert skip["reason"] == "duplicate" and skip["duplicate_of"] == "c0001"
-    assert len(run.entries) == 2 and run.summary["duplicates_skipped"] == 1
+    assert len(run.entries) == 2 and run.summary.duplicates_skipped == 1
 
 
 def test_compile_only_mode_compiles_for_real_and_times_nothing(serve, tmp_path):
@@ -150,7 +150,7 @@ def test_compile_only_mode_compiles_for_real_and_times_nothing(serve, tmp_path):
     assert [e.result.status.value for e in run.entries] == ["compiled", "compile_error", "compiled"]
     assert all(e.result.timing is None for e in run.entries)
     assert run.best is None and not run.simulated
-    assert any(n.startswith("compile-only") for n in run.summary["notes"])
+    assert any(n.startswith("compile-only") for n in run.summary.notes)
     assert "compile-only run" in script.user_messages[0]
 
 
@@ -168,7 +168,7 @@ def test_token_and_money_budgets_end_the_run_with_a_summary(serve, tmp_path):
     price = {"scripted": {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}}
     run = _run(url, tmp_path, 5, config={"budget": {"usd": 2.0}, "prices": price})
     assert run.stop_reason.startswith("money") and len(script.requests) < 5
-    assert run.summary["totals"]["usd"] >= 2.0 and (run.path / "summary.json").is_file()
+    assert run.summary.totals.usd >= 2.0 and (run.path / "summary.json").is_file()
 
 
 def test_a_replay_reproduces_the_run_without_a_model(serve, tmp_path):
@@ -179,7 +179,7 @@ def test_a_replay_reproduces_the_run_without_a_model(serve, tmp_path):
     assert [e.result.status.value for e in again.entries] == [e.result.status.value for e in first.entries]
     assert [e.result.candidate_key for e in again.entries] == [e.result.candidate_key for e in first.entries]
     assert again.stop_reason == "the proposer has nothing more to propose"
-    assert again.summary["totals"]["tokens"] == 0
+    assert again.summary.totals.tokens == 0
 
 
 def test_after_a_model_run_the_tuner_sweeps_the_winners_knobs(serve, tmp_path):
@@ -189,7 +189,7 @@ def test_after_a_model_run_the_tuner_sweeps_the_winners_knobs(serve, tmp_path):
     assert phases == ["model", "tune"]
     tuned = [e for e in run.entries if e.origin == "tuner"]
     assert tuned and all(e.parent_ids == ["c0001"] for e in tuned)
-    assert "tune" in run.summary["stops"]
+    assert "tune" in run.summary.stops
 
 
 def test_without_a_model_the_built_in_search_runs(tmp_path):
@@ -197,10 +197,10 @@ def test_without_a_model_the_built_in_search_runs(tmp_path):
                          config={"tune": {"max_evaluations": 4}})
     assert [e["name"] for e in _events(run, "phase")] == ["search"]
     assert {e.origin for e in run.entries} <= {"baseline", "tuner"} and run.entries[0].origin == "baseline"
-    assert run.summary["ledger"]["evaluations"] == len(run.entries)
+    assert run.summary.claim.ledger.evaluations == len(run.entries)
     # the search's configurations are screened; the entries after the baseline are its finalists
-    assert run.summary["totals"]["screened"] == len([c for e in _events(run, "screen") for c in e["configurations"]]) >= 3
-    assert run.summary["tuning"][0]["evaluated_in_full"] == len(run.entries) - 1
+    assert run.summary.totals.screened == len([c for e in _events(run, "screen") for c in e["configurations"]]) >= 3
+    assert run.summary.claim.searches[0].evaluated_in_full == len(run.entries) - 1
 
 
 def test_a_toml_run_config_sets_the_endpoint_and_request_fields(serve, tmp_path):

@@ -144,7 +144,7 @@ def test_a_finished_run_continues_when_resumed_with_a_larger_budget(httpserver, 
                          traces=tmp_path / "traces")
     more = agent.optimize(resume=run.path, iterations=3)
     assert len(script.requests) == 3 and len(more.entries) == 4
-    assert more.summary["totals"]["iterations"] == 3
+    assert more.summary.totals.iterations == 3
 
 
 @pytest.mark.timeout(240)

@@ -48,16 +48,16 @@ def _sanitize_events(run):
 def test_a_racy_winner_is_rejected_and_the_next_best_is_declared(serve, tmp_path):
     url = serve([answer(fake="speedup=1.3", variant=1), answer(fake="speedup=1.6, race", variant=2)])
     run = _run(url, tmp_path, 2)
-    section = run.summary["sanitize"]
-    assert run.best.id == "c0001" and section["winner"] == "c0001" and section["rejected"] == ["c0002"]
-    assert section["status"] == "clean"
+    section = run.summary.claim.sanitizer
+    assert run.best.id == "c0001" and section.winner == "c0001" and section.rejected == ["c0002"]
+    assert section.status == "clean"
     assert [e["candidate_id"] for e in _sanitize_events(run)] == ["c0002", "c0001"]
     racy = next(e for e in run.entries if e.id == "c0002")
     assert racy.result.status.value == "rejected"
     assert racy.result.error.startswith("compute-sanitizer: racecheck: 1 error in vector_add4")
     stored = json.loads((run.path / "candidates" / "c0002" / "result.json").read_text())
     assert stored["status"] == "rejected" and stored["sanitize"]["simulated"] is True
-    assert run.summary["sanitize_text"] == ("sanitizer: c0002 rejected (memcheck: clean; racecheck: 1 error in "
+    assert run.summary.claim.sanitizer.text == ("sanitizer: c0002 rejected (memcheck: clean; racecheck: 1 error in "
                                             "vector_add4: Error: Race reported between Write access and Read access "
                                             "(simulated by a '// fake: race' annotation) (simulated)); winner c0001: "
                                             "memcheck: clean; racecheck: clean (simulated)")
@@ -71,34 +71,34 @@ def test_a_winner_with_no_verdict_stands_and_the_summary_says_so(serve, tmp_path
     url = serve([answer(fake="speedup=1.3, sanitizer_fails")])
     run = _run(url, tmp_path, 1)
     assert run.best.id == "c0001" and run.best.result.status.value == "ok"
-    assert run.summary["sanitize"]["status"] == "failed"
-    assert "memcheck: no verdict (simulated ('// fake: sanitizer_fails'))" in run.summary["sanitize_text"]
+    assert run.summary.claim.sanitizer.status == "failed"
+    assert "memcheck: no verdict (simulated ('// fake: sanitizer_fails'))" in run.summary.claim.sanitizer.text
 
 
 def test_out_of_bounds_winners_past_the_limit_are_not_called_sanitized(serve, tmp_path):
     url = serve([answer(fake="speedup=1.3, out_of_bounds", variant=1), answer(fake="speedup=1.6, out_of_bounds",
                                                                                 variant=2)])
     run = _run(url, tmp_path, 2, config={"sanitize": {"max_candidates": 1}})
-    section = run.summary["sanitize"]
-    assert section["rejected"] == ["c0002"] and section["winner"] == "c0001" and section["status"] == "not sanitized"
-    assert section["text"].endswith("winner c0001: not sanitized (the limit of 1 sanitized candidates was reached)")
+    section = run.summary.claim.sanitizer
+    assert section.rejected == ["c0002"] and section.winner == "c0001" and section.status == "not sanitized"
+    assert section.text.endswith("winner c0001: not sanitized (the limit of 1 sanitized candidates was reached)")
     assert [e["candidate_id"] for e in _sanitize_events(run)] == ["c0002"]
 
 
 def test_when_every_faster_candidate_has_errors_there_is_no_winner(serve, tmp_path):
     url = serve([answer(fake="speedup=1.3, out_of_bounds")])
     run = _run(url, tmp_path, 1)
-    assert run.best is None and run.summary["best"] is None
-    assert run.summary["sanitize"]["status"] == "none left"
-    assert "no winner left" in run.summary["sanitize_text"]
+    assert run.best is None and run.summary.best is None
+    assert run.summary.claim.sanitizer.status == "none left"
+    assert "no winner left" in run.summary.claim.sanitizer.text
 
 
 def test_no_sanitize_is_said_and_nothing_is_sanitized(serve, tmp_path):
     url = serve([answer(fake="speedup=1.3, race")])
     run = _run(url, tmp_path, 1, sanitize=False)
     assert run.best.id == "c0001" and _sanitize_events(run) == []
-    assert run.summary["sanitize"]["status"] == "disabled"
-    assert run.summary["sanitize_text"] == "sanitizer: winner c0001: " + DISABLED
+    assert run.summary.claim.sanitizer.status == "disabled"
+    assert run.summary.claim.sanitizer.text == "sanitizer: winner c0001: " + DISABLED
 
 
 def test_a_resumed_run_keeps_its_verdicts_and_does_not_sanitize_again(serve, tmp_path):
@@ -106,14 +106,11 @@ def test_a_resumed_run_keeps_its_verdicts_and_does_not_sanitize_again(serve, tmp
     first = _run(url, tmp_path, 2)
     again = agent.optimize(resume=first.path, model="scripted", base_url=url, traces=tmp_path / "traces")
     assert len(_sanitize_events(again)) == 2
-    assert again.best.id == "c0001" and again.summary["sanitize"] == first.summary["sanitize"]
+    assert again.best.id == "c0001" and again.summary.claim.sanitizer == first.summary.claim.sanitizer
 
 
 def test_the_no_sanitize_flag_becomes_the_config_switch():
-    from dataclasses import fields
+    from agent.run_options import RunOptions
 
-    from agent.cli.optimize import RunOptions
-
-    given = {f.name: None for f in fields(RunOptions)} | {"no_tune": False, "quiet": False, "as_json": False}
-    assert RunOptions.of(given | {"no_sanitize": True}).overrides() == {"sanitize": {"enabled": False}}
-    assert RunOptions.of(given | {"no_sanitize": False}).overrides() == {}
+    assert RunOptions(no_sanitize=True).overrides() == {"sanitize": {"enabled": False}}
+    assert RunOptions(no_sanitize=False).overrides() == {}

@@ -124,13 +124,19 @@ def test_the_throughput_benchs_optimize_part_names_the_leaders_the_claim_set_asi
         import throughput
     finally:
         sys.path.remove(str(ROOT / "bench"))
+    from agent.trace.records import Summary
+
     row = {"sizes": {"rows": 4096, "cols": 16384}, "status": "ok"}
-    summary = {"best": {"id": "c0003"}, "heldout": [row, row, row],
-               "heldout_flagged": [{"id": "c0001", "rows": [row, row]}, {"id": "c0002", "rows": [row]}]}
+    best = {"id": "c0003", "origin": "tuner", "parents": [], "status": "ok"}
+    summary = Summary.model_validate({
+        "run_id": "r", "task": {"name": "t"}, "sandbox": "fake", "simulated": True, "candidates": 4, "best": best,
+        "claim": {"heldout": {"rows": [row, row, row], "set_aside": [{"id": "c0001", "note": "", "rows": [row, row]},
+                                                                      {"id": "c0002", "note": "", "rows": [row]}]}}})
     assert throughput._claim(summary) == {"set_aside": [{"id": "c0001", "sizes_checked": 2},
                                                         {"id": "c0002", "sizes_checked": 1}],
                                           "winner_sizes": 3, "winner": "c0003"}
-    assert throughput._claim({"best": None}) == {"set_aside": [], "winner_sizes": 0, "winner": None}
+    bare = Summary(run_id="r", task={"name": "t"}, sandbox="fake", simulated=True, candidates=0)
+    assert throughput._claim(bare) == {"set_aside": [], "winner_sizes": 0, "winner": None}
 
 
 @pytest.mark.timeout(300)

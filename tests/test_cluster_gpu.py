@@ -21,6 +21,11 @@ from scripted_server import Script  # noqa: E402
 ANSWERS = Path(__file__).parent / "fixtures" / "agent" / "softmax"
 
 
+def _heldout(run) -> str | None:
+    heldout = run.summary.claim.heldout
+    return heldout.text if heldout else None
+
+
 @pytest.mark.gpu
 @pytest.mark.timeout(600)
 def test_optimize_with_ray_on_one_gpu_picks_the_winner_of_the_run_without_it(httpserver, tmp_path, monkeypatch):
@@ -36,8 +41,8 @@ def test_optimize_with_ray_on_one_gpu_picks_the_winner_of_the_run_without_it(htt
     # softmax regresses at some held-out sizes, as tests/test_agent_gpu.py allows), in both runs alike
     first, second = _leader(alone), _leader(spread)
     for run, label in ((alone, "without Ray"), (spread, "with Ray")):
-        print(f"{label}: winner {run.best and run.best.id}; held-out:\n{run.summary.get('heldout_text')}\n"
-              f"notes: {run.summary.get('notes')}")
+        print(f"{label}: winner {run.best and run.best.id}; held-out:\n{_heldout(run)}\n"
+              f"notes: {run.summary.notes}")
     a, b = first.result.speedup("baseline"), second.result.speedup("baseline")
     print(f"without Ray: {first.id} {a.value:.3f} [{a.low:.3f}, {a.high:.3f}]; "
           f"with Ray: {second.id} {b.value:.3f} [{b.low:.3f}, {b.high:.3f}]")
@@ -50,8 +55,7 @@ def test_optimize_with_ray_on_one_gpu_picks_the_winner_of_the_run_without_it(htt
                       f" SM clock median {clock and clock.median} MHz ({clock and clock.min}-{clock and clock.max})")
     assert [e.id for e in spread.entries] == [e.id for e in alone.entries]
     assert second.id == first.id and a.low <= b.high and b.low <= a.high
-    assert (spread.best and spread.best.id) == (alone.best and alone.best.id), (alone.summary.get("heldout_text"),
-                                                                                 spread.summary.get("heldout_text"))
+    assert (spread.best and spread.best.id) == (alone.best and alone.best.id), (_heldout(alone), _heldout(spread))
     where = {e.result.env.measured_on.uuid for e in spread.entries if e.result.timing is not None}
     assert len(where) == 1 and None not in where, where
     assert second.result.env.gpu == first.result.env.gpu

@@ -66,14 +66,14 @@ def test_optimize_on_2_and_4_gpu_actors_records_the_lineage_of_the_run_without_r
     common = dict(sandbox="fake", tune=False, iterations=len(ANSWERS), traces=tmp_path / "traces")
     alone = agent.optimize("vector_add", model="scripted", base_url=httpserver.url_for("/v1"),
                            config={"parallel": 5}, **common)
-    assert alone.summary["candidates"] >= 6 and skips(alone)  # the duplicate was skipped before the GPU
+    assert alone.summary.candidates >= 6 and skips(alone)  # the duplicate was skipped before the GPU
     for gpus in (2, 4):
         spread = agent.optimize("vector_add", replay=alone.path, config={"parallel": 5, "cluster": {"gpus": gpus}},
                                 **common)
         assert lineage(spread) == lineage(alone), gpus
         assert skips(spread) == skips(alone)
         assert spread.best.id == alone.best.id
-        notes = spread.summary["notes"]
+        notes = spread.summary.notes
         assert any(n.startswith(f"cluster (local): {gpus} x ") for n in notes), notes
         info = spread.info if hasattr(spread, "info") else None
         run_json = (spread.path / "run.json").read_text()

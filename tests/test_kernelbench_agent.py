@@ -16,9 +16,10 @@ torch = pytest.importorskip("torch")
 import agent  # noqa: E402
 from agent.claims.best import BestStore  # noqa: E402
 from agent.config import ConfigError  # noqa: E402
-from agent.loop import session as session_mod  # noqa: E402
+from agent.claims.claim import offer_best  # noqa: E402
+from agent.loop import opening  # noqa: E402
 from sandbox.judging.environment import Environment  # noqa: E402
-from agent.trace.records import HeldoutRow  # noqa: E402
+from agent.trace.claim import Claim, HeldoutRow, HeldoutSection  # noqa: E402
 from sandbox import FakeSandbox  # noqa: E402
 from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.tasks.task import load_task  # noqa: E402
@@ -59,9 +60,9 @@ def test_an_imported_task_starts_from_its_module_and_names_eager_and_compile(mat
     assert best.id == "c0001" and best.result.timing.primary == "eager"
     assert set(best.result.timing.speedup) == {"eager", "compile"}
     assert best.result.speedup("baseline") == best.result.speedup("eager")
-    assert run.summary["best"]["against"] == "eager" and run.summary["best"]["speedup"]["value"] > 1.4
-    assert "vs eager" in run.summary["heldout_text"] and "vs compile" in run.summary["heldout_text"]
-    assert run.summary["ledger"]["saving"]["over"] == "eager"
+    assert run.summary.best.against == "eager" and run.summary.best.speedup.value > 1.4
+    assert "vs eager" in run.summary.claim.heldout.text and "vs compile" in run.summary.claim.heldout.text
+    assert run.summary.claim.ledger.saving.over == "eager"
 
 
 def test_without_a_model_an_imported_task_is_refused_with_the_reason(matmul, tmp_path):
@@ -83,13 +84,13 @@ class _LikeGPU(FakeSandbox):
 
 def test_a_gpu_runs_winner_that_passes_its_heldout_sizes_fills_the_best_known_store(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(session_mod, "open_sandbox", lambda kind, options: _LikeGPU(options))
+    monkeypatch.setattr(opening, "open_sandbox", lambda kind, options: _LikeGPU(options))
     run = agent.optimize("vector_add", config={"tune": {"max_evaluations": 3}}, traces=tmp_path / "t", run_id="r1")
     best = run.best
-    assert best is not None and all(r["status"] == "ok" for r in run.summary["heldout"])
+    assert best is not None and all(r.status == "ok" for r in run.summary.claim.rows)
     records = BestStore(tmp_path / "cache" / "best").records(load_task("vector_add"))
     assert [(r.run, r.label, r.against) for r in records] == [("r1", best.id, "baseline")]
-    assert any(n.startswith("best-known store:") for n in run.summary["notes"])
+    assert any(n.startswith("best-known store:") for n in run.summary.notes)
     out = subprocess.run([sys.executable, "-m", "agent", "best", "vector_add", "--gpu", "NVIDIA H200"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120,
                          env={**__import__("os").environ, "KERNELWRIGHT_CACHE_DIR": str(tmp_path / "cache")})
@@ -101,11 +102,15 @@ def test_a_winner_wrong_at_a_heldout_size_is_not_offered(tmp_path, monkeypatch):
     offered = []
     monkeypatch.setattr(BestStore, "offer", lambda self, *a, **k: offered.append(a) or True)
     best = SimpleNamespace(origin="llm", candidate=None, result=None, id="c0003")
-    s = SimpleNamespace(sandbox=SimpleNamespace(kind="gpu"), loop=SimpleNamespace(lineage=SimpleNamespace(best=lambda: best)),
-                        task=load_task("vector_add"), notes=[], trace=SimpleNamespace(path=tmp_path / "r"))
-    session_mod._offer_best(s, [HeldoutRow(sizes={}, status="ok"), HeldoutRow(sizes={}, status="wrong")])
-    assert offered == [] and "did not pass every held-out size" in s.notes[0]
-    session_mod._offer_best(s, None)
+    lineage, task, notes = SimpleNamespace(best=lambda: best), load_task("vector_add"), []
+    gpu = SimpleNamespace(kind="gpu")
+
+    def offer(rows) -> None:
+        offer_best(gpu, task, lineage, Claim(heldout=None if rows is None else HeldoutSection(rows=rows)), "r", notes)
+
+    offer([HeldoutRow(sizes={}, status="ok"), HeldoutRow(sizes={}, status="wrong")])
+    assert offered == [] and "did not pass every held-out size" in notes[0]
+    offer(None)
     assert offered == []
-    session_mod._offer_best(s, [HeldoutRow(sizes={}, status="ok")] * len(s.task.spec.sizes.heldout))
+    offer([HeldoutRow(sizes={}, status="ok")] * len(task.spec.sizes.heldout))
     assert len(offered) == 1

@@ -50,7 +50,9 @@ def test_an_imported_problem_is_optimized_timed_against_eager_and_compile_and_ex
     run = agent.optimize(str(folder), model="scripted", base_url=httpserver.url_for("/v1"), iterations=1,
                          sandbox="gpu", tune=False, sanitize=False, traces=tmp_path / "traces", config=LEAN)
     best = run.best
-    print(json.dumps({k: run.summary.get(k) for k in ("best", "stops", "heldout_text")}, indent=2, default=str))
+    shown = run.summary.to_json()
+    print(json.dumps({"best": shown["best"], "stops": shown["stops"], "heldout": shown["claim"]["heldout"]}, indent=2,
+                     default=str))
     assert "class Model" in script.user_messages[0] and "PyTorch eager and compile" in script.user_messages[0]
     assert best is not None and best.result.status.value == "ok", [e.result.summary() for e in run.entries]
     timing = best.result.timing

@@ -94,7 +94,7 @@ def test_compare_puts_runs_side_by_side_from_their_traces(tmp_path, monkeypatch)
     assert [r.run for r in table.rows] == ["a", "a"]
     assert table.rows[0] == table.rows[1]
     row = table.rows[0]
-    assert row.task == "vector_add" and row.simulated and row.evaluations == again.summary["totals"]["evaluations"]
+    assert row.task == "vector_add" and row.simulated and row.evaluations == again.summary.totals.evaluations
     assert str(table).splitlines()[0].split()[:3] == ["run", "task", "winner"]
     assert "<table>" in table._repr_html_()
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.trace.records import EntryRow
+
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "traces"))
 from trace_tarballs import run_dir, simulated_run  # noqa: E402,F401  (fixtures)
 
@@ -25,10 +27,10 @@ def test_load_run_opens_a_stored_run_with_its_lineage_as_records(run_dir):
     assert run.id == summary["run_id"] and len(run.entries) == summary["candidates"]
     assert run.simulated == summary["simulated"]
     rows = run.rows()
-    assert {r["id"] for r in rows} == {e.id for e in run.entries}
+    assert {r.id for r in rows} == {e.id for e in run.entries}
     if summary["best"]:
-        assert rows[0]["id"] == summary["best"]["id"] == run.best.id
-    assert all({"id", "origin", "parents", "status", "speedup"} <= set(r) for r in rows)
+        assert rows[0].id == summary["best"]["id"] == run.best.id
+    assert all(isinstance(r, EntryRow) for r in rows)
 
 
 @pytest.mark.timeout(60)
@@ -36,7 +38,7 @@ def test_load_run_by_id_under_a_traces_folder(simulated_run):
     from agent.api import load_run
 
     run = load_run(simulated_run.name, traces=simulated_run.parent)
-    assert run.path == simulated_run and run.best.id == run.summary["best"]["id"]
+    assert run.path == simulated_run and run.best.id == run.summary.best.id
 
 
 @pytest.mark.timeout(60)
@@ -112,8 +114,8 @@ def test_load_run_of_an_unfinished_run_says_so(simulated_run):
 
     (simulated_run / "summary.json").unlink()
     run = agent.load_run(simulated_run)
-    assert any("did not finish" in n for n in run.summary["notes"])
-    assert run.best is not None and run.best.id == run.rows()[0]["id"]
+    assert any("did not finish" in n for n in run.summary.notes)
+    assert run.best is not None and run.best.id == run.rows()[0].id
 
 
 @pytest.mark.timeout(60)

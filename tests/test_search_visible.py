@@ -50,7 +50,7 @@ def test_a_finalist_inside_the_baselines_noise_floor_is_named_with_that_reason(t
     assert lineage.best() is base   # the rule: a tie with the baseline goes to the baseline
     entry, why = runner_up(lineage.entries(), None, base)
     assert entry is finalist
-    assert why["reason"] == "noise_floor" and "1.003x [0.997, 1.010]" in why["text"]
+    assert why.reason == "noise_floor" and "1.003x [0.997, 1.010]" in why.text
 
 
 @pytest.mark.timeout(60)
@@ -63,9 +63,29 @@ def test_each_other_timed_candidate_says_why_it_is_not_the_winner(task):
     lineage = _lineage(base, slower, winner, tied, below)
     assert lineage.best() is winner
     reasons = not_winner(lineage.entries(), winner, base)
-    assert {k: v["reason"] for k, v in reasons.items()} == {"c0001": "slower", "c0003": "tied", "c0004": "below_baseline"}
-    assert "c0002 (1.200x [1.180, 1.220])" in reasons["c0001"]["text"]
-    assert "earlier entry keeps the lead" in reasons["c0003"]["text"]
+    assert {k: v.reason for k, v in reasons.items()} == {"c0001": "slower", "c0003": "tied", "c0004": "below_baseline"}
+    assert "c0002 (1.200x [1.180, 1.220])" in reasons["c0001"].text
+    assert "earlier entry keeps the lead" in reasons["c0003"].text
+
+
+@pytest.mark.timeout(60)
+def test_a_leader_the_held_out_check_set_aside_is_said_to_be_set_aside_not_tied(task):
+    from agent.trace.claim import FlaggedWinner, HeldoutRow
+
+    base = _entry(task, "c0000", 0.99, 1.0, 1.01, origin="baseline")
+    aside = _entry(task, "c0001", 1.50, 1.52, 1.54)
+    winner = _entry(task, "c0002", 1.18, 1.20, 1.22)
+    lineage = _lineage(base, aside, winner)
+    lineage.set_aside("c0001")
+    assert lineage.best() is winner
+    note = "REGRESSES at 1 of 3 held-out sizes: wrong at n=1000003"
+    flagged = [FlaggedWinner(id="c0001", note=note, rows=[HeldoutRow(sizes={"n": 1000003}, status="wrong")])]
+    assert not_winner(lineage.entries(), winner, base)["c0001"].reason == "tied_earlier"   # without the claim's word
+    why = not_winner(lineage.entries(), winner, base, flagged)["c0001"]
+    assert why.reason == "set_aside" and why.text == "set aside: it led, but regresses at 1 of 3 held-out sizes: " \
+                                                     "wrong at n=1000003"
+    entry, why = runner_up(lineage.entries(), None, base, flagged)   # where no winner is left: the fastest, and why
+    assert entry is aside and why.reason == "set_aside"
 
 
 @pytest.mark.timeout(60)
@@ -106,7 +126,8 @@ def test_show_json_the_notebook_and_optimize_agree_on_the_screened_configuration
     assert shown.returncode == 0, shown.stderr
     view = json.loads(shown.stdout)
     rows = view["screened"]
-    assert rows and rows == run.screened() == agent.load_run(run.path).screened()
+    stored = agent.load_run(run.path).screened()
+    assert rows and rows == [r.to_json() for r in run.screened()] == [r.to_json() for r in stored]
     assert rows == sorted(rows, key=lambda r: (r["relative"] is None, r["relative"] or 0.0))
     finals = {r["evaluated"] for r in rows if r["evaluated"]}
     tuned = {e.id for e in run.entries if e.origin == "tuner"}
@@ -153,7 +174,7 @@ def test_progress_counts_against_the_search_budget_and_estimates_the_time_left(s
     measured = [l for l in lines if re.search(r"configurations measured \d+/\d+", l)]
     assert measured and any("s left" in l for l in measured)
     done = [s["work"]["done"] for s in snaps if s["work"]["what"] == "configurations measured"]
-    assert done == sorted(done) and done[-1] == run.summary["totals"]["screened"]
+    assert done == sorted(done) and done[-1] == run.summary.totals.screened
     assert any(re.search(r"finalists evaluated in full \d+/\d+", l) for l in lines)
 
 
@@ -256,15 +277,20 @@ def test_a_report_is_readable_by_others_as_the_umask_allows(searched, tmp_path):
 @pytest.mark.timeout(60)
 def test_asking_a_run_without_a_winner_for_its_speedup_says_why_there_is_none(task):
     from agent.api import NoWinner, Run
+    from agent.trace.records import EntryRow, Summary
+
+    def summary(sandbox: str, best: str | None = None) -> Summary:
+        row = EntryRow(id=best, origin="llm", parents=[], status="ok") if best else None
+        return Summary(run_id="r", task={"name": "softmax"}, sandbox=sandbox, simulated=True, candidates=2, best=row)
 
     base = _entry(task, "c0000", 0.997, 1.003, 1.010, origin="baseline")
     finalist = _entry(task, "c0001", 1.004, 1.012, 1.015)
-    run = Run("r", Path("."), {"best": None, "sandbox": "fake"}, [base, finalist])
+    run = Run("r", Path("."), summary("fake"), [base, finalist])
     with pytest.raises(NoWinner, match=r"the fastest, c0001 at 1.012x \[1.004, 1.015\], is not the winner: within "
                                        r"the noise floor"):
         run.speedup()
-    compiled = Run("c", Path("."), {"best": None, "sandbox": "compile-only"}, [])
+    compiled = Run("c", Path("."), summary("compile-only"), [])
     with pytest.raises(NoWinner, match="a compile-only run times nothing"):
         compiled.speedup()
-    won = Run("w", Path("."), {"best": {"id": "c0001"}, "sandbox": "fake"}, [base, finalist])
+    won = Run("w", Path("."), summary("fake", "c0001"), [base, finalist])
     assert won.speedup().value == 1.012

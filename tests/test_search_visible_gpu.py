@@ -24,7 +24,7 @@ def test_a_short_gpu_search_lists_its_screenings_and_plots_them_against_measured
                          config={"tune": {"max_evaluations": 12}},
                          on_progress=lambda kind, snap: lines.append(status_line(snap)))
     rows = run.screened()
-    assert rows and all(r["ms"] is not None for r in rows if r["status"] == "ok")
+    assert rows and all(r.ms is not None for r in rows if r.status == "ok")
     assert any("configurations measured" in l and "/12" in l for l in lines)
     ceilings = next(e.result.env.ceilings for e in run.entries if e.result.env.ceilings)
     assert "simulated" not in (ceilings.method or "")
@@ -32,7 +32,7 @@ def test_a_short_gpu_search_lists_its_screenings_and_plots_them_against_measured
     html = render_report(read(run.path)).replace("\n", "")
     assert '<figure class="plot" id="plot-space"><svg' in html and '<figure class="plot" id="plot-roofline"><svg' in html
     shown = json.loads(kw("show", "gpu-search", "--traces", tmp_path / "t", "--json").stdout)
-    assert shown["screened"] == rows
+    assert shown["screened"] == [r.to_json() for r in rows]
 
 
 @pytest.mark.timeout(300)

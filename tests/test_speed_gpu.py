@@ -35,11 +35,12 @@ def test_optimize_without_a_model_screens_then_evaluates_finalists_in_full(tmp_p
     run = agent.optimize("softmax", sandbox="gpu", traces=tmp_path / "t", sanitize=False,
                          config={"tune": {"max_evaluations": 16}})
     s = run.summary
-    print(json.dumps({k: s[k] for k in ("totals", "tuning_text", "ledger_text", "stops")}, indent=1, default=str))
-    [tuning] = s["tuning"]
-    assert tuning["screened"] == s["totals"]["screened"] >= 8 and s["totals"]["screen_gpu_s"] > 0
-    assert len(run.entries) == 1 + tuning["evaluated_in_full"] <= 7
+    print(json.dumps({"totals": s.totals.model_dump(), "tuning": s.claim.tuning.text, "ledger": s.claim.ledger.text,
+                      "stops": s.to_json()["stops"]}, indent=1, default=str))
+    [tuning] = s.claim.searches
+    assert tuning.screened == s.totals.screened >= 8 and s.totals.screen_gpu_s > 0
+    assert len(run.entries) == 1 + tuning.evaluated_in_full <= 7
     for e in run.entries[1:]:
         assert "finalist" in e.note and e.result.status.value in {x.value for x in Status}
         assert e.result.status is not Status.ok or e.result.timing.candidate_launches >= 64   # the full protocol
-    assert s["totals"]["screen_gpu_s"] / s["totals"]["screened"] < 2.0   # screening costs a fraction of an evaluation
+    assert s.totals.screen_gpu_s / s.totals.screened < 2.0   # screening costs a fraction of an evaluation

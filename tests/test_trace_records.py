@@ -44,9 +44,30 @@ def test_a_version_1_summary_gets_one_interval_shape(simulated_run):
     assert summary.stops["tune"].reason is StopReason.NOTHING_LEFT
     upgraded = summary.to_json()
     intervals = [upgraded["best"][k] for k in ("ci_ms", "speedup", "vendor_speedup") if upgraded["best"][k]]
-    intervals += [row[k] for row in upgraded["heldout"] for k in ("speedup", "vendor_speedup") if row[k]]
+    intervals += [row[k] for row in upgraded["claim"]["heldout"]["rows"] for k in ("speedup", "vendor_speedup") if row[k]]
     assert intervals and all(set(i) == {"value", "low", "high"} for i in intervals)
     assert Summary.model_validate(upgraded) == summary
+
+
+def test_an_older_summarys_flat_claim_keys_are_read_into_its_claim(simulated_run):
+    raw = json.loads((simulated_run / "summary.json").read_text())
+    claim = read(simulated_run).summary.claim
+    assert [r.model_dump(mode="json")["sizes"] for r in claim.rows] == [r["sizes"] for r in raw["heldout"]]
+    assert claim.heldout.text == raw["heldout_text"] and claim.set_aside == []
+    assert claim.ledger.text == raw["ledger_text"] and claim.ledger.evaluations == raw["ledger"]["evaluations"]
+    assert claim.ledger.break_even_calls.gpu == raw["ledger"]["break_even_calls"]["gpu"]
+    assert claim.sanitizer is None and claim.tuning is None
+    flagged = {"id": "c0002", "note": "REGRESSES at 1 of 1 held-out sizes: wrong at n=3", "rows": raw["heldout"][:1]}
+    tuning = {"strategy": "random", "space_points": 8, "dimensions": {"BLOCK": 8}, "screened": 4, "retired": 1,
+              "finalists": [{"config": "BLOCK=64", "entry": "c0003", "status": "evaluated", "screened": 0.8}]}
+    v2 = Summary.model_validate({**raw, "schema": "kernelwright-summary-2", "heldout_flagged": [flagged],
+                                 "tuning": [tuning], "tuning_text": "search (random)",
+                                 "sanitize": {"status": "disabled", "winner": "c0001", "rejected": [], "checked": [],
+                                              "text": "sanitizer: off"}, "sanitize_text": "sanitizer: off"})
+    assert v2.schema_ == SUMMARY_SCHEMA and [f.id for f in v2.claim.set_aside] == ["c0002"]
+    assert v2.claim.searches[0].finalists[0].entry == "c0003" and v2.claim.tuning.text == "search (random)"
+    assert v2.claim.sanitizer.status == "disabled"
+    assert Summary.model_validate(v2.to_json()) == v2
 
 
 def test_an_event_with_a_field_its_model_does_not_know_is_one_error_naming_the_line(simulated_run):

@@ -10,6 +10,7 @@ import pytest
 
 from agent.protocols import Entry, ProposalRequest
 from agent.tune.inert import FlagEvidence
+from agent.trace.claim import TuningRecord
 from agent.tune.proposer import TunerProposer, format_tuning, tune
 from agent.tune.points import Space
 from agent.tune.search import Search
@@ -63,7 +64,8 @@ def test_the_search_screens_and_only_its_finalists_are_evaluated_in_full():
     screened = sorted(v for v in (f["screened"] for f in s["finalists"]))
     assert screened == [f["screened"] for f in s["finalists"]]                # best screened first
     assert all(f["screened"] < 1.0 + 0.01 for f in s["finalists"])            # faster than the start
-    assert "screened of a budget of 10" in format_tuning([s]) and "evaluated in full" in format_tuning([s])
+    assert "screened of a budget of 10" in format_tuning([TuningRecord.model_validate(s)]) and "evaluated in full" in format_tuning(
+        [TuningRecord.model_validate(s)])
 
 
 def test_a_finalist_wrong_at_a_check_size_gives_way_to_the_next_best_screened():
@@ -82,7 +84,7 @@ def test_no_configuration_is_evaluated_in_full_when_none_screened_faster_than_th
         outcome = tune(sb, task, proposer=TunerProposer(max_evaluations=6, seed=0, sandbox=sb))
     assert outcome.entries == [outcome.start] and outcome.best is outcome.start
     assert outcome.summary["evaluated_in_full"] == 0 and outcome.summary["screened"] >= 5
-    assert "no screened configuration was faster than the start" in format_tuning([outcome.summary])
+    assert "no screened configuration was faster than the start" in format_tuning([TuningRecord.model_validate(outcome.summary)])
 
 
 def test_a_sandbox_that_cannot_screen_gets_every_configuration_for_a_full_evaluation():
@@ -162,17 +164,17 @@ def test_an_optimize_run_without_a_model_records_its_screening_and_only_finalist
     events = read_events(run.path)
     screens = [e for e in events if isinstance(e, ScreenEvent)]
     configs = [c for e in screens for c in e.configurations]
-    assert len(configs) == run.summary["totals"]["screened"] == run.summary["tuning"][0]["screened"]
+    assert len(configs) == run.summary.totals.screened == run.summary.claim.searches[0].screened
     assert all(c.status == "ok" and c.relative > 0 and (6 <= c.rounds <= 15 or c.stopped == "slower" and c.rounds >= 3)
                for c in configs)
-    assert sum(e.gpu_s for e in screens) == pytest.approx(run.summary["totals"]["screen_gpu_s"], abs=1e-3)
+    assert sum(e.gpu_s for e in screens) == pytest.approx(run.summary.totals.screen_gpu_s, abs=1e-3)
     ids = [e.id for e in run.entries]
     assert sorted(p.name for p in (run.path / "candidates").iterdir()) == ids   # screened ones are no candidates
     assert all("finalist" in e.note for e in run.entries[1:])
-    assert run.summary["ledger"]["screened"] == len(configs) and "configurations screened" in run.summary["ledger_text"]
+    assert run.summary.claim.ledger.screened == len(configs) and "configurations screened" in run.summary.claim.ledger.text
     # a resumed run counts what was screened before
     again = agent.optimize(resume=run.path, sandbox="fake")
-    assert again.summary["totals"]["screened"] >= len(configs)
+    assert again.summary.totals.screened >= len(configs)
 
 
 def test_a_knobs_only_search_covers_the_space_the_kernel_declares(tmp_path, monkeypatch, compiled_kernels):
@@ -182,10 +184,10 @@ def test_a_knobs_only_search_covers_the_space_the_kernel_declares(tmp_path, monk
     knobs = load_candidate(load_task("softmax").baseline_path).knobs
     run = agent.optimize("softmax", sandbox="fake", traces=tmp_path / "t",
                          config={"tune": {"flags": False, "strategy": "exhaustive"}})
-    [tuning] = run.summary["tuning"]
-    assert tuning["dimensions"] == {k: len(v) for k, v in knobs.items()}
-    assert tuning["space_points"] == math.prod(len(v) for v in knobs.values())
-    assert tuning["screened"] + tuning["duplicates"] + tuning["failed_before_running"] == tuning["space_points"] - 1
+    [tuning] = run.summary.claim.searches
+    assert tuning.dimensions == {k: len(v) for k, v in knobs.items()}
+    assert tuning.space_points == math.prod(len(v) for v in knobs.values())
+    assert tuning.screened + tuning.duplicates + tuning.failed_before_running == tuning.space_points - 1
 
 
 def test_a_gpu_time_budget_stops_the_screening(tmp_path, monkeypatch, compiled_kernels):
@@ -194,8 +196,8 @@ def test_a_gpu_time_budget_stops_the_screening(tmp_path, monkeypatch, compiled_k
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(private_cache(tmp_path / "cache", compiled_kernels)))
     run = agent.optimize("softmax", sandbox="fake", traces=tmp_path / "t",
                          config={"tune": {"max_evaluations": 40}, "budget": {"gpu_seconds": 0.1}})
-    assert run.summary["stops"]["search"]["reason"] == "gpu_time"
-    assert run.summary["totals"]["screened"] < 40
+    assert run.summary.stops["search"].reason == "gpu_time"
+    assert run.summary.totals.screened < 40
 
 
 def test_a_resumed_search_takes_back_what_it_screened_and_measures_none_of_it_again(tmp_path, monkeypatch, compiled_kernels):
@@ -205,7 +207,7 @@ def test_a_resumed_search_takes_back_what_it_screened_and_measures_none_of_it_ag
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(private_cache(tmp_path / "cache", compiled_kernels)))
     first = agent.optimize("softmax", sandbox="fake", traces=tmp_path / "t",
                            config={"tune": {"max_evaluations": 12}, "budget": {"gpu_seconds": 0.12}})
-    assert first.summary["stops"]["search"]["reason"] == "gpu_time"
+    assert first.summary.stops["search"].reason == "gpu_time"
     before = [c for e in read_events(first.path) if isinstance(e, ScreenEvent) for c in e.configurations]
     again = agent.optimize(resume=first.path, sandbox="fake", config={"budget": {"gpu_seconds": 100}})
     events = read_events(first.path)
@@ -213,5 +215,5 @@ def test_a_resumed_search_takes_back_what_it_screened_and_measures_none_of_it_ag
     after = [c for e in events[screens[0]:] if isinstance(e, ScreenEvent) for c in e.configurations][len(before):]
     seen = {(tuple(sorted(c.knobs.items())), tuple(c.flags)) for c in before}
     assert before and after and not any((tuple(sorted(c.knobs.items())), tuple(c.flags)) in seen for c in after)
-    [tuning] = again.summary["tuning"]
-    assert tuning["screened"] == len(before) + len(after) == again.summary["totals"]["screened"]
+    [tuning] = again.summary.claim.searches
+    assert tuning.screened == len(before) + len(after) == again.summary.totals.screened

@@ -12,12 +12,13 @@ no GPU, the tool failed or timed out) leaves the winner standing, and the summar
 
 from __future__ import annotations
 
+from ..trace.claim import SanitizedEntry, SanitizeSection
 from ..trace.events import SanitizeEvent
 
 DISABLED = "not sanitized (disabled: --no-sanitize or [sanitize] enabled = false)"
 
 
-def sanitize_winner(sandbox, task, lineage, trace, config, done: int = 0) -> dict | None:
+def sanitize_winner(sandbox, task, lineage, trace, config, done: int = 0) -> SanitizeSection | None:
     """Sanitize the winner (and the next best after one with errors); the summary's ``sanitize`` section.
     ``done``: candidates this session sanitized already (in earlier calls), counted against ``max_candidates``.
 
@@ -38,7 +39,7 @@ def sanitize_winner(sandbox, task, lineage, trace, config, done: int = 0) -> dic
     return section(lineage, config)
 
 
-def section(lineage, config) -> dict | None:
+def section(lineage, config) -> SanitizeSection | None:
     """What the run's sanitizer reports say, as the summary's ``sanitize`` section (``text``: one line)."""
     base, best = lineage.baseline(), lineage.best()
     winner = best if best is not None and best is not base else None
@@ -56,6 +57,7 @@ def section(lineage, config) -> dict | None:
     else:
         status = "not sanitized"
         said = f"winner {winner.id}: not sanitized (the limit of {config.max_candidates} sanitized candidates was reached)"
-    return {"status": status, "winner": winner.id if winner else None, "rejected": [e.id for e in rejected],
-            "checked": [{"id": e.id, "status": e.result.sanitize.status, "text": e.result.sanitize.text()} for e in checked],
-            "text": "sanitizer: " + "; ".join(parts + [said])}
+    return SanitizeSection(status=status, winner=winner.id if winner else None, rejected=[e.id for e in rejected],
+                           checked=[SanitizedEntry(id=e.id, status=e.result.sanitize.status,
+                                                   text=e.result.sanitize.text()) for e in checked],
+                           text="sanitizer: " + "; ".join(parts + [said]))

@@ -6,101 +6,31 @@ from __future__ import annotations
 import datetime as dt
 import json
 import secrets as pysecrets
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.live import Live
 from rich.text import Text
 
-from sandbox import SANDBOX_KINDS
-from sandbox.host.config import TORCH_TF32_MODES
 
+from ..run_options import OptionError, RunOptions
 from ..stops import StopReason
-from ..trace.records import FlaggedWinner, HeldoutRow, Summary
+from sandbox.judging.result import Interval
+
+from ..report.search import NotWinner
+from ..trace.records import EntryRow, TotalsRecord
 from .app import BadInput, app, console, err_console, error_line, input_errors, load_task, styled
 from .exits import ExitCode, epilog
-from .options import (ApiKeyEnv, BaseUrl, BudgetGpuS, BudgetTokens, BudgetUsd, BudgetWallS, ConfigFile, Iterations,
-                      MaxTokens, Model, NoSanitize, NoTune, Parallel, Plateau, PriceIn, PriceOut, Quiet, Ray, RayAddress,
-                      RayGpus, SandboxKind, TorchTf32,
-                      Temperature, Traces, json_flag)
+from .options import with_run_options
 from ..report.search import describe
 from .tables import Col, fit
 
-@dataclass
-class RunOptions:
-    """The options optimize and batch share, as the command received them."""
-
-    model: str | None
-    base_url: str | None
-    api_key_env: str | None
-    temperature: float | None
-    max_tokens: int | None
-    price_in: float | None
-    price_out: float | None
-    parallel: int | None
-    iterations: int | None
-    budget_tokens: int | None
-    budget_usd: float | None
-    budget_gpu_s: float | None
-    budget_wall_s: float | None
-    plateau: int | None
-    no_tune: bool
-    no_sanitize: bool
-    sandbox: str | None
-    torch_tf32: str | None
-    ray: bool
-    ray_address: str | None
-    ray_gpus: int | None
-    config: Path | None
-    traces: Path
-    quiet: bool
-    as_json: bool
-
-    @classmethod
-    def of(cls, params: dict[str, Any]) -> "RunOptions":
-        """From a command's parameters (its ``locals()``): the ones named here."""
-        return cls(**{f.name: params[f.name] for f in fields(cls)})
-
-    def overrides(self, file_model: str | None = None) -> dict:
-        """Config fields set on the command line (only those given)."""
-        out: dict[str, Any] = {}
-
-        def put(section: str | None, key: str, value) -> None:
-            if value is not None:
-                (out.setdefault(section, {}) if section else out)[key] = value
-
-        for key, value in (("name", self.model), ("base_url", self.base_url), ("api_key_env", self.api_key_env),
-                           ("temperature", self.temperature), ("max_tokens", self.max_tokens)):
-            put("model", key, value)
-        for key, value in (("iterations", self.iterations), ("tokens", self.budget_tokens), ("usd", self.budget_usd),
-                           ("gpu_seconds", self.budget_gpu_s), ("wall_seconds", self.budget_wall_s),
-                           ("plateau", self.plateau)):
-            put("budget", key, value)
-        put(None, "parallel", self.parallel)
-        if self.sandbox is not None:
-            if self.sandbox not in SANDBOX_KINDS:
-                raise BadInput(f"--sandbox: expected one of {', '.join(SANDBOX_KINDS)}, got {self.sandbox!r}")
-            out["sandbox"] = self.sandbox
-        if self.torch_tf32 is not None:
-            if self.torch_tf32 not in TORCH_TF32_MODES:
-                raise BadInput(f"--torch-tf32: expected one of {', '.join(TORCH_TF32_MODES)}, got {self.torch_tf32!r}")
-            out["sandbox_options"] = {"torch_tf32": self.torch_tf32}
-        if self.ray or self.ray_address or self.ray_gpus is not None:
-            out["cluster"] = {}
-            put("cluster", "address", self.ray_address)
-            put("cluster", "gpus", self.ray_gpus)
-        if self.no_tune:
-            out["tune"] = {"enabled": False}
-        if self.no_sanitize:
-            out["sanitize"] = {"enabled": False}
-        if self.price_in is not None or self.price_out is not None:
-            name = self.model or file_model
-            if not name or self.price_in is None or self.price_out is None:
-                raise BadInput("--price-in and --price-out go together, with a model (--model or model.name)")
-            out["prices"] = {name: {"input_per_mtok": self.price_in, "output_per_mtok": self.price_out}}
-        return out
+def _overrides(opts: RunOptions, file_model: str | None) -> dict:
+    try:
+        return opts.overrides(file_model)
+    except OptionError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def _file(config: Path | None) -> dict:
@@ -164,8 +94,8 @@ def _progress(snap: dict) -> Text:
     return text
 
 
-def _speed(s: dict | None) -> str:
-    return f"{s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]" if s else "-"
+def _speed(s: Interval | None) -> str:
+    return f"{s.value:.3f}x [{s.low:.3f}, {s.high:.3f}]" if s else "-"
 
 
 def _summary_cols(against: str) -> list[Col]:
@@ -174,16 +104,16 @@ def _summary_cols(against: str) -> list[Col]:
             Col("regs", right=True), Col("origin"), Col("from"), Col("note", wrap=True)]
 
 
-def _note(r: dict, winner: str | None, reasons: dict[str, dict]) -> str:
+def _note(r: EntryRow, winner: str | None, reasons: dict[str, NotWinner]) -> str:
     """What a row's last column says: its error; else its knobs and flags, and for the winner that it won, for
     another timed candidate why it did not."""
-    if r["error"]:
-        return r["error"].strip().splitlines()[0][:120]
-    config = describe(r.get("knobs") or {}, r.get("flags") or [])
-    if r["id"] == winner:
+    if r.error:
+        return r.error.strip().splitlines()[0][:120]
+    config = describe(r.knobs, r.flags)
+    if r.id == winner:
         return f"winner: {config}" if config else "winner"
-    why = reasons.get(r["id"])
-    return "; ".join(x for x in (config, f"not the winner: {why['text']}" if why else "") if x)
+    why = reasons.get(r.id)
+    return "; ".join(x for x in (config, f"not the winner: {why.text}" if why else "") if x)
 
 
 def collapse(rows: list[list]) -> list[list]:
@@ -215,57 +145,57 @@ def print_summary(run) -> None:
     from ..claims.heldout import regression_note, set_aside_note
     from ..report.search import not_winner
 
-    summary = run.summary
+    summary, claim = run.summary, run.summary.claim
     rows = []
     listed = run.rows()
-    against = next((r["against"] for r in listed if r.get("against")), "baseline")  # "eager" for a PyTorch task
-    winner = (summary.get("best") or {}).get("id")
-    reasons = not_winner(run.entries, run.best, run.baseline)
+    against = next((r.against for r in listed if r.against), "baseline")  # "eager" for a PyTorch task
+    winner = summary.best.id if summary.best else None
+    reasons = not_winner(run.entries, run.best, run.baseline, claim.set_aside)
     for r in listed[:40]:
-        ci = r["ci_ms"]
-        ms = f"{ci['value']:.4g} [{ci['low']:.4g}, {ci['high']:.4g}]" if ci else "-"
-        pct = f"{r['pct_of_roofline']:.1f}" if r["pct_of_roofline"] is not None else "-"
-        status = Text(r["status"], style="green" if r["status"] in ("ok", "compiled") else "red")
-        rows.append([r["id"], status, _speed(r["speedup"]), ms, _speed(r["vendor_speedup"]), pct,
-                     str(r["registers"]) if r["registers"] is not None else "-", r["origin"],
-                     ",".join(r["parents"]) or "-", _note(r, winner, reasons)])
+        ci = r.ci_ms
+        ms = f"{ci.value:.4g} [{ci.low:.4g}, {ci.high:.4g}]" if ci else "-"
+        pct = f"{r.pct_of_roofline:.1f}" if r.pct_of_roofline is not None else "-"
+        status = Text(r.status, style="green" if r.status in ("ok", "compiled") else "red")
+        rows.append([r.id, status, _speed(r.speedup), ms, _speed(r.vendor_speedup), pct,
+                     str(r.registers) if r.registers is not None else "-", r.origin,
+                     ",".join(r.parents) or "-", _note(r, winner, reasons)])
     rows = collapse(rows)[:20]
-    title = f"run {run.id}: {summary['candidates']} candidates" + (" (SIMULATED)" if run.simulated else "")
+    title = f"run {run.id}: {summary.candidates} candidates" + (" (SIMULATED)" if run.simulated else "")
     console.print(fit(_summary_cols(against), rows, console.width, title=title, key=3))
-    for note in summary.get("notes", []):
+    for note in summary.notes:
         console.print(note, style="bold yellow", soft_wrap=True)
-    best = summary.get("best")
+    best = summary.best
     sim = " [SIMULATED]" if run.simulated else ""
-    if best and best.get("speedup"):
-        s = best["speedup"]
+    if best and best.speedup:
         what = "PyTorch eager" if against == "eager" else "the baseline"
-        verdict = f"faster than {what} (interval clears 1.0)" if best["faster"] else f"not clearly faster than {what}"
-        regress = regression_note([HeldoutRow.model_validate(r) for r in summary.get("heldout") or []])
-        aside = set_aside_note([FlaggedWinner.model_validate(f) for f in summary.get("heldout_flagged") or []])
-        console.print(styled(f"best: {best['id']} ({best['origin']}) {_speed(s)}: {verdict}",
+        verdict = f"faster than {what} (interval clears 1.0)" if best.faster else f"not clearly faster than {what}"
+        regress = regression_note(claim.rows)
+        aside = set_aside_note(claim.set_aside)
+        console.print(styled(f"best: {best.id} ({best.origin}) {_speed(best.speedup)}: {verdict}",
                              (f"; {regress}", "bold red") if regress else "", (f"; {aside}", "yellow") if aside else "",
                              sim), soft_wrap=True)
-    elif summary.get("sandbox") != "compile-only":
+    elif summary.sandbox != "compile-only":
         from ..report.search import runner_up
 
         console.print(f"best: no candidate beat {'PyTorch eager' if against == 'eager' else 'the baseline'}"
-                      + _runner_up_text(runner_up(run.entries, None, run.baseline)), soft_wrap=True)
-    t = summary["totals"]
-    screened = f"{t['screened']} configurations screened, " if t.get("screened") else ""
-    console.print(f"totals: {t['iterations']} iterations, {screened}{t['evaluations']} evaluations in full, "
-                  f"{t['duplicates']} duplicates "
-                  f"skipped, {t['tokens']:,} tokens ({t['prompt_tokens']:,} prompt, {t['completion_tokens']:,} completion, "
-                  f"{t['reasoning_tokens']:,} reasoning, {t['cached_tokens']:,} cached), ${t['usd']:.4f}, "
-                  f"{t['gpu_s']:.2f} GPU-s{' (simulated)' if run.simulated else ''}, {t['wall_s']:.1f} s wall", soft_wrap=True)
-    if t.get("screened"):
-        console.print(f"the {t['screened']} screened configurations with their times: kernelwright show {run.id} "
+                      + _runner_up_text(runner_up(run.entries, None, run.baseline, claim.set_aside)), soft_wrap=True)
+    t = summary.totals or TotalsRecord()
+    screened = f"{t.screened} configurations screened, " if t.screened else ""
+    console.print(f"totals: {t.iterations} iterations, {screened}{t.evaluations} evaluations in full, "
+                  f"{t.duplicates} duplicates "
+                  f"skipped, {t.tokens:,} tokens ({t.prompt_tokens:,} prompt, {t.completion_tokens:,} completion, "
+                  f"{t.reasoning_tokens:,} reasoning, {t.cached_tokens:,} cached), ${t.usd:.4f}, "
+                  f"{t.gpu_s:.2f} GPU-s{' (simulated)' if run.simulated else ''}, {t.wall_s:.1f} s wall", soft_wrap=True)
+    if t.screened:
+        console.print(f"the {t.screened} screened configurations with their times: kernelwright show {run.id} "
                       f"(--json for all of them); the report plots them", soft_wrap=True)
-    for key in ("tuning_text", "ledger_text", "heldout_text"):
-        if summary.get(key):
-            console.print(summary[key] + (sim if key != "tuning_text" else ""), soft_wrap=True)
-    if summary.get("sanitize_text"):
-        console.print(summary["sanitize_text"], soft_wrap=True)
-    stops = "; ".join(f"{phase}: {stop['message']}" for phase, stop in (summary.get("stops") or {}).items())
+    for text, simulated in ((claim.tuning and claim.tuning.text, False), (claim.ledger and claim.ledger.text, True),
+                            (claim.heldout and claim.heldout.text, True)):
+        if text:
+            console.print(text + (sim if simulated else ""), soft_wrap=True)
+    if claim.sanitizer:
+        console.print(claim.sanitizer.text, soft_wrap=True)
+    stops = "; ".join(f"{phase}: {stop.message}" for phase, stop in summary.stops.items())
     console.print(f"stopped: {stops or '-'}; trace: {run.path}", soft_wrap=True)
 
 
@@ -275,20 +205,16 @@ def _runner_up_text(found) -> str:
         return ""
     entry, why = found
     s = entry.result.speedup("baseline")
-    at = f" at {_speed(s.model_dump())}" if s else ""
-    return f"; the fastest candidate, {entry.id}{at}, is not the winner: {why['text']}"
+    at = f" at {_speed(s)}" if s else ""
+    return f"; the fastest candidate, {entry.id}{at}, is not the winner: {why.text}"
 
 
 def _exit_code(run) -> int:
     """From every phase's stop, not only the last: a model phase that failed is not hidden by the tuning after it."""
-    reasons = {StopReason(stop["reason"]) for stop in (run.summary.get("stops") or {}).values()}
+    reasons = {stop.reason for stop in run.summary.stops.values()}
     if StopReason.INTERRUPTED in reasons:
         return ExitCode.INTERRUPTED
     return ExitCode.FAILED if any(reason.failed for reason in reasons) else ExitCode.OK
-
-
-SummaryJson = json_flag("Print the summary as JSON instead of tables (with the screened configurations and why each "
-                        "other timed candidate is not the winner).")
 
 
 @app.command(epilog=epilog(OK="the run ended (a limit, the proposer done)",
@@ -296,38 +222,31 @@ SummaryJson = json_flag("Print the summary as JSON instead of tables (with the s
                            BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device",
                            INTERRUPTED="interrupted (Ctrl-C; resumable)"))
 @input_errors
+@with_run_options
 def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name or task folder (omit with --resume).")] = None,
              resume: Annotated[Optional[str], typer.Option(help="Continue the run with this id or folder.")] = None,
              replay: Annotated[Optional[Path], typer.Option(help="Replay the model answers of this run folder instead of "
                                                                  "asking a model.")] = None,
              run_id: Annotated[Optional[str], typer.Option(help="Name of the run folder (default: time, task, random "
-                                                                "suffix).")] = None,
-             model: Model = None, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None, temperature: Temperature = None,
-             max_tokens: MaxTokens = None, price_in: PriceIn = None, price_out: PriceOut = None, parallel: Parallel = None,
-             iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
-             budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
-             no_tune: NoTune = False, no_sanitize: NoSanitize = False, sandbox: SandboxKind = None,
-             torch_tf32: TorchTf32 = None, ray: Ray = False, ray_address: RayAddress = None, ray_gpus: RayGpus = None,
-             config: ConfigFile = None,
-             traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
+                                                                "suffix).")] = None, *, opts: RunOptions):
     """Make a task's kernel faster: a language model rewrites it (or the built-in search tunes it), the sandbox judges."""
-    opts = RunOptions.of(locals())
+    config, traces = opts.config, opts.traces
     if (task is None) == (resume is None):
         raise BadInput("give a TASK, or --resume RUN (not both)")
     if task is not None:
         load_task(task)   # one error line and exit code 2 before a trace folder exists; a note for a local namesake
     base = _file(config)
     file_model = (base.get("model") or {}).get("name")
-    over = opts.overrides(file_model)
+    over = _overrides(opts, file_model)
     if not resume and not replay and not (over.get("model") or {}).get("name") and not file_model:
         err_console.print("No model configured: running the built-in search over the kernel's knobs and compiler flags.\n"
                           "To let a language model rewrite the kernel: --model NAME [--base-url URL] (key in "
                           "OPENAI_API_KEY, none needed for a local server), or a [model] table in --config FILE.")
-    run = _run(task, base, over, traces, quiet or as_json, where=str(config) if config else "flags", resume=resume,
-               replay=replay, run_id=run_id)
-    if as_json:
-        print(json.dumps({**run.summary, "screened": run.screened(), "not_winner": run.not_winner()}, indent=2,
-                         default=str))
+    run = _run(task, base, over, traces, opts.quiet or opts.as_json, where=str(config) if config else "flags",
+               resume=resume, replay=replay, run_id=run_id)
+    if opts.as_json:
+        print(json.dumps({**run.summary.to_json(), "screened": [r.to_json() for r in run.screened()],
+                          "not_winner": {k: w.to_json() for k, w in run.not_winner().items()}}, indent=2, default=str))
     else:
         print_summary(run)
     raise typer.Exit(_exit_code(run))
@@ -338,27 +257,21 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
                            BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device",
                            INTERRUPTED="interrupted (Ctrl-C; --resume BATCH continues it)"))
 @input_errors
+@with_run_options
 def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task names or task folders, run one after "
                                                                     "another.")] = None,
           resume: Annotated[Optional[str], typer.Option(help="Continue the batch with this id or folder.")] = None,
-          batch_id: Annotated[Optional[str], typer.Option(help="Name of the batch folder.")] = None,
-          model: Model = None, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None, temperature: Temperature = None,
-          max_tokens: MaxTokens = None, price_in: PriceIn = None, price_out: PriceOut = None, parallel: Parallel = None,
-          iterations: Iterations = None, budget_tokens: BudgetTokens = None, budget_usd: BudgetUsd = None,
-          budget_gpu_s: BudgetGpuS = None, budget_wall_s: BudgetWallS = None, plateau: Plateau = None,
-          no_tune: NoTune = False, no_sanitize: NoSanitize = False, sandbox: SandboxKind = None,
-          torch_tf32: TorchTf32 = None, ray: Ray = False, ray_address: RayAddress = None, ray_gpus: RayGpus = None,
-          config: ConfigFile = None,
-          traces: Traces = Path("traces"), quiet: Quiet = False, as_json: SummaryJson = False):
+          batch_id: Annotated[Optional[str], typer.Option(help="Name of the batch folder.")] = None, *,
+          opts: RunOptions):
     """Optimize several tasks one after another (each its own run, budgets per task); resumable; a summary table."""
     from ..config import merge, run_name
     from ..loop.batch import Batch
 
-    opts = RunOptions.of(locals())
+    traces, quiet, as_json = opts.traces, opts.quiet, opts.as_json
     if bool(tasks) == bool(resume):
         raise BadInput("give TASK names, or --resume BATCH (not both)")
-    base = _file(config)
-    over = opts.overrides((base.get("model") or {}).get("name"))
+    base = _file(opts.config)
+    over = _overrides(opts, (base.get("model") or {}).get("name"))
     if resume:
         b = Batch.open(resume, traces)
         b.info["overrides"] = merge(b.overrides, over)  # flags given now apply (credentials are not recorded)
@@ -369,23 +282,22 @@ def batch(tasks: Annotated[Optional[list[str]], typer.Argument(help="Suite task 
     with b:
         rows, interrupted = _batch_runs(b, quiet, as_json)
     if as_json:
-        print(json.dumps(rows, indent=2, default=str))
+        print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2, default=str))
     else:
         cols = [Col("task"), Col("state"), Col("speedup vs baseline"), Col("best"), Col("candidates", right=True),
                 Col("tokens", right=True), Col("USD", right=True), Col("GPU-s", right=True), Col("stop", wrap=True)]
-        table = [[r["task"], r["state"], _speed(r.get("speedup")), r.get("best") or "-", str(r.get("candidates", "-")),
-                  f"{r.get('tokens', 0):,}", f"{r.get('usd', 0.0):.4f}",
-                  f"{r.get('gpu_s', 0.0):.2f}" + (" (sim)" if r.get("simulated") else ""), str(r.get("stop") or "-")]
+        table = [[r.task, r.state, _speed(r.speedup), r.best or "-", "-" if r.candidates is None else str(r.candidates),
+                  f"{r.tokens:,}", f"{r.usd:.4f}", f"{r.gpu_s:.2f}" + (" (sim)" if r.simulated else ""), r.stop or "-"]
                  for r in rows]
         console.print(fit(cols, table, console.width, title=f"batch {b.path.name}: {len(rows)} tasks", key=3))
         console.print(f"batch folder: {b.path}", soft_wrap=True)
     if interrupted:
         err_console.print(f"interrupted: `kernelwright batch --resume {b.path.name}` continues it", soft_wrap=True)
         raise typer.Exit(ExitCode.INTERRUPTED)
-    raise typer.Exit(ExitCode.FAILED if any(r["state"] in ("error", "failed") for r in rows) else ExitCode.OK)
+    raise typer.Exit(ExitCode.FAILED if any(r.state in ("error", "failed") for r in rows) else ExitCode.OK)
 
 
-def _batch_runs(b, quiet: bool, as_json: bool) -> tuple[list[dict], bool]:
+def _batch_runs(b, quiet: bool, as_json: bool) -> tuple[list, bool]:
     """Run (or resume) each unfinished task of the batch in turn; the summary rows, and whether Ctrl-C stopped it
     (in a run, which keeps its trace, or between two)."""
     try:
@@ -414,7 +326,7 @@ def _each_task(b, quiet: bool, as_json: bool) -> bool:
         except BadInput as exc:
             b.record_error(name, str(exc))
             continue
-        b.record(name, Summary.model_validate(run.summary))
+        b.record(name, run.summary)
         if run.stop is not None and run.stop.reason is StopReason.INTERRUPTED:
             return True
     return False

@@ -11,7 +11,10 @@ import datetime as dt
 import json
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from sandbox.candidates.compiler import atomic_write
+from sandbox.judging.result import Interval
 from sandbox.tasks.task import load_task
 
 from ..config import ConfigError, api_key, build, run_name
@@ -22,6 +25,24 @@ from ..trace.records import Summary
 from ..stops import StopReason
 
 BATCH_SCHEMA = "kernelwright-batch-1"
+
+
+class BatchRow(BaseModel):
+    """One task of a batch, as ``summary.json`` and the table give it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str
+    state: str                           # done, failed, stopped (Ctrl-C), error (it could not run), not run
+    run: str | None = None               # the run folder
+    best: str | None = None              # the winner's id
+    speedup: Interval | None = None      # the winner's over the baseline
+    candidates: int | None = None
+    tokens: int = 0
+    usd: float = 0.0
+    gpu_s: float = 0.0
+    simulated: bool = False
+    stop: str | None = None              # why the run stopped (its failure, where one did), or why it could not run
 
 
 class Batch:
@@ -96,26 +117,28 @@ class Batch:
         best, t = summary.best, summary.totals
         failed = next((stop for stop in summary.stops.values() if stop.reason.failed), None)  # even if tuning ran after
         state = "stopped" if _interrupted(summary) else "failed" if failed else "done"
-        self.info["results"][task] = {
-            "task": task, "state": state, "run": str(self.run_dir(task)),
-            "best": best.id if best else None, "speedup": best.speedup.model_dump() if best and best.speedup else None,
-            "candidates": summary.candidates, "tokens": t.tokens, "usd": t.usd, "gpu_s": t.gpu_s,
-            "simulated": summary.simulated, "stop": failed.message if failed else summary.stop_reason}
-        self._save()
+        self._put(BatchRow(task=task, state=state, run=str(self.run_dir(task)), best=best.id if best else None,
+                           speedup=best.speedup if best else None, candidates=summary.candidates, tokens=t.tokens,
+                           usd=t.usd, gpu_s=t.gpu_s, simulated=summary.simulated,
+                           stop=failed.message if failed else summary.stop_reason))
 
     def record_error(self, task: str, error: str) -> None:
-        self.info["results"][task] = {"task": task, "state": "error", "run": str(self.run_dir(task)), "stop": error}
+        self._put(BatchRow(task=task, state="error", run=str(self.run_dir(task)), stop=error))
+
+    def _put(self, row: BatchRow) -> None:
+        self.info["results"][row.task] = row.model_dump(mode="json")
         self._save()
 
-    def write_summary(self) -> list[dict]:
+    def write_summary(self) -> list[BatchRow]:
         rows = []
         for task in self.tasks:
             row = self.info["results"].get(task)
             if row is None and self.done(task):
                 self.record(task, read_events(self.run_dir(task))[-1].summary)
                 row = self.info["results"][task]
-            rows.append(row or {"task": task, "state": "not run"})
-        atomic_write(self.path / "summary.json", json.dumps({"schema": BATCH_SCHEMA, "tasks": _public(rows)}, indent=2) + "\n")
+            rows.append(BatchRow.model_validate(row) if row else BatchRow(task=task, state="not run"))
+        data = [r.model_dump(mode="json") for r in rows]
+        atomic_write(self.path / "summary.json", json.dumps({"schema": BATCH_SCHEMA, "tasks": _public(data)}, indent=2) + "\n")
         return rows
 
     def _save(self) -> None:

@@ -1,6 +1,6 @@
 """One run from start (or resume) to summary: open the sandbox and the trace, evaluate the baseline,
-run the phases (``model`` then ``tune``, or ``search`` alone without a model), write the summary, and
-offer a GPU run's winner that passed its held-out check to the best-known store.
+run the phases (``model`` then ``tune``, or ``search`` alone without a model), make the claim
+(``agent.claims.claim``: the leader is re-checked at the held-out sizes before it is tuned), write the summary.
 
 A task imported from PyTorch may have no CUDA baseline: then nothing is evaluated before the model phase,
 whose first request shows the module's source, and a run without a model is refused (the search needs a
@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import secrets as pysecrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from sandbox import open_sandbox
-from sandbox.candidates.candidate import CandidateError, load_candidate, validate_for_task
+from sandbox.candidates.candidate import load_candidate
 from sandbox.judging.result import Status
 from sandbox.protocol import Sandbox
 from sandbox.tasks.task import Task, TaskError, load_task
 
+from ..claims.claim import Claimant
 from ..config import ConfigError, RunConfig, api_key, run_name
 from ..protocols import Entry, Proposal, Proposer
 from ..redact import Redactor
@@ -34,13 +33,13 @@ from ..trace.events import EndEvent, Event, ProposalEvent, ScreenEvent, StopEven
 from ..trace.fold import Pending
 from ..trace.lock import FolderLock
 from ..trace.reader import read_record, verify_run
-from ..trace.records import (CandidateRecord, HeldoutRow, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary,
-                             TaskInfo)
+from ..trace.records import CandidateRecord, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary, TaskInfo
 from ..trace.writer import Trace
 from . import progress
 from .budget import Budget, Totals
 from .lineage import MemoryLineage
 from .loop import Loop
+from .opening import check_baseline, cluster_notes, model_window, new_run_id, open_run_sandbox
 from .resume import FastForward, recorded_search, restore
 from ..stops import Stop, StopReason
 
@@ -59,16 +58,13 @@ class Session:
     lineage: MemoryLineage
     totals: Totals
     loop: Loop
+    notes: list[str]
+    claimant: Claimant
     stops: dict[str, Stop] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
     tuners: list[TunerProposer] = field(default_factory=list)
     screened: list[ScreenEvent] = field(default_factory=list)   # a resumed run's recorded screenings (tuners reuse them)
     events: list[Event] = field(default_factory=list)   # what a resumed run had recorded
     searching: TunerProposer | None = None   # the built-in search now running (its progress against its budget)
-
-
-def new_run_id(task: Task) -> str:
-    return f"{dt.datetime.now():%Y%m%d-%H%M%S}-{task.name}-{pysecrets.token_hex(2)}"
 
 
 def tuner(cfg: RunConfig, sandbox: Sandbox | None = None) -> TunerProposer:
@@ -95,40 +91,6 @@ def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, 
         return (LLMProposer(cfg.model, api_key(cfg.model, key), cfg.price(), redactor=redactor(cfg, key)), "model",
                 ProposerInfo(kind="llm"))
     return tuner(cfg, sandbox), "search", ProposerInfo(kind="tuner")
-
-
-def open_run_sandbox(cfg: RunConfig) -> Sandbox:
-    """This machine's sandbox, or with ``[cluster]`` (``--ray``) a ``RaySandbox`` over the cluster's GPUs of one
-    model; a cluster that cannot run the sandbox (Ray missing, no GPU, a compile-only run) is a ``ConfigError``."""
-    if cfg.cluster is None:
-        return open_sandbox(cfg.sandbox, cfg.sandbox_options)
-    from sandbox.cluster import ClusterError, RaySandbox
-
-    c = cfg.cluster
-    try:
-        return RaySandbox(cfg.sandbox, cfg.sandbox_options, address=c.address, gpus=c.gpus, gpu_model=c.gpu_model)
-    except ClusterError as exc:
-        raise ConfigError(f"cluster: {exc}") from None
-
-
-def cluster_notes(sandbox: Sandbox) -> list[str]:
-    """What the summary says of a cluster run: the GPUs that measured, how busy they were, the actors lost."""
-    about = sandbox.describe()
-    if about is None:
-        return []
-    use = sandbox.usage()
-    busy = sum(use["busy_s"].values()) / max(1e-9, use["wall_s"] * max(1, len(use["busy_s"])))
-    notes = [f"cluster ({about['address']}): {len(about['gpus'])} x {about['model']} measured, busy {busy:.0%} of the "
-             f"time the cluster was open; each figure was measured on one GPU"]
-    notes += [f"cluster: {row}" for row in about["left_out"]]
-    notes += [f"cluster: GPU actor {e['actor']} lost or not used: {e['reason']}" for e in about["lost"]]
-    return notes
-
-
-def model_window(s: "Session") -> int:
-    """Requests open at once in the model phase: ``parallel``, and on a cluster of N GPUs at least N + 1 (N
-    candidates evaluating while the next answer is written)."""
-    return max(s.config.parallel, s.sandbox.slots + 1) if s.config.cluster is not None else s.config.parallel
 
 
 def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None = None, key: str | None = None,
@@ -165,17 +127,6 @@ def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None
         sandbox.close()
         raise
     return _session(task, cfg, trace, sandbox, chosen, phase, on_progress)
-
-
-def check_baseline(task: Task) -> None:
-    """ConfigError, before any run folder exists, where the task's starting kernel cannot be read or its launch
-    plan does not fit the task: every run of it would stop at its first evaluation."""
-    if not task.has_baseline:
-        return
-    try:
-        validate_for_task(load_candidate(task.baseline_path), task)
-    except CandidateError as exc:
-        raise ConfigError(f"{task.baseline_path}: the task's starting kernel does not fit the task: {exc}") from None
 
 
 def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | None = None,
@@ -227,7 +178,9 @@ def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progr
 def _session(task, cfg, trace, sandbox, proposer, phase, on_progress) -> Session:
     lineage = MemoryLineage(cfg.selection)
     totals = Totals()
-    session = Session(task, cfg, trace, sandbox, proposer, phase, lineage, totals, None)
+    notes: list[str] = []
+    session = Session(task, cfg, trace, sandbox, proposer, phase, lineage, totals, None, notes,
+                      Claimant(sandbox, task, lineage, trace, cfg.sanitize, notes))
     if cfg.sandbox == "auto" and sandbox.kind == "compile-only":
         session.notes.append("--sandbox auto: no CUDA device answered, so this run only compiles")
     hook = progress_hook(session, on_progress) if on_progress else None
@@ -311,6 +264,8 @@ def _phases(s: Session) -> None:
     if (loop.lineage.best() or loop.lineage.baseline()) is None:
         s.notes.append("tuning skipped: no candidate was measured, so there is nothing to tune")
         return
+    if s.claimant.eligible():
+        s.claimant.recheck()   # a leader set aside at a held-out size is not tuned
     try:
         tune = tuner(s.config, s.sandbox)
     except ConfigError as exc:
@@ -361,16 +316,21 @@ def _baseline_proposal(s: Session) -> Pending:
 
 
 def finish(s: Session) -> Summary:
+    """The claim (``agent.claims.claim``), the summary written once, the run closed."""
+    from ..claims.claim import offer_best
+    from ..tune.proposer import tuning_section
+
     try:
         loop = s.loop
         loop.totals.wall_s = s.trace.wall_s
         if s.main_phase == "search":
             s.tuners.append(s.proposer)
-        extra = _extras(s)
-        _offer_best(s, extra.get("heldout"))
+        interrupted = any(stop.reason is StopReason.INTERRUPTED for stop in s.stops.values())
+        claim = s.claimant.make(s.tuners, loop.totals, interrupted, tuning_section(s.tuners))
+        offer_best(s.sandbox, s.task, loop.lineage, claim, s.trace.path.name, s.notes)
         s.notes += cluster_notes(s.sandbox)
-        summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops, s.notes)
-        summary = Summary.model_validate({**summary.model_dump(by_alias=True), **extra})
+        summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops,
+                                    s.notes, claim)
         summary = Summary.model_validate(s.trace.redactor.data(summary.to_json()))
         best = loop.lineage.best()
         if best is not None:
@@ -383,98 +343,6 @@ def finish(s: Session) -> Summary:
             t.close()
         s.sandbox.close()
     return summary
-
-
-def _extras(s: Session) -> dict:
-    """The winner re-checked at the held-out sizes (a leader that fails one is set aside, named beside the winner,
-    and the next best re-checked) and then sanitized (a winner with errors gives way to the next best, which is
-    re-checked at the held-out sizes in its turn), the cost ledger, what the built-in search covered and why it
-    stopped (neither the held-out check nor sanitizing after an interrupt). The held-out check comes first: it is
-    the one that sets leaders aside in practice (a configuration tuned to one size), and a leader set aside is
-    then never sanitized."""
-    from ..claims.heldout import format_heldout, heldout_winner, set_aside_note
-    from ..claims.ledger import Ledger
-    from ..claims.sanitize import sanitize_winner
-    from ..tune.proposer import format_tuning
-
-    loop = s.loop
-    interrupted = any(stop.reason is StopReason.INTERRUPTED for stop in s.stops.values())
-    sanitized = {"section": None}
-    reports = lambda: sum(1 for e in loop.lineage.entries() if e.result.sanitize is not None)
-    earlier = reports()   # sanitized in an earlier session of a resumed run
-
-    def sanitize() -> None:   # the limit counts this session's reports, however many turns the claim takes
-        sanitized["section"] = sanitize_winner(s.sandbox, s.task, loop.lineage, s.trace, s.config.sanitize,
-                                               done=reports() - earlier)
-
-    out: dict = {"heldout": None}
-    best, base = loop.lineage.best(), loop.lineage.baseline()
-    flagged = []
-    if (s.sandbox.kind != "compile-only" and best is not None and best is not base and not interrupted
-            and (base is not None or not s.task.has_baseline)):
-        if s.config.sanitize.enabled and best.result.sanitize is None:
-            s.sandbox.warm_sanitizer(tuple(s.config.sanitize.tools))   # its start-up beside the held-out check
-        while True:
-            try:   # the winner is the best entry that passes every held-out size; a leader that fails one is set aside
-                claim = heldout_winner(s.sandbox, s.task, loop.lineage)
-            except (RuntimeError, TaskError) as exc:
-                s.notes.append(f"held-out sizes not re-checked: the sandbox failed ({str(exc).splitlines()[0]})")
-                sanitize()
-                break
-            flagged += claim.flagged
-            out["heldout"] = claim.rows
-            if claim.note:
-                s.notes.append(claim.note)
-            leader = loop.lineage.best()
-            sanitize()   # the leader that passed (none once the untried ones are set aside too: the section says so)
-            after = loop.lineage.best()
-            if after is None or after is base or after is leader:
-                break    # else the sanitizer rejected that leader, and the next best is re-checked at the held-out sizes
-        if out["heldout"] is not None:
-            out["heldout_text"] = format_heldout(out["heldout"])
-        if flagged:
-            out["heldout_flagged"] = [f.model_dump(mode="json") for f in flagged]
-            s.notes.append(set_aside_note(flagged))
-        best = loop.lineage.best()
-    elif not interrupted:
-        sanitize()
-    ledger = Ledger(wall_before_s=loop.totals.wall_s)
-    for e in loop.lineage.entries():
-        ledger.add_result(e.result)
-    for t in s.tuners:
-        for r in t.compile_results:
-            ledger.add_compile(r)
-    ledger.add_screening(loop.totals.screened, loop.totals.screen_gpu_s)
-    ledger.add_usage(loop.totals.usage)
-    if best is not None:
-        ledger.record_winner(best.result)
-    ledger.stop()
-    out.update({"ledger": ledger.to_dict(), "ledger_text": ledger.summary(), "sanitize": sanitized["section"]})
-    if sanitized["section"]:
-        out["sanitize_text"] = sanitized["section"]["text"]
-    tuning = [t for tuner_ in s.tuners for t in tuner_.summaries()]
-    if tuning:
-        out["tuning"], out["tuning_text"] = tuning, format_tuning(tuning)
-    return out
-
-
-def _offer_best(s: Session, heldout: list[HeldoutRow] | None) -> None:
-    """A GPU run's winner goes to the best-known store once it is correct at every held-out size."""
-    from ..claims.best import BestStore
-
-    best = s.loop.lineage.best()
-    if s.sandbox.kind != "gpu" or best is None or best.origin == "baseline":
-        return
-    if s.task.spec.sizes.heldout and not (heldout and all(r.status == "ok" for r in heldout)):
-        s.notes.append("best-known store: the winner was not offered (it did not pass every held-out size)")
-        return
-    try:
-        stored = BestStore().offer(s.task, best.candidate, best.result, run=s.trace.path.name)
-    except OSError as exc:
-        s.notes.append(f"best-known store: not written ({exc})")
-        return
-    if stored:
-        s.notes.append(f"best-known store: {best.id} is now the best kernel on record for this GPU and size")
 
 
 def entries(session: Session) -> list[Entry]:

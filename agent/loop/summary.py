@@ -11,7 +11,7 @@ from .budget import Totals
 from .lineage import MemoryLineage
 from ..protocols import Entry, score
 from ..stops import Stop
-from ..trace.records import EntryRow, Summary, TaskRef, TotalsRecord
+from ..trace.records import Claim, EntryRow, Summary, TaskRef, TotalsRecord
 
 SIMULATED_NOTE = "SIMULATED: the fake sandbox models run times; no kernel ran on a GPU and no figure here is a measurement"
 
@@ -35,8 +35,8 @@ def entry_row(e: Entry) -> EntryRow:
     return row
 
 
-def rows(lineage: MemoryLineage, winner: Entry | None = None) -> list[dict]:
-    """The lineage as records (JSON data): the winner first (``winner``, a stored run's recorded one; else
+def rows(lineage: MemoryLineage, winner: Entry | None = None) -> list[EntryRow]:
+    """The lineage as rows: the winner first (``winner``, a stored run's recorded one; else
     ``MemoryLineage.best``: a tie goes to the earlier entry), then the other measured entries by speedup, then
     the rest."""
     ranked = lineage.ranked()
@@ -44,11 +44,11 @@ def rows(lineage: MemoryLineage, winner: Entry | None = None) -> list[dict]:
     if best is not None:
         ranked = [best] + [e for e in ranked if e is not best]
     rest = [e for e in lineage.entries() if e not in ranked]
-    return [entry_row(e).model_dump(mode="json") for e in ranked + rest]
+    return [entry_row(e) for e in ranked + rest]
 
 
 def build(run_id: str, task, sandbox_kind: str, lineage: MemoryLineage, totals: Totals, stops: dict[str, Stop],
-          notes: list[str]) -> Summary:
+          notes: list[str], claim: Claim | None = None) -> Summary:
     entries = lineage.entries()
     simulated = any(e.result.env.simulated for e in entries) or sandbox_kind == "fake"
     best = lineage.best()
@@ -65,7 +65,7 @@ def build(run_id: str, task, sandbox_kind: str, lineage: MemoryLineage, totals: 
                    best=entry_row(best) if best and best is not baseline else None,
                    baseline=entry_row(baseline) if baseline else None, candidates=len(entries),
                    duplicates_skipped=totals.duplicates, counts=dict(counts),
-                   totals=TotalsRecord.model_validate(totals.as_dict()), notes=notes)
+                   totals=TotalsRecord.model_validate(totals.as_dict()), notes=notes, claim=claim or Claim())
 
 
 def snapshot(lineage: MemoryLineage, totals: Totals, phase: str, last: Entry | None) -> dict:

@@ -17,11 +17,12 @@ from pathlib import Path
 from sandbox.judging.result_html import result_html
 from sandbox.plumbing.files import atomic_write
 
-from . import views
+from . import search, views
 from .plots import best_so_far, roofline, search_space, svg
 from ..protocols import Entry
 from ..trace.events import EVENTS_SCHEMA
 from ..trace.reader import RunTrace
+from ..trace.records import Claim
 
 TEMPLATES = Path(__file__).with_name("templates")
 PLOTS = ("evaluations", "tokens", "gpu_s")
@@ -56,7 +57,7 @@ def _plot(stored: RunTrace, over: str) -> dict:
     return {"over": over, "svg": _markup(svg(fig, f"{stored.id}-{over}")), "note": ""}
 
 
-def _space_plot(stored: RunTrace, rows: list[dict]) -> dict:
+def _space_plot(stored: RunTrace, rows: list[search.ScreenedRow]) -> dict:
     if not rows:
         return {"over": "space", "svg": "", "note": "The built-in search screened nothing in this run (a model-only run, "
                                                     "a compile-only run, or a task without a CUDA baseline to screen against)."}
@@ -85,9 +86,11 @@ def render_report(stored: RunTrace) -> str:
         version = "(checkout)"
     task = stored.unchanged_task()
     s = views.summary_view(stored, task)
+    claim = stored.summary.claim if stored.summary else Claim()
     return environment().get_template("report.html.j2").render(
         s=s, css=_css(), plots=[_plot(stored, over) for over in PLOTS],
-        search_plots=[_space_plot(stored, s["screened"]), _roofline_plot(stored, task)], screened_shown=SCREENED_SHOWN,
+        search_plots=[_space_plot(stored, search.screened(stored.events, stored.entries, claim.searches)),
+                      _roofline_plot(stored, task)], screened_shown=SCREENED_SHOWN,
         lineage=views.lineage_lines(stored), candidates=[_candidate(stored, e) for e in stored.entries],
         unevaluated=views.unevaluated_view(stored), version=version, trace=stored.path.name,
         schema=stored.events[0].schema_ if stored.events else EVENTS_SCHEMA)
@@ -114,7 +117,7 @@ def readable(path: Path) -> None:
 # ---- notebook views ------------------------------------------------------------------------------
 
 
-def run_fragment(stored: RunTrace, rows: list[dict]) -> str:
+def run_fragment(stored: RunTrace, rows: list) -> str:
     """A run in a notebook; ``rows`` are ``Run.rows()``."""
     plot = _plot(stored, "evaluations")
     return environment().get_template("run.html.j2").render(

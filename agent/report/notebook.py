@@ -62,21 +62,21 @@ def plot(run, over: str = "evaluations"):
     return plots.best_so_far(stored, over)
 
 
-def _screened(stored: RunTrace) -> list[dict]:
+def _screened(stored: RunTrace) -> list:
     from .search import screened as rows
 
-    return rows(stored.events, stored.entries, stored.summary.tuning if stored.summary else None)
+    return rows(stored.events, stored.entries, stored.summary.claim.searches if stored.summary else [])
 
 
-def screened(run) -> list[dict]:
+def screened(run) -> list:
     return _screened(_stored(run))
 
 
-def not_winner(run) -> dict[str, dict]:
+def not_winner(run) -> dict:
     from .search import not_winner as reasons
 
     stored = _stored(run)
-    return reasons(stored.entries, stored.best, stored.baseline)
+    return reasons(stored.entries, stored.best, stored.baseline, stored.summary.claim.set_aside if stored.summary else [])
 
 
 def _figures_inline() -> None:

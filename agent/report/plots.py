@@ -73,7 +73,7 @@ def svg(fig, salt: str) -> str:
     return text[text.index("<svg"):]
 
 
-def search_space(stored: RunTrace, rows: list[dict]):
+def search_space(stored: RunTrace, rows: list):
     """Every configuration the built-in search screened, in the order it was screened: its time relative to the
     start with its interval; those evaluated in full ringed and named; failures as marks along the bottom.
     ``rows`` are ``agent.report.search.screened`` records."""
@@ -81,20 +81,20 @@ def search_space(stored: RunTrace, rows: list[dict]):
 
     fig = Figure(figsize=(7.0, 3.6), layout="constrained")
     ax = fig.add_subplot()
-    timed = [r for r in rows if r["relative"] is not None]
+    timed = [r for r in rows if r.relative is not None]
     if timed:
-        lo = [r["relative"] - (r["relative_ci"] or [r["relative"]] * 2)[0] for r in timed]
-        hi = [(r["relative_ci"] or [r["relative"]] * 2)[1] - r["relative"] for r in timed]
-        ax.errorbar([r["order"] for r in timed], [r["relative"] for r in timed], yerr=[lo, hi], fmt="o", ms=4, lw=1,
+        lo = [r.relative - (r.relative_ci or [r.relative] * 2)[0] for r in timed]
+        hi = [(r.relative_ci or [r.relative] * 2)[1] - r.relative for r in timed]
+        ax.errorbar([r.order for r in timed], [r.relative for r in timed], yerr=[lo, hi], fmt="o", ms=4, lw=1,
                     alpha=0.7, color=ORIGIN_COLORS["tuner"], label="screened")
-    full = [r for r in timed if r["evaluated"]]
+    full = [r for r in timed if r.evaluated]
     if full:
-        ax.plot([r["order"] for r in full], [r["relative"] for r in full], "o", ms=11, mfc="none", mew=2,
+        ax.plot([r.order for r in full], [r.relative for r in full], "o", ms=11, mfc="none", mew=2,
                 color="#2ca02c", label="evaluated in full")
         for r in full:
-            ax.annotate(r["evaluated"], (r["order"], r["relative"]), textcoords="offset points", xytext=(6, 6),
+            ax.annotate(r.evaluated, (r.order, r.relative), textcoords="offset points", xytext=(6, 6),
                         fontsize=8, color="#2ca02c")
-    failed = [r["order"] for r in rows if r["relative"] is None]
+    failed = [r.order for r in rows if r.relative is None]
     if failed:
         ax.plot(failed, [0.03] * len(failed), "x", color="#d62728", ms=6, transform=ax.get_xaxis_transform(),
                 label="failed (not timed)")

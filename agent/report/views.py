@@ -17,7 +17,7 @@ from . import search
 from ..protocols import Entry, score
 from ..trace.events import ProposalEvent
 from ..trace.reader import RunTrace
-from ..trace.records import Summary
+from ..trace.records import Claim, EntryRow, Summary
 
 ENVELOPE = (("gpu", "GPU"), ("compute_capability", "compute capability"), ("arch", "target arch"), ("sms", "SMs"),
             ("memory_bytes", "memory"), ("driver", "driver"), ("cuda_driver_api", "CUDA (driver API)"),
@@ -59,6 +59,7 @@ def _calls(n) -> str:
 
 def summary_view(stored: RunTrace, task=None) -> dict:
     info, summary = stored.info, stored.summary
+    claim = summary.claim if summary else Claim()
     best, base = stored.best, stored.baseline
     shown = best or base
     timing = shown.result.timing if shown else None
@@ -82,21 +83,22 @@ def summary_view(stored: RunTrace, task=None) -> dict:
         "counts": ", ".join(f"{v} {k}" for k, v in sorted(_counts(stored).items())),
         "candidates": len(stored.entries), "unevaluated": len(stored.unevaluated),
         "best": None, "baselines": [], "envelope": envelope(stored, shown, task), "heldout": heldout(summary),
-        "sanitize": summary.sanitize.text if summary and summary.sanitize else None, "cost": cost(stored),
-        "screened": search.screened(stored.events, stored.entries, summary.tuning if summary else None),
-        "not_winner": search.not_winner(stored.entries, best, base), "runner_up": None}
-    found = search.runner_up(stored.entries, best, base) if stored.finished else None
+        "sanitize": claim.sanitizer.text if claim.sanitizer else None, "cost": cost(stored),
+        "screened": [r.to_json() for r in search.screened(stored.events, stored.entries, claim.searches)],
+        "not_winner": {k: w.to_json() for k, w in search.not_winner(stored.entries, best, base, claim.set_aside).items()},
+        "runner_up": None}
+    found = search.runner_up(stored.entries, best, base, claim.set_aside) if stored.finished else None
     if found is not None:
         entry, why = found
-        out["runner_up"] = {"id": entry.id, "speedup": interval(entry.result.speedup("baseline")), **why}
+        out["runner_up"] = {"id": entry.id, "speedup": interval(entry.result.speedup("baseline")), **why.to_json()}
     if best is not None:
         r = best.result
         s, v = r.speedup("baseline"), r.speedup("vendor")
         c = r.timing.impls.get("candidate") if r.timing else None
         out["best"] = {"id": best.id, "origin": best.origin, "speedup": interval(s), "verdict": verdict(s),
                        "against": r.timing.primary if r.timing else "baseline",
-                       "regressions": regression_note(summary.heldout if summary else None),
-                       "set_aside": set_aside_note(summary.heldout_flagged or []) if summary else "",
+                       "regressions": regression_note(claim.rows),
+                       "set_aside": set_aside_note(claim.set_aside),
                        "vendor": interval(v) if v else "", "vendor_verdict": verdict(v) if v else "",
                        "median_ms": f"{c.median_ms:.4g}" if c else "-",
                        "pct": f"{c.pct_of_roofline:.1f}" if c and c.pct_of_roofline is not None else "-",
@@ -177,52 +179,53 @@ def measured_on(stored: RunTrace, shown: Entry | None) -> list[str]:
     """Every GPU of a cluster run that measured a figure shown: the shown candidate's A/B timing, each held-out row."""
     where = [shown.result.env.measured_by()] if shown else []
     summary = stored.summary
-    where += [row.measured_on for row in (summary.heldout or [])] if summary is not None else []
+    where += [row.measured_on for row in (summary.claim.rows or [])] if summary is not None else []
     return list(dict.fromkeys(w for w in where if w))
 
 
 def heldout(summary: Summary | None) -> list[dict] | None:
-    if summary is None or summary.heldout is None:
+    if summary is None or summary.claim.rows is None:
         return None
     return [{"sizes": describe_sizes(r.sizes), "status": r.status, "speedup": interval(r.speedup),
              "verdict": verdict(r.speedup), "vendor": interval(r.vendor_speedup), "start": interval(r.start_speedup),
              "winner_ms": f"{r.winner_ms:.4g}" if r.winner_ms is not None else "-",
              "baseline_ms": f"{r.baseline_ms:.4g}" if r.baseline_ms is not None else "-",
-             "flagged": r.flagged, "reason": r.reason or r.error} for r in summary.heldout]
+             "flagged": r.flagged, "reason": r.reason or r.error} for r in summary.claim.rows]
 
 
 def cost(stored: RunTrace) -> list[dict]:
     summary = stored.summary
     totals = summary.totals.model_dump() if summary and summary.totals else {}
-    ledger = (summary.ledger if summary else None) or {}
+    claim = summary.claim if summary else Claim()
+    ledger = claim.ledger
     last = stored.steps[-1] if stored.steps else None
     tokens = totals.get("tokens", last.tokens if last else 0)
-    usage = ledger.get("usage") or {}
-    rows = [("model tokens", f"{tokens:,} (prompt {totals.get('prompt_tokens', usage.get('prompt_tokens', 0)):,}, "
-                             f"completion {totals.get('completion_tokens', usage.get('completion_tokens', 0)):,}, "
+    usage = ledger.usage if ledger else None
+    rows = [("model tokens", f"{tokens:,} (prompt {totals.get('prompt_tokens', usage.prompt_tokens if usage else 0):,}, "
+                             f"completion {totals.get('completion_tokens', usage.completion_tokens if usage else 0):,}, "
                              f"reasoning {totals.get('reasoning_tokens', 0):,}, cached {totals.get('cached_tokens', 0):,}) "
-                             f"in {totals.get('model_requests', usage.get('requests', 0))} requests"),
+                             f"in {totals.get('model_requests', usage.requests if usage else 0)} requests"),
             ("money", f"${totals.get('usd', last.usd if last else 0.0):.4f}" + (
                 "" if stored.info.config.get("prices") else " (no token prices configured)")),
-            ("GPU time", f"{ledger.get('gpu_s', last.gpu_s if last else 0.0):.2f} GPU-s" + (
-                f" (check {ledger['check_gpu_s']:.2f}, time {ledger['time_gpu_s']:.2f}, profile {ledger['profile_gpu_s']:.2f}"
-                + (f", sanitize {ledger['sanitize_gpu_s']:.2f}" if ledger.get("sanitize_gpu_s") else "") + ")"
-                if "check_gpu_s" in ledger else "")),
-            ("compile time", f"{ledger['compile_s']:.2f} s in {ledger.get('evaluations', 0)} evaluations"
-                             + (f" + {ledger['compiles']} search compiles" if ledger.get("compiles") else "")
-             if "compile_s" in ledger else NOT_RECORDED),
-            ("wall time", f"{ledger.get('wall_s', totals.get('wall_s', last.wall_s if last else 0.0)):.1f} s")]
-    if summary and summary.tuning_text:
-        rows.append(("built-in search", summary.tuning_text.replace("\n", "; ")))
-    saving = ledger.get("saving")
+            ("GPU time", f"{ledger.gpu_s if ledger else (last.gpu_s if last else 0.0):.2f} GPU-s" + (
+                f" (check {ledger.check_gpu_s:.2f}, time {ledger.time_gpu_s:.2f}, profile {ledger.profile_gpu_s:.2f}"
+                + (f", sanitize {ledger.sanitize_gpu_s:.2f}" if ledger.sanitize_gpu_s else "") + ")"
+                if ledger else "")),
+            ("compile time", f"{ledger.compile_s:.2f} s in {ledger.evaluations} evaluations"
+                             + (f" + {ledger.compiles} search compiles" if ledger.compiles else "")
+             if ledger else NOT_RECORDED),
+            ("wall time", f"{ledger.wall_s if ledger else totals.get('wall_s', last.wall_s if last else 0.0):.1f} s")]
+    if claim.tuning:
+        rows.append(("built-in search", claim.tuning.text.replace("\n", "; ")))
+    saving = ledger.saving if ledger else None
     if saving:
-        size = describe_sizes(saving.get("sizes") or {})
-        rows.append(("saving per call", f"{saving['per_call_s'] * 1e6:.2f} us at {size} ({saving['reference_ms']:.4g} ms "
-                                        f"{saving['over']} -> {saving['winner_ms']:.4g} ms winner)"))
-    be = ledger.get("break_even_calls")
-    if be and be.get("gpu") is not None:
-        rows.append(("break-even", f"{_calls(be.get('gpu'))} calls repay the GPU time ({_calls(be.get('gpu_conservative'))} "
-                                   f"at the interval's low end); {_calls(be.get('wall'))} calls repay the wall time"))
+        size = describe_sizes(saving.sizes)
+        rows.append(("saving per call", f"{saving.per_call_s * 1e6:.2f} us at {size} ({saving.reference_ms:.4g} ms "
+                                        f"{saving.over} -> {saving.winner_ms:.4g} ms winner)"))
+    be = ledger.break_even_calls if ledger else None
+    if be and be.gpu is not None:
+        rows.append(("break-even", f"{_calls(be.gpu)} calls repay the GPU time ({_calls(be.gpu_conservative)} "
+                                   f"at the interval's low end); {_calls(be.wall)} calls repay the wall time"))
     elif stored.finished:
         rows.append(("break-even", "unknown (no timed winner)"))
     sim = " (simulated)" if stored.simulated else ""
@@ -313,16 +316,16 @@ def candidate_view(stored: RunTrace, entry: Entry) -> dict:
             "score": score(entry)}
 
 
-def rows_view(rows: list[dict]) -> list[dict]:
-    """``Run.rows()`` (``agent.loop.summary.entry_row`` records) with numbers formatted for a table."""
+def rows_view(rows: list[EntryRow]) -> list[dict]:
+    """``Run.rows()`` with numbers formatted for a table."""
     out = []
     for r in rows:
-        ci = r.get("ci_ms")
-        out.append({"id": r["id"], "origin": r["origin"], "status": r["status"],
-                    "median": f"{ci['value']:.4g} [{ci['low']:.4g}, {ci['high']:.4g}]" if ci else "-",
-                    "speedup": interval(r.get("speedup")), "vendor": interval(r.get("vendor_speedup")),
-                    "pct": f"{r['pct_of_roofline']:.1f}" if r.get("pct_of_roofline") is not None else "-",
-                    "registers": "-" if r.get("registers") is None else str(r["registers"]), "error": _first_line(r["error"])})
+        ci = r.ci_ms
+        out.append({"id": r.id, "origin": r.origin, "status": r.status,
+                    "median": f"{ci.value:.4g} [{ci.low:.4g}, {ci.high:.4g}]" if ci else "-",
+                    "speedup": interval(r.speedup), "vendor": interval(r.vendor_speedup),
+                    "pct": f"{r.pct_of_roofline:.1f}" if r.pct_of_roofline is not None else "-",
+                    "registers": "-" if r.registers is None else str(r.registers), "error": _first_line(r.error)})
     return out
 
 

@@ -4,7 +4,8 @@ one shape, ``{"value", "low", "high"}`` (``sandbox.judging.result.Interval``).
 
 ``kernelwright-summary-2`` changed, from ``-1`` (still read, upgraded): a row's ``ci_ms`` is an interval (it was
 ``[low, high]``), its speedups are plain intervals (the ``faster`` inside them is the row's ``faster``), and
-each phase's stop is ``{"reason", "message"}`` (it was the sentence alone).
+each phase's stop is ``{"reason", "message"}`` (it was the sentence alone). ``kernelwright-summary-3`` (``-1`` and
+``-2`` still read, upgraded) gathers the claim's sections, flat keys before, under ``claim`` (``agent.trace.claim``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ from sandbox.candidates.candidate import Candidate, parse_candidate
 from sandbox.judging.result import Interval
 
 from ..stops import Stop, StopReason
+from .claim import FLAT_KEYS, Claim, FlaggedWinner, HeldoutRow, SanitizeSection
+
+__all__ = ["CandidateRecord", "Claim", "EntryRow", "FlaggedWinner", "HeldoutRow", "RunInfo", "SanitizeSection",
+           "Summary", "TaskRef", "TotalsRecord"]
 
 RUN_SCHEMA = "kernelwright-run-1"
-SUMMARY_SCHEMA = "kernelwright-summary-2"
+SUMMARY_SCHEMA = "kernelwright-summary-3"
 LEGACY_STOPS = (("iterations:", StopReason.ITERATIONS), ("tokens:", StopReason.TOKENS), ("money:", StopReason.MONEY),
                 ("GPU time:", StopReason.GPU_TIME), ("wall time:", StopReason.WALL_TIME),
                 ("plateau:", StopReason.PLATEAU), ("the proposer has nothing more", StopReason.NOTHING_LEFT),
@@ -150,61 +155,6 @@ class EntryRow(_Record):
                 "vendor_speedup": _plain_interval(data.get("vendor_speedup"))}
 
 
-class HeldoutRow(_Record):
-    """The winner at one held-out size (``agent.claims.heldout``)."""
-
-    sizes: dict[str, int]
-    status: str
-    error: str = ""
-    speedup: Interval | None = None            # winner vs the task's primary baseline
-    start_speedup: Interval | None = None      # the run's start vs the task's baseline (when distinct)
-    vendor_speedup: Interval | None = None     # winner vs the vendor library (torch.compile for a PyTorch task)
-    against: str = "baseline"                  # what speedup is over: "baseline", or "eager" for a PyTorch task
-    winner_ms: float | None = None
-    baseline_ms: float | None = None
-    flagged: bool = False
-    reason: str = ""
-    measured_on: str | None = None             # the GPU that timed it, on a cluster (``Result.env.measured_on``)
-
-    @computed_field
-    @property
-    def measured(self) -> bool:
-        return self.speedup is not None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _computed_in(cls, data: Any) -> Any:
-        return {k: v for k, v in data.items() if k != "measured"} if isinstance(data, dict) else data
-
-    def to_dict(self) -> dict:
-        return self.model_dump(mode="json")
-
-
-class FlaggedWinner(_Record):
-    """A candidate that led at the task's own sizes but failed a held-out size, so it is not the winner."""
-
-    id: str
-    speedup: Interval | None = None            # at the benchmark size, vs the baseline
-    note: str                                  # where it fails ("REGRESSES at 1 of 3 held-out sizes: ...")
-    rows: list[HeldoutRow]
-
-
-class SanitizedEntry(_Record):
-    id: str
-    status: str                          # clean, errors, failed, unavailable, skipped
-    text: str
-
-
-class SanitizeSection(_Record):
-    """What the run's compute-sanitizer reports say (``agent.claims.sanitize``)."""
-
-    status: str                          # the winner's report status, "disabled", "not sanitized" or "none left"
-    winner: str | None
-    rejected: list[str]                  # candidates rejected for sanitizer errors
-    checked: list[SanitizedEntry]
-    text: str                            # one line
-
-
 class TotalsRecord(_Record):
     """What the run spent (``agent.loop.budget.Totals``)."""
 
@@ -233,7 +183,7 @@ class TaskRef(_Record):
 class Summary(_Record):
     """``summary.json`` (and the ``end`` event): what a run achieved, what it cost, why each phase stopped."""
 
-    schema_: Literal["kernelwright-summary-2"] = Field(SUMMARY_SCHEMA, alias="schema")
+    schema_: Literal["kernelwright-summary-3"] = Field(SUMMARY_SCHEMA, alias="schema")
     run_id: str
     task: TaskRef
     sandbox: str | None
@@ -247,15 +197,7 @@ class Summary(_Record):
     counts: dict[str, int] = Field(default_factory=dict)
     totals: TotalsRecord | None = None   # None for a run that did not finish
     notes: list[str] = Field(default_factory=list)
-    ledger: dict[str, Any] | None = None
-    ledger_text: str | None = None
-    heldout: list[HeldoutRow] | None = None
-    heldout_text: str | None = None
-    heldout_flagged: list[FlaggedWinner] | None = None   # led at the task's sizes, failed a held-out one
-    tuning: list[dict[str, Any]] | None = None
-    tuning_text: str | None = None
-    sanitize: SanitizeSection | None = None
-    sanitize_text: str | None = None
+    claim: Claim = Field(default_factory=Claim)   # held-out re-check, sanitizer, ledger, search coverage
 
     @property
     def last_stop(self) -> Stop | None:
@@ -271,8 +213,10 @@ class Summary(_Record):
     @model_validator(mode="before")
     @classmethod
     def _upgrade(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("schema") == "kernelwright-summary-1":
-            data = {**data, "schema": SUMMARY_SCHEMA}
+        if isinstance(data, dict) and data.get("schema") in ("kernelwright-summary-1", "kernelwright-summary-2"):
+            flat = {k: data[k] for k in FLAT_KEYS if k in data}
+            data = {**{k: v for k, v in data.items() if k not in FLAT_KEYS}, "schema": SUMMARY_SCHEMA,
+                    "claim": Claim.from_flat(flat)}
         return data
 
     def to_json(self) -> dict:

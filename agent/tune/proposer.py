@@ -48,6 +48,7 @@ from sandbox.protocol import Sandbox
 from sandbox.tasks.task import Task
 
 from ..protocols import Entry, Proposal, ProposalRequest, Proposer
+from ..trace.claim import TuningRecord, TuningSection
 from ..trace.events import ScreenedConfig, ScreenEvent
 from .search import INF, Search, Space
 from .source import SourceSearch
@@ -315,24 +316,30 @@ def _screened(record: ScreenedConfig):
                     stopped=record.stopped)
 
 
-def format_tuning(summaries: list[dict]) -> str:
+def format_tuning(searches: list[TuningRecord]) -> str:
     """One line per tuned source: what was searched, screened and evaluated in full, and why it stopped."""
     lines = []
-    for t in summaries:
-        dims = " x ".join(f"{n} {k}" for n, k in t["dimensions"].items())
-        if t.get("screened"):
-            measured = (f"{t['screened']} screened of a budget of {t['budget']}"
-                        + (f" ({t['screen_failed']} failed)" if t.get("screen_failed") else "")
-                        + f", {t['evaluated_in_full']} evaluated in full")
-            if not t["evaluated_in_full"]:
+    for t in searches:
+        dims = " x ".join(f"{n} {k}" for n, k in t.dimensions.items())
+        if t.screened:
+            measured = (f"{t.screened} screened of a budget of {t.budget}"
+                        + (f" ({t.screen_failed} failed)" if t.screen_failed else "")
+                        + f", {t.evaluated_in_full} evaluated in full")
+            if not t.evaluated_in_full:
                 measured += " (no screened configuration was faster than the start)"
         else:
-            measured = f"{t['evaluations']} evaluated of a budget of {t['budget']}"
-        unbuilt = f" ({t['not_compiled']} known without compiling)" if t.get("not_compiled") else ""
-        lines.append(f"search ({t['strategy']}) from {t['start'] or 'the start'}: {t['space_points']:,} configurations "
-                     f"({dims}); {measured}, {t['duplicates']} duplicates of code already measured{unbuilt}, "
-                     f"{t['failed_before_running']} failed before running; {t['stop_reason'] or 'not finished'}")
+            measured = f"{t.evaluations} evaluated of a budget of {t.budget}"
+        unbuilt = f" ({t.not_compiled} known without compiling)" if t.not_compiled else ""
+        lines.append(f"search ({t.strategy}) from {t.start or 'the start'}: {t.space_points:,} configurations "
+                     f"({dims}); {measured}, {t.duplicates} duplicates of code already measured{unbuilt}, "
+                     f"{t.failed_before_running} failed before running; {t.stop_reason or 'not finished'}")
     return "\n".join(lines)
+
+
+def tuning_section(tuners: list["TunerProposer"]) -> TuningSection | None:
+    """What the searches of a run covered (the claim's ``tuning``); None where none ran."""
+    searches = [TuningRecord.model_validate(t) for tuner in tuners for t in tuner.summaries()]
+    return TuningSection(searches=searches, text=format_tuning(searches)) if searches else None
 
 
 @dataclass
