@@ -64,6 +64,7 @@ def step_table(h, task, cand, info, cubin: bytes, reps: int) -> None:
     from sandbox.candidates.plan import resolve
     from sandbox.tasks.inputs import input_specs, output_specs
     from sandbox.worker.checks import queue_violations, violations, violations_in
+    from sandbox.wire import tolerances
     from sandbox.worker.harness import generate_into, poison_outputs
 
     bench = task.spec.sizes.benchmark
@@ -82,13 +83,13 @@ def step_table(h, task, cand, info, cubin: bytes, reps: int) -> None:
     keys = {n: checks.new_keys() for n in base}
     for n, b in base.items():
         checks.mask(b.view, keys[n])
-    tol = task.tolerances()
+    tol = tolerances(task)
     groups = {"input": ins, "output": outs, "scratch": scratch}
     rng = random.Random(0)
     start, end = cp.cuda.Event(), cp.cuda.Event()
 
     def agree_queued():
-        return {n: checks.queue(b.view, base[n].view, keys[n], tol[n][0], tol[n][1], rng.getrandbits(64))
+        return {n: checks.queue(b.view, base[n].view, keys[n], tol[n].atol, tol[n].rtol, rng.getrandbits(64))
                 for n, b in outs.items()}
 
     def timed_launch():

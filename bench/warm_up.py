@@ -2,7 +2,7 @@
 short one, on one GPU.
 
 A timing stage warms up the baseline and the vendor with 3 launches only where the GPU worker timed them at the
-same sizes in a stage that ended less than ``WARM_AGAIN_S`` (1 s) before (``sandbox.worker.timing.Recent``);
+same sizes in a stage that ended less than ``WARM_AGAIN_S`` (1 s) before (``sandbox.worker.rounds.Recent``);
 otherwise each gets at least 20 ms of device time. This script evaluates each task's baseline as the candidate
 ``--pairs`` times two ways, in alternation in one sandbox: right after the evaluation before (the short warm-up),
 and after a pause longer than ``WARM_AGAIN_S`` (the whole warm-up). A bias of the short warm-up would show as a

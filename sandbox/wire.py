@@ -4,13 +4,15 @@ ran candidate code can hand back: data only, never a callable.
 
 Each request names the reply it gets, or ``WorkerError``:
 
-- ``Hello`` -> ``DeviceInfo``; ``MeasureCeilings`` -> ``Ceilings`` (GPU role)
+- ``DescribeDevice`` -> ``DeviceInfo``; ``MeasureCeilings`` -> ``MeasuredCeilings`` (GPU role)
 - ``Confinement`` -> ``ConfinementReport``; ``Compile`` -> ``Compiled`` (compile role)
-- ``Check`` -> ``Checked``: correctness trials, two runs each (GPU role)
+- ``CheckTrials`` -> ``Checked``: correctness trials, two runs each (GPU role)
 - ``Time`` -> ``Timed``, or ``StageFailed`` (the A/B timing stage, GPU role)
 - ``IpcProbe`` -> ``IpcSent`` (GPU role); ``IpcRead`` -> ``IpcSum`` (reference role)
 - ``Compare`` -> ``OutputsCompared``; ``Compares`` -> ``Compared`` (reference role)
 - ``ScreenSetup`` -> ``ScreenReady``; ``Screen`` -> ``ScreenBatch``, or ``WorkerError(setup_lost=True)`` (GPU role)
+- ``ProfileLaunches`` (under ncu), ``SanitizeCases`` (under compute-sanitizer) -> ``TargetRan``: the programs a tool
+  runs, started with a ``TargetStart`` (and a ``WaitAhead`` where started ahead of the request), each a JSON file
 
 Every record checks its fields' types when it is made (``WireError`` names the record and the field); the
 worker and ``WorkerProcess.call`` refuse anything that is not a request or a reply. Payloads that other modules
@@ -22,6 +24,7 @@ define and check (input and output specs of ``sandbox.tasks.inputs``, resolved l
 from __future__ import annotations
 
 import dataclasses
+import json
 import numbers
 import types
 import typing
@@ -124,11 +127,26 @@ class WorkerError(Reply):
         return False
 
 
+@dataclass(frozen=True)
+class Tolerance(Message):
+    """An output's tolerance: |c - r| <= atol + rtol |r|, ``atol`` grown to ``spread`` times the standard deviation
+    of the expected output where ``spread`` is set (``sandbox.judging.compare.spread_atol``)."""
+
+    atol: float
+    rtol: float
+    spread: float = 0.0
+
+
+def tolerances(task) -> dict[str, Tolerance]:
+    """A task's tolerance per output (its own, else its dtype's), as the workers receive them."""
+    return {o.name: Tolerance(t.atol, t.rtol, t.spread) for o in task.spec.outputs for t in [task.output_tolerance(o)]}
+
+
 # ---- the device, the compiler ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Hello(Request):
+class DescribeDevice(Request):
     """What device is this (the first request of a GPU sandbox)."""
 
 
@@ -145,7 +163,7 @@ class MeasureCeilings(Request):
 
 
 @dataclass(frozen=True)
-class Ceilings(Reply):
+class MeasuredCeilings(Reply):
     """Rates in bytes or FLOPs per second, and the ``method`` that measured them."""
 
     values: dict[str, Any]
@@ -204,7 +222,7 @@ class Trial(Message):
 
 
 @dataclass(frozen=True)
-class Check(Request):
+class CheckTrials(Request):
     """Correctness trials of ``cubin``; outputs handed over in ``data_dir`` (or by CUDA IPC where ``ipc``)."""
 
     harness: HarnessCode
@@ -256,7 +274,7 @@ class Impl(Message):
 
 @dataclass(frozen=True)
 class RoundLimits(Message):
-    """When the timed rounds stop (``sandbox.worker.timing.round_cap`` and ``_enough``)."""
+    """When the timed rounds stop (``sandbox.worker.rounds.round_cap`` and ``enough``)."""
 
     budget_ms: float
     min_rounds: int
@@ -276,7 +294,7 @@ class Time(Request):
     scalars: dict[str, Any]
     input_variants: list[list[dict]]
     outputs: list[dict]
-    tolerance: dict[str, list[float]]
+    tolerance: dict[str, Tolerance]
     seed: int
     order_seed: int
     hash_seed: int
@@ -332,6 +350,8 @@ class Timed(Reply):
     memory: dict[str, Any]
     repeated: int = 0   # candidate launches whose outputs repeated, bit for bit, ones compared on the same inputs
     warm_up: dict[str, int] = field(default_factory=dict)   # each implementation's warm-up launches
+    orders: list[list[str]] = field(default_factory=list)   # each round's launches, in the order they ran
+    persisting_l2: dict[str, Any] = field(default_factory=dict)   # the L2 state put back (worker.persisting_l2)
 
 
 @dataclass(frozen=True)
@@ -386,14 +406,14 @@ class CompareTask(Message):
 
     task_folder: str
     scalars: dict[str, Any]
-    tolerance: dict[str, list[float]]
+    tolerance: dict[str, Tolerance]
     hash_seed: int = 0
     harness: HarnessCode | None = None
     backend: str = "cupy"
 
 
 @dataclass(frozen=True)
-class Run(Message):
+class RunOutputs(Message):
     """One run of a trial: output name -> what was handed over (a ``.npy`` path or a CUDA IPC entry)."""
 
     label: str
@@ -410,7 +430,7 @@ class CompareTrial(Message):
     inputs: list[dict]
     outputs: list[dict]
     seed: int
-    runs: list[Run]
+    runs: list[RunOutputs]
     input_hashes: dict[str, int] | None = None
 
 
@@ -474,7 +494,7 @@ class ScreenSetup(Request):
     baseline: Impl
     inputs: list[list[dict]]
     outputs: list[dict]
-    tolerance: dict[str, list[float]]
+    tolerance: dict[str, Tolerance]
     seed: int
     hash_seed: int
 
@@ -524,6 +544,130 @@ class ScreenedRun(Message):
 @dataclass(frozen=True)
 class ScreenBatch(Reply):
     results: list[ScreenedRun]
+
+
+# ---- the programs a tool runs (profile_target under ncu, sanitize_target under compute-sanitizer) -----------
+# They are started by the tool, not by the pool: a request and a reply each travel as a JSON file (``to_json``).
+
+
+@dataclass(frozen=True)
+class TargetStart(Message):
+    """What a tool's target program comes up with: the device harness (a ``.cubin`` file) compiled for ``arch``,
+    and the file it writes its ``TargetRan`` to."""
+
+    arch: str
+    harness_cubin: str
+    status_file: str
+
+
+@dataclass(frozen=True)
+class WaitAhead(Message):
+    """A target program started ahead of its request waits for the file ``go`` while the process ``owner`` that
+    started it lives, at most ``wait_s`` seconds (``sandbox.worker.ahead``)."""
+
+    go: str
+    wait_s: float
+    owner: int
+
+
+@dataclass(frozen=True)
+class ProfileLaunches(Request):
+    """The launches ncu profiles: the plan run ``warmup`` times and once more, on inputs generated from ``seed``
+    (``cubin``: the candidate's ``.cubin`` file)."""
+
+    cubin: str
+    plan: dict[str, Any]
+    inputs: list[dict]
+    outputs: list[dict]
+    seed: int
+    warmup: int
+
+
+@dataclass(frozen=True)
+class SanitizeCase(Message):
+    """One size compute-sanitizer watches: its resolved plan, inputs and outputs."""
+
+    plan: dict[str, Any]
+    inputs: list[dict]
+    outputs: list[dict]
+
+
+@dataclass(frozen=True)
+class SanitizeCases(Request):
+    """Each case run once under the tool, on exact allocations (``cubin``: the candidate's ``.cubin`` file)."""
+
+    cubin: str
+    cases: list[SanitizeCase]
+    seed: int
+
+
+@dataclass(frozen=True)
+class TargetRan(Reply):
+    """How a target program's request ended: ``ran`` (then ``split_s``: where its seconds went), ``launch_error``,
+    ``crashed`` (with the ``error``), or ``unused`` (a run started ahead that no request reached)."""
+
+    status: str
+    error: str = ""
+    split_s: dict[str, float] = field(default_factory=dict)
+    launches: int = 0
+    cases: int = 0
+
+
+def to_json(*records: Message) -> str:
+    """The fields of ``records`` in one JSON object (records inside them as objects)."""
+    merged: dict[str, Any] = {}
+    for record in records:
+        merged.update(dataclasses.asdict(record))
+    return json.dumps(merged)
+
+
+def from_json(text: str, *kinds: type[Message]) -> tuple:
+    """One record per kind, each made from its fields of the JSON object in ``text``; a key that none of them has,
+    or a missing or mistyped field, is a ``WireError``."""
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise WireError(f"not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise WireError(f"expected a JSON object, got {type(obj).__name__}")
+    known = {f.name for kind in kinds for f in dataclasses.fields(kind)}
+    unknown = sorted(set(obj) - known)
+    if unknown:
+        raise WireError(f"{' + '.join(k.__name__ for k in kinds)} has no field {', '.join(unknown)}")
+    return tuple(_record(kind, obj) for kind in kinds)
+
+
+def written(path, kind: type[Message]) -> Message | None:
+    """The ``kind`` a program wrote as JSON to the file ``path``; None where it wrote none, or nothing readable."""
+    try:
+        with open(path) as f:
+            return from_json(f.read(), kind)[0]
+    except (OSError, WireError):
+        return None
+
+
+def _record(kind: type[Message], obj: dict) -> Message:
+    hints = _hints(kind)
+    values = {}
+    for f in dataclasses.fields(kind):
+        if f.name in obj:
+            values[f.name] = _decoded(obj[f.name], hints[f.name])
+    try:
+        return kind(**values)
+    except TypeError as exc:
+        if isinstance(exc, WireError):
+            raise
+        raise WireError(f"{kind.__name__}: {exc}") from None
+
+
+def _decoded(value, hint):
+    """A JSON value as ``hint`` wants it: records (and lists of them) made from their objects."""
+    if isinstance(hint, type) and issubclass(hint, Message) and isinstance(value, dict):
+        return _record(hint, value)
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is list and args and isinstance(args[0], type) and issubclass(args[0], Message):
+        return [_decoded(v, args[0]) for v in value] if isinstance(value, list) else value
+    return value
 
 
 # Every record of this module (the tests round-trip each through pickle).

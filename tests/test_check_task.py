@@ -11,6 +11,7 @@ import pytest
 from sandbox.host.check_task import check_task
 from sandbox.tasks.inputs import input_specs, output_specs
 from sandbox.tasks.task import TaskError, load_task
+from sandbox.wire import tolerances
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 NAMES = ["argmax", "conv1d_bias_relu", "cross_entropy", "gemm_nt", "maxpool2d"]
@@ -130,7 +131,7 @@ def test_a_task_that_does_not_load_is_a_task_error(tmp_path):
 def test_the_reference_worker_reports_a_bad_reference_as_a_task_error(tmp_path):
     import dataclasses
 
-    from sandbox.wire import CompareTask, CompareTrial, Run, WorkerError
+    from sandbox.wire import CompareTask, CompareTrial, RunOutputs, WorkerError
     from sandbox.worker.reference import run_compare
 
     folder = _copy(tmp_path, "cross_entropy")
@@ -138,7 +139,7 @@ def test_the_reference_worker_reports_a_bad_reference_as_a_task_error(tmp_path):
     _edit(folder, "reference.py", 'return {"loss": (lse - picked).mean()}', "return None")
     task = load_task(folder)
     sizes = {"N": 3, "C": 5}
-    shared = CompareTask(task_folder=str(folder), scalars={}, tolerance=task.tolerances(), backend="numpy")
+    shared = CompareTask(task_folder=str(folder), scalars={}, tolerance=tolerances(task), backend="numpy")
     trial = CompareTrial(label="t", sizes=task.env(sizes), inputs=input_specs(task, sizes, 0),
                          outputs=output_specs(task, sizes), seed=1, runs=[])
     reply = run_compare(shared, trial)
@@ -148,7 +149,7 @@ def test_the_reference_worker_reports_a_bad_reference_as_a_task_error(tmp_path):
     assert "output 'loss' has shape (1,), the task says ()" in run_compare(shared, trial).error
     ref.write_text(ref.read_text().replace('return {"loss": xp.zeros(1)}', 'return {"loss": xp.float64(N)}'))
     saved = _saved(tmp_path, np.float32(3.0))
-    reply = run_compare(shared, dataclasses.replace(trial, runs=[Run("run1", {"loss": saved})]))
+    reply = run_compare(shared, dataclasses.replace(trial, runs=[RunOutputs("run1", {"loss": saved})]))
     assert reply.ok and reply.checks[0].passed and reply.checks[0].output == "loss"
 
 

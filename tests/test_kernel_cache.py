@@ -6,7 +6,7 @@ import pytest
 
 from sandbox.host import kernel_cache
 from sandbox.host.pool import WorkerProcess
-from sandbox.wire import Check, HarnessCode, Hello, Impl, ScreenCandidate, Screen, Trial
+from sandbox.wire import CheckTrials, DescribeDevice, HarnessCode, Impl, ScreenCandidate, Screen, Trial
 
 HARNESS = HarnessCode("sm_90", b"harness code")
 BASELINE, CANDIDATE = b"the task's baseline", b"someone else's kernel"
@@ -18,9 +18,9 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _check(cubin: bytes) -> Check:
+def _check(cubin: bytes) -> CheckTrials:
     trial = Trial(label="check[0]", sizes={"n": 1}, plan={}, inputs=[], outputs=[], seed=1)
-    return Check(harness=HARNESS, cubin=cubin, trials=[trial], data_dir="/nowhere", hash_seed=2)
+    return CheckTrials(harness=HARNESS, cubin=cubin, trials=[trial], data_dir="/nowhere", hash_seed=2)
 
 
 def test_every_bytes_value_of_a_request_counts_as_code_however_deep():
@@ -28,14 +28,14 @@ def test_every_bytes_value_of_a_request_counts_as_code_however_deep():
                     rounds=5, order_seed=3, min_rounds=3)
     assert sorted(kernel_cache.cubins(screen)) == sorted([CANDIDATE, b"x"])
     assert sorted(kernel_cache.cubins(_check(BASELINE))) == sorted([HARNESS.cubin, BASELINE])
-    assert kernel_cache.cubins(Hello()) == []
+    assert kernel_cache.cubins(DescribeDevice()) == []
     assert kernel_cache.cubins(Impl(task_folder="/t")) == []
 
 
 def test_a_gpu_worker_stays_trusted_only_while_it_is_given_trusted_code(cache):
     worker = WorkerProcess("gpu", root=cache)
     worker.trust(HARNESS.cubin)
-    worker._note_code(Hello())
+    worker._note_code(DescribeDevice())
     worker._note_code(_check(BASELINE))
     assert worker.tainted                                   # the baseline was not trusted yet
     worker.tainted = False

@@ -1,6 +1,6 @@
 """The GPU sandbox's workers started at the start of a command that will open one (``agent.launch``,
 ``sandbox.host.prestart``): which command lines start them, the sandbox that takes them over, and those that no
-sandbox takes closed at the exit with their folder. CPU: the GPU worker's Hello fails here (no device) or, on a GPU
+sandbox takes closed at the exit with their folder. CPU: the GPU worker's DescribeDevice fails here (no device) or, on a GPU
 machine, answers; either way nothing is left behind."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def test_the_host_writes_the_bytecode_that_workers_may_not(tmp_path, monkeypatch
 
 def test_a_worker_closed_for_good_while_it_starts_ends_there(tmp_path):
     from sandbox.host.pool import WorkerDied, WorkerProcess
-    from sandbox.wire import Hello
+    from sandbox.wire import DescribeDevice
 
     worker = WorkerProcess("reference", root=tmp_path)
     worker.close(retire=True)                            # before its first request started it
@@ -132,4 +132,4 @@ def test_a_worker_closed_for_good_while_it_starts_ends_there(tmp_path):
         worker._start()                                  # what a request on another thread does next
     assert not worker.alive and list(tmp_path.iterdir()) == []
     with pytest.raises(WorkerDied, match="closed for good"):
-        worker.call(Hello(), timeout=30)
+        worker.call(DescribeDevice(), timeout=30)

@@ -12,7 +12,7 @@ import pytest
 from sandbox import load_task
 from sandbox.host.referee import Referee
 from sandbox.tasks.inputs import input_specs, output_specs
-from sandbox.wire import CompareTask, CompareTrial, Compares, HarnessCode, IpcSent, IpcSum, Run, WorkerError
+from sandbox.wire import CompareTask, CompareTrial, Compares, HarnessCode, IpcSent, IpcSum, RunOutputs, WorkerError, tolerances
 from sandbox.worker import reference
 from sandbox.worker.harness import reference_inputs
 
@@ -29,7 +29,7 @@ def _trial(task, tmp_path, label, seed, wrong=False):
     path = tmp_path / f"{label}.npy"
     np.save(path, out)
     return CompareTrial(label=label, sizes=task.env(sizes), inputs=specs, outputs=output_specs(task, sizes), seed=seed,
-                        runs=[Run("run1", {"c": str(path)})])
+                        runs=[RunOutputs("run1", {"c": str(path)})])
 
 
 def test_one_request_compares_every_trial_stops_at_the_first_failure_and_reuses_a_reference(tmp_path, monkeypatch):
@@ -41,7 +41,7 @@ def test_one_request_compares_every_trial_stops_at_the_first_failure_and_reuses_
     monkeypatch.setattr(reference, "load_reference", lambda path: module)
     trials = [_trial(task, tmp_path, "a", 1), _trial(task, tmp_path, "b", 2), _trial(task, tmp_path, "b2", 2),
               _trial(task, tmp_path, "c", 3, wrong=True), _trial(task, tmp_path, "d", 4)]
-    req = Compares(CompareTask(task_folder=str(task.folder), scalars={}, tolerance=task.tolerances(), backend="numpy"),
+    req = Compares(CompareTask(task_folder=str(task.folder), scalars={}, tolerance=tolerances(task), backend="numpy"),
                    trials)
     reply = reference.run_compares(req)
     assert reply.ok and [t.label for t in reply.trials] == ["a", "b", "b2", "c"]   # d is never compared

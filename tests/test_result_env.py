@@ -4,14 +4,16 @@ them and dumps the same JSON, unknown keys are kept, and no code in agent/ or sa
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sandbox.host.ceilings import cached_ceilings
-from sandbox.host.timing import timing_env, timing_record
+from sandbox.host.timing import carry_over, timing_env, timing_record
 from sandbox.judging.environment import Ceilings, Environment
 from sandbox.judging.result import Profile, Result, Status
 from sandbox.tasks.task import load_task
@@ -137,6 +139,27 @@ def test_the_timing_stage_adds_to_the_environment_the_keys_it_always_wrote(clock
     assert env.sm_clock_mhz == (1980 if clocks_timed else None) and env.launch_hold.unheld == ["compile"]
     timing = timing_record(load_task("vector_add"), {"n": 1 << 24}, reply, ceilings, "off")
     assert timing.roofline_ms == pytest.approx(12 * (1 << 24) / 4.4e12 * 1e3) and timing.bound == "memory"
+
+
+def test_the_baselines_time_right_after_the_candidate_against_after_anything_else_is_flagged_when_slower():
+    rng = np.random.default_rng(3)
+    orders = [list(rng.permutation(["candidate", "baseline"])) for _ in range(60)]
+    opened = [r > 0 and o[0] == "baseline" for r, o in enumerate(orders)]
+    after = [r > 0 and orders[r - 1][-1] == "candidate" for r in range(60)]
+    noise = list(1.0 + 0.002 * rng.standard_normal(60))
+    for slower, flagged in ((1.10, True), (1.0, False)):
+        samples = {"candidate": noise, "baseline": [n * (slower if a else 1.0) for n, a in zip(noise, after)]}
+        reply = dataclasses.replace(_timed({}), rounds=60, set_of_round=[0] * 60, samples=samples, orders=orders,
+                                    walls=samples)
+        c = carry_over(reply, "baseline")
+        # only the rounds the baseline opened (round 0 has nothing before it), by what ended the round before
+        assert c.after_candidate == sum(o and a for o, a in zip(opened, after))
+        assert c.after_candidate + c.after_other == sum(opened)
+        assert c.flagged is flagged and (c.low > 1.05 if flagged else c.low < 1.0 < c.high)
+        text = _result(timing=timing_record(load_task("vector_add"), {"n": 1 << 24}, reply,
+                                            Ceilings.model_validate(CLUSTER_ENV["ceilings"]), "off")).summary()
+        assert ("carry-over: baseline 1.0" in text or "carry-over: baseline 1.1" in text) is flagged
+    assert carry_over(_timed({}), "baseline") is None   # the rounds' order not sent
 
 
 def test_ceilings_are_measured_once_per_gpu_and_read_back_typed(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.judging.sanitizer_report import SanitizeReport, overall, parse, verdict
+from sandbox.wire import TargetRan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sanitizer"
 
@@ -73,24 +74,24 @@ def test_an_unknown_tool_is_refused():
         parse("leakcheck", "")
 
 
-RAN = {"status": "ran"}
+RAN = TargetRan("ran")
 
 
 def test_a_verdict_needs_the_target_to_have_run():
     clean = verdict("memcheck", 0, read("memcheck_clean.txt"), RAN, 2.0, 60)
     assert (clean.status, clean.errors, clean.seconds) == ("clean", 0, 2.0)
-    died = verdict("racecheck", 1, read("racecheck_clean.txt"), {"status": "crashed", "error": "segfault"}, 2.0, 60)
+    died = verdict("racecheck", 1, read("racecheck_clean.txt"), TargetRan("crashed", "segfault"), 2.0, 60)
     assert died.status == "failed" and "crashed: segfault" in died.reason
-    silent = verdict("memcheck", 0, read("memcheck_clean.txt"), {}, 1.0, 60)
+    silent = verdict("memcheck", 0, read("memcheck_clean.txt"), None, 1.0, 60)
     assert silent.status == "failed" and "wrote no status" in silent.reason
 
 
 def test_errors_stand_even_when_the_target_then_crashed_or_timed_out():
-    crashed = verdict("memcheck", 86, read("memcheck_hardware_exception.txt"), {"status": "crashed", "error": "x"}, 1, 60)
+    crashed = verdict("memcheck", 86, read("memcheck_hardware_exception.txt"), TargetRan("crashed", "x"), 1, 60)
     assert crashed.status == "errors" and crashed.kernel == "k"
-    killed = verdict("racecheck", None, read("racecheck_race.txt"), {}, 60, 60)
+    killed = verdict("racecheck", None, read("racecheck_race.txt"), None, 60, 60)
     assert killed.status == "errors"
-    assert verdict("racecheck", None, "", {}, 60, 60).reason == "passed its 60 s limit and was killed"
+    assert verdict("racecheck", None, "", None, 60, 60).reason == "passed its 60 s limit and was killed"
 
 
 def test_no_summary_is_no_verdict():
@@ -106,7 +107,7 @@ def test_the_report_says_what_each_tool_found_in_one_line():
     assert report.status == "errors" and report.seconds == 5
     assert report.text() == ("memcheck: clean; racecheck: 1 error in k at candidate.cu:12: "
                              "Error: Race reported between Write access at k+0x140 in candidate.cu:12")
-    assert overall([clean]) == "clean" and overall([clean, verdict("memcheck", 0, "", {}, 0, 1)]) == "failed"
+    assert overall([clean]) == "clean" and overall([clean, verdict("memcheck", 0, "", None, 0, 1)]) == "failed"
     missing = SanitizeReport(status="unavailable", reason="no compute-sanitizer")
     assert missing.text() == "not sanitized (no compute-sanitizer)"
 

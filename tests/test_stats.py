@@ -50,7 +50,7 @@ def test_timing_settles_only_when_both_medians_are_known_to_the_target():
 
     from sandbox.judging.stats import settled
     from sandbox.wire import RoundLimits
-    from sandbox.worker.timing import _enough
+    from sandbox.worker.rounds import enough as _enough
 
     rng = np.random.default_rng(5)
     tight = list(1.0 + 0.0005 * rng.standard_normal(10))

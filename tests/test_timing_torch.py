@@ -20,8 +20,8 @@ from sandbox.pytorch.importer import import_problem  # noqa: E402
 from sandbox.pytorch.runtime import runtime_for  # noqa: E402
 from sandbox.tasks.inputs import input_specs, output_specs  # noqa: E402
 from sandbox.tasks.task import load_task  # noqa: E402
-from sandbox.wire import HarnessCode, Impl, RoundLimits, Time, Timed  # noqa: E402
-from sandbox.worker import draw, guards, timing  # noqa: E402
+from sandbox.wire import HarnessCode, Impl, RoundLimits, Time, Timed, tolerances  # noqa: E402
+from sandbox.worker import draw, guards, launcher, timing  # noqa: E402
 from sandbox.worker.checks import Violation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,10 +126,24 @@ class _Hold:
         return out
 
 
+class _PersistingL2:
+    """persisting_l2.PersistingL2's bookkeeping without a device: its resets counted."""
+
+    def __init__(self):
+        self.resets = 0
+
+    def reset(self):
+        self.resets += 1
+
+    def record(self, resets_before=0):
+        return {"carve_out_bytes": 0, "resets": self.resets - resets_before, "window": "cleared", "error": None}
+
+
 class _Harness:
     def __init__(self, free=1 << 30):
         self.cp, self.l2_bytes, self.stream, self.agreement = _numpy_cp(), 1 << 16, None, _Agreement()
         self.hold, self.hold_error, self.free = _Hold(), "", free
+        self.persisting_l2 = _PersistingL2()
 
     def alloc(self, dtype, shape):
         return _Buffer(dtype, shape)
@@ -199,14 +213,14 @@ def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False, **
         return runtime_for(spec.task_folder).baseline(spec.torch, sizes, device="cpu")
 
     monkeypatch.setattr(timing, "_callable", callable_)
-    monkeypatch.setattr(timing, "_overlaps", lambda array, buffers: any(np.shares_memory(array, b.raw)
+    monkeypatch.setattr(launcher, "_overlaps", lambda array, buffers: any(np.shares_memory(array, b.raw)
                                                                         for b in buffers.values()))
     sizes = task.spec.sizes.check[-1]
     impls = {"candidate": Impl(cubin=b""),
              **{n: Impl(torch=n, task_folder=str(task.folder)) for n in ("eager", "compile")}}
     req = Time(harness=HarnessCode("sm_90", b""), impls=impls, primary="eager", sizes=sizes, scalars={},
                input_variants=[input_specs(task, sizes, 0)], outputs=output_specs(task, sizes),
-               tolerance=task.tolerances(), seed=3, order_seed=4, hash_seed=5,
+               tolerance=tolerances(task), seed=3, order_seed=4, hash_seed=5,
                limits=RoundLimits(budget_ms=1e9, min_rounds=3, max_rounds=4, target_ci=0.0, wall_cap_s=60),
                launches_to=60, full_checks=2, data_dir=str(tmp_path))
     req = dataclasses.replace(req, **overrides)
@@ -218,13 +232,16 @@ def _stage(task, tmp_path, monkeypatch, kernel, free=1 << 30, compiles=False, **
 def test_every_candidate_launch_is_checked_against_eager_and_a_failing_compile_is_left_out(swish, tmp_path, monkeypatch):
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
     checked = []
-    check = stage._raise_if_disagrees
-    stage._raise_if_disagrees = lambda found, inputs, name, launch, phase, intact: (
-        checked.append(phase), check(found, inputs, name, launch, phase, intact))
-    set_outs = stage.set_outs  # the stage lets go of its sets before the hand-over
+    check = stage.agreement.raise_if_disagrees
+    stage.agreement.raise_if_disagrees = lambda found, launch, name, intact: (
+        checked.append(launch.phase), check(found, launch, name, intact))
+    set_outs = stage.memory.set_outs  # the stage lets go of its sets before the hand-over
     reply = stage.run()
     assert isinstance(reply, Timed) and set(reply.samples) == {"candidate", "eager"}
     assert reply.unavailable == {"compile": "RuntimeError: inductor: no C++ compiler"}
+    # persisting L2 lines reset after every candidate launch, once it ran; each round's order as it ran
+    assert reply.persisting_l2["resets"] == reply.launches and reply.persisting_l2["carve_out_bytes"] == 0
+    assert len(reply.orders) == reply.rounds and all(sorted(o) == ["candidate", "eager"] for o in reply.orders)
     assert len(reply.samples["eager"]) == reply.rounds and reply.launches >= 12
     assert len(checked) == reply.launches and "warm-up" in checked and "timed round 0" in checked
     assert "untimed, after the timed rounds" in checked
@@ -266,8 +283,8 @@ def test_an_untimed_launch_that_errs_or_writes_its_input_ends_the_stage_named_by
 def test_the_candidate_never_sees_eagers_outputs(swish, tmp_path, monkeypatch):
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
     wiped = []
-    real = timing._overlaps  # the NumPy stand-in set by _stage
-    monkeypatch.setattr(timing, "_overlaps", lambda array, buffers: wiped.append(array) or real(array, buffers))
+    real = launcher._overlaps  # the NumPy stand-in set by _stage
+    monkeypatch.setattr(launcher, "_overlaps", lambda array, buffers: wiped.append(array) or real(array, buffers))
     stage.run()
     assert wiped and all(not a.any() for a in wiped)
 
@@ -307,7 +324,7 @@ def test_without_a_hold_every_launch_is_timed_after_a_synchronisation_and_the_re
         swish, tmp_path, monkeypatch):
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel())
     stage.h.hold, stage.h.hold_error = None, "cudaErrorNotSupported"
-    stage.hold = None
+    stage.launcher.hold = None
     reply = stage.run()
     assert reply.launch_hold == {"held": 0, "ran_out": 0, "unheld": ["candidate", "eager"],
                                     "error": "cudaErrorNotSupported"}
@@ -399,7 +416,7 @@ def test_a_write_into_an_idle_buffer_during_the_warm_up_is_rejected_naming_the_b
 
     def launch(arrays, scratch):
         real(arrays, scratch)
-        stage.set_outs[1]["eager"]["out"].view.reshape(-1)[0] += 1.0   # the baseline's output of the next set
+        stage.memory.set_outs[1]["eager"]["out"].view.reshape(-1)[0] += 1.0   # the baseline's output of the next set
 
     kernel.launch = launch
     with pytest.raises(Violation, match=r"the eager's output 'out' of rotating set 1 was overwritten: .*during the "
@@ -409,14 +426,14 @@ def test_a_write_into_an_idle_buffer_during_the_warm_up_is_rejected_naming_the_b
 
 def test_a_kept_output_changed_before_the_hand_over_is_rejected(swish, tmp_path, monkeypatch):
     stage = _stage(swish, tmp_path, monkeypatch, _Kernel(), full_checks=3, launches_to=400)
-    save = stage._save_kept
+    save = stage.kept.save
 
     def tampered(data_dir, ipc):
-        slot = next(iter(stage.kept.values()))
-        slot["out"]["out"].reshape(-1)[0] += 1.0
+        slot = next(iter(stage.kept.kept.values()))
+        slot.out["out"].reshape(-1)[0] += 1.0
         return save(data_dir, ipc)
 
-    stage._save_kept = tampered
+    stage.kept.save = tampered
     with pytest.raises(Violation, match=r"the copy of output 'out' of launch \d+ kept for the reference was overwritten"):
         stage.run()
 
@@ -454,3 +471,24 @@ def test_what_a_stage_remembers_names_the_code_and_the_sizes():
     assert not recent.warm("k", 100.0)
     recent.finished(["k"], 100.0)
     assert recent.warm("k", 100.0 + timing.WARM_AGAIN_S / 2) and not recent.warm("k", 100.0 + timing.WARM_AGAIN_S)
+
+
+def test_a_kernel_baseline_is_warmed_up_queued_and_every_candidate_launch_is_compared_with_its_output(
+        swish, tmp_path, monkeypatch):
+    impls = {"candidate": Impl(cubin=b""), "baseline": Impl(cubin=b"")}
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel(), impls=impls, primary="baseline")
+    stage.__init__(stage.h, stage.req, {"candidate": _Kernel(), "baseline": _Kernel()})
+    checked = []
+    check = stage.agreement.raise_if_disagrees
+    stage.agreement.raise_if_disagrees = lambda found, launch, name, intact: (
+        checked.append((launch.number, launch.phase, intact)), check(found, launch, name, intact))
+    reply = stage.run()
+    assert isinstance(reply, Timed) and set(reply.samples) == {"candidate", "baseline"}
+    assert sorted(n for n, _, _ in checked) == list(range(1, reply.launches + 1))
+    assert all(intact for _, phase, intact in checked if phase.startswith("timed"))   # checked alone
+    assert reply.warm_up["baseline"] >= timing.WARM_UP_MIN and len(reply.full) == 2
+
+    stage = _stage(swish, tmp_path, monkeypatch, _Kernel(), impls=impls, primary="baseline")
+    stage.__init__(stage.h, stage.req, {"candidate": _Kernel(scale=1.01), "baseline": _Kernel()})
+    with pytest.raises(timing.Disagreement, match=r"launch 1 of the candidate in the timing stage \(warm-up\)"):
+        stage.run()

@@ -17,19 +17,24 @@ import pytest
 from sandbox import wire
 from sandbox.host.pool import WorkerProcess
 from sandbox.wire import (Compare, CompareTask, CompareTrial, Compared, Compares, Compile, Compiled, Confinement,
-                          ConfinementReport, Hello, Message, Reply, Request, Run, Trial, WireError, WorkerError)
+                          ConfinementReport, DescribeDevice, Message, Reply, Request, RunOutputs, Trial, WireError,
+                          WorkerError,
+                          tolerances)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # The worker's handlers, and every module on the host side that builds requests or reads replies.
 DOORWAY_MODULES = [
-    *(f"sandbox/worker/{m}.py" for m in ("main", "checks", "timing", "screening", "reference", "ceilings", "draw")),
+    *(f"sandbox/worker/{m}.py" for m in ("main", "checks", "timing", "screening", "reference", "ceilings", "draw",
+                                         "launcher", "launch_guards", "baseline_agreement", "kept", "stage_clocks",
+                                         "stage_memory", "rounds", "ahead", "profile_target", "sanitize_target")),
     *(f"sandbox/host/{m}.py" for m in ("pool", "gpu", "timing", "builder", "referee", "screener", "probe", "sanitizer",
-                                       "ceilings", "check_task", "compile_only")),
+                                       "profiler", "ceilings", "check_task", "compile_only")),
     "agent/cli/best.py", "agent/cli/doctor.py",
 ]
 # Names the doorway's messages go by in those modules (and ``self.req``, the request a stage keeps).
-MESSAGE_NAMES = {"req", "request", "reply", "msg", "sent", "got", "hello", "tr", "trial", "done"}
+MESSAGE_NAMES = {"req", "request", "reply", "msg", "sent", "got", "hello", "tr", "trial", "done", "case", "begin",
+                 "spare", "ended", "target"}
 
 
 def _is_message(node: ast.expr) -> bool:
@@ -77,6 +82,23 @@ def test_the_rule_sees_a_dict_protocol(tmp_path):
                                                          "4: op="]
 
 
+@pytest.mark.parametrize("record", [wire.TargetStart, wire.WaitAhead, wire.ProfileLaunches, wire.SanitizeCases,
+                                    wire.TargetRan], ids=lambda r: r.__name__)
+def test_every_record_of_a_tools_target_survives_its_json_file(record):
+    value = _example(record)
+    assert wire.from_json(wire.to_json(value), record) == (value,)
+
+
+def test_a_programs_file_holds_its_records_side_by_side_and_nothing_else():
+    begin, cases = wire.TargetStart("sm_90", "h.cubin", "s.json"), wire.SanitizeCases("c", [], 5)
+    assert wire.from_json(wire.to_json(begin, cases), wire.TargetStart, wire.SanitizeCases) == (begin, cases)
+    with pytest.raises(WireError, match="TargetStart has no field cases, cubin, seed"):
+        wire.from_json(wire.to_json(begin, cases), wire.TargetStart)
+    with pytest.raises(WireError, match=r"SanitizeCases\.seed must be int"):
+        wire.from_json('{"cubin": "c", "cases": [], "seed": "5"}', wire.SanitizeCases)
+    assert wire.written("/nowhere/status.json", wire.TargetRan) is None
+
+
 def _example(hint):
     """A value of type ``hint`` (records filled in field by field)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -102,8 +124,9 @@ def test_every_record_survives_the_pipe_and_holds_data_only(record):
 def test_every_operation_has_a_request_and_replies_know_whether_they_succeeded():
     requests = {c for c in wire.RECORDS if issubclass(c, Request)}
     replies = {c for c in wire.RECORDS if issubclass(c, Reply)}
-    assert {c.__name__ for c in requests} == {"Hello", "MeasureCeilings", "Confinement", "Compile", "Check", "Time",
-                                              "IpcProbe", "IpcRead", "Compare", "Compares", "ScreenSetup", "Screen"}
+    assert {c.__name__ for c in requests} == {"DescribeDevice", "MeasureCeilings", "Confinement", "Compile", "CheckTrials",
+                                              "Time", "IpcProbe", "IpcRead", "Compare", "Compares", "ScreenSetup", "Screen",
+                                              "ProfileLaunches", "SanitizeCases"}
     assert all(_example(c).ok for c in replies - {WorkerError}) and not WorkerError("x").ok
 
 
@@ -127,7 +150,7 @@ def test_a_worker_answers_what_is_no_request_with_an_error_not_a_crash(monkeypat
     try:
         reply = w.call({"op": "compare"}, timeout=30)
         assert isinstance(reply, WorkerError) and "expected a Request (sandbox.wire), got dict" in reply.error
-        assert isinstance(w.call(Hello(), timeout=30), WorkerError) and w.started == 1   # the same worker goes on
+        assert isinstance(w.call(DescribeDevice(), timeout=30), WorkerError) and w.started == 1   # the same worker goes on
     finally:
         w.close()
 
@@ -164,8 +187,8 @@ def test_the_reference_worker_compares_a_stage_sent_as_records(tmp_path):
     ins = reference_inputs(np, specs, 11)
     np.save(tmp_path / "c.npy", (ins["a"] + ins["b"]).astype(np.float32))
     trial = CompareTrial(label="t", sizes=task.env(sizes), inputs=specs, outputs=output_specs(task, sizes), seed=11,
-                         runs=[Run("run1", {"c": str(tmp_path / "c.npy")})])
-    shared = CompareTask(task_folder=str(task.folder), scalars={}, tolerance=task.tolerances(), backend="numpy")
+                         runs=[RunOutputs("run1", {"c": str(tmp_path / "c.npy")})])
+    shared = CompareTask(task_folder=str(task.folder), scalars={}, tolerance=tolerances(task), backend="numpy")
     w = WorkerProcess("reference")
     try:
         reply = w.call(Compares(shared, [trial]), timeout=60)

@@ -30,8 +30,8 @@ from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..plumbing.files import cache_dir
 from ..tasks.inputs import distribution_count, input_specs, output_specs
 from ..tasks.task import Task, TaskError, describe_sizes
-from ..wire import Ceilings, Check as CheckTrials, Checked, CompareTrial, DeviceInfo, HarnessCode, MeasureCeilings, \
-    Run, StageFailed, Timed, Trial, TrialRun, WorkerError
+from ..wire import CheckTrials, Checked, CompareTrial, DeviceInfo, HarnessCode, MeasureCeilings, MeasuredCeilings, \
+    RunOutputs, StageFailed, Timed, Trial, TrialRun, WorkerError
 from . import prestart
 from .ceilings import cached_ceilings
 from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
@@ -99,7 +99,7 @@ class GPUSandbox(CompileOnlySandbox):
         return self._ceilings
 
     def _measure_ceilings(self) -> dict:
-        return dict(expect(self._gpu.call_ok(MeasureCeilings(), 600), Ceilings).values)
+        return dict(expect(self._gpu.call_ok(MeasureCeilings(), 600), MeasuredCeilings).values)
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
                timeout_s: float = 10.0, best: float | None = None) -> list[Screened]:
@@ -238,7 +238,7 @@ class GPUSandbox(CompileOnlySandbox):
                 failed = (Status(tr.status), f"{_where(trial)}: {tr.error}", tr.detail)
                 break
             ran.append((CompareTrial(label=trial.label, sizes=trial.sizes, inputs=trial.inputs, outputs=trial.outputs,
-                                     seed=trial.seed, runs=[Run(r, f) for r, f in sorted(tr.files.items())],
+                                     seed=trial.seed, runs=[RunOutputs(r, f) for r, f in sorted(tr.files.items())],
                                      input_hashes=tr.input_hashes), tr))
         for (trial, tr), found in zip(ran, self.referee.compare(task, [t for t, _ in ran], hash_seed, cost)):
             if not tr.identical:

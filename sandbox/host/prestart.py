@@ -1,7 +1,7 @@
 """The GPU sandbox's first workers started at the very start of a process, beside its own imports.
 
-A GPU sandbox waits for its GPU worker to answer ``Hello`` (an interpreter, the worker's imports, CuPy and a CUDA
-context: about a second on an H200) before it opens, and its first evaluation waits for a compile worker (an
+A GPU sandbox waits for its GPU worker to answer ``DescribeDevice`` (an interpreter, the worker's imports, CuPy and a
+CUDA context: about a second on an H200) before it opens, and its first evaluation waits for a compile worker (an
 interpreter, NVRTC and the confinement) even where the kernel's compile is cached. A command that will open one
 (``kernelwright optimize``) calls ``start_workers`` before it imports the rest of the program, so those seconds
 pass beside those imports; the first ``GPUSandbox`` of the process takes the workers over (``take``). Workers that
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..plumbing import tempdirs
 from ..plumbing.tools import compile_bytecode_ahead
-from ..wire import Confinement, Hello
+from ..wire import Confinement, DescribeDevice
 from .pool import WorkerProcess
 
 HELLO_TIMEOUT_S = 120
@@ -30,7 +30,7 @@ CONFINEMENT_TIMEOUT_S = 120   # a compile worker's start (the sandbox's own, ``S
 
 @dataclass
 class Started:
-    """The data folder the device workers share, the GPU and reference workers, each sent ``Hello``, the GPU
+    """The data folder the device workers share, the GPU and reference workers, each sent ``DescribeDevice``, the GPU
     worker's answer to come (its ``DeviceInfo`` or ``WorkerError``; ``WorkerDied`` or ``WorkerTimeout`` where it
     failed), and a compile worker sent ``Confinement``."""
 
@@ -57,14 +57,14 @@ def start_workers() -> None:
 
 
 def start(confinement_timeout_s: float) -> Started:
-    """A GPU sandbox's first workers, started: the GPU and the reference worker, each sent ``Hello`` on a thread of
-    its own (their CUDA contexts come up side by side), and a compile worker sent ``Confinement``; then the host
+    """A GPU sandbox's first workers, started: the GPU and the reference worker, each sent ``DescribeDevice`` on a thread
+    of its own (their CUDA contexts come up side by side), and a compile worker sent ``Confinement``; then the host
     writes the sandbox's bytecode (``compile_bytecode_ahead``). Returns at once."""
     tempdirs.sweep()
     data_dir = tempdirs.make("data", tempdirs.shm_root())
     started = Started(data_dir, WorkerProcess("gpu", root=data_dir.parent),
                       WorkerProcess("reference", root=data_dir.parent), Future(), WorkerProcess("compile"))
-    started.ref.warm_up(Hello(), timeout=HELLO_TIMEOUT_S)
+    started.ref.warm_up(DescribeDevice(), timeout=HELLO_TIMEOUT_S)
     started.compiles.warm_up(Confinement(), timeout=confinement_timeout_s)
     threading.Thread(target=_hello, args=(started.gpu, started.gpu_hello), name="gpu-hello", daemon=True).start()
     compile_bytecode_ahead()
@@ -73,7 +73,7 @@ def start(confinement_timeout_s: float) -> Started:
 
 def _hello(gpu: WorkerProcess, answer: Future) -> None:
     try:
-        answer.set_result(gpu.call(Hello(), timeout=HELLO_TIMEOUT_S))
+        answer.set_result(gpu.call(DescribeDevice(), timeout=HELLO_TIMEOUT_S))
     except BaseException as exc:  # the sandbox that takes the workers raises it, as its own call would have
         answer.set_exception(exc)
 

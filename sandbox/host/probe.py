@@ -3,7 +3,7 @@ a GPU worker sees (``probe_device``), and whether a compile worker could confine
 
 from __future__ import annotations
 
-from ..wire import Confinement, ConfinementReport, DeviceInfo, Hello, WorkerError
+from ..wire import Confinement, ConfinementReport, DescribeDevice, DeviceInfo, WorkerError
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout, expect
 
 
@@ -16,7 +16,7 @@ def probe_device(timeout_s: float = 120.0) -> dict:
     ...), from a GPU worker started for the question; ``NoDevice`` where there is none or the worker could not say."""
     worker = WorkerProcess("gpu")
     try:
-        reply = worker.call(Hello(), timeout=timeout_s)
+        reply = worker.call(DescribeDevice(), timeout=timeout_s)
     except (WorkerDied, WorkerTimeout) as exc:
         raise NoDevice(str(exc)) from None
     finally:

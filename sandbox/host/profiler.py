@@ -29,7 +29,6 @@ Counters never feed the timing: the timed numbers come from the timing stage alo
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -48,11 +47,12 @@ from ..judging.result import Profile, Status
 from ..plumbing import tempdirs
 from ..plumbing.files import cache_dir
 from ..plumbing.hostpaths import redact
-from ..plumbing.tools import StartedAhead, read_json, run_tool, scrubbed_env, start_ahead
+from ..plumbing.tools import StartedAhead, run_tool, scrubbed_env, start_ahead
 from ..profile import ncu
 from ..profile.counters import summarize
 from ..profile.diagnosis import diagnose
 from ..tasks.inputs import input_specs, output_specs
+from ..wire import ProfileLaunches, TargetRan, TargetStart, WaitAhead, to_json, written
 
 
 # The metrics named beside the sections, by ``Profiler._metrics``: every one the summary reads, the base set where
@@ -223,9 +223,9 @@ class Profiler:
             return ncu.profile_command(exe, None, 0, 0, work / "report", target, metrics,
                                        work / "ncu.log" if printed else None)
 
+        begin = TargetStart(self.arch, str(work / "harness.cubin"), str(work / "target.json"))
         return start_ahead(cmd, work, self._profile_env(),
-                           dict(arch=self.arch, harness_cubin=str(work / "harness.cubin"),
-                                status_file=str(work / "target.json")))
+                           lambda go, wait_s, owner: to_json(begin, WaitAhead(go, wait_s, owner)))
 
     def _on_spare(self, spare: StartedAhead, exe: str, task, plan: dict, cubin: bytes, sizes: dict,
                   save_to: Path | None, then: Callable[[], None] | None = None) -> dict | None:
@@ -236,9 +236,7 @@ class Profiler:
                 return None
             work = spare.work
             (work / "candidate.cubin").write_bytes(cubin)
-            spare.hand_over(dict(cubin=str(work / "candidate.cubin"), plan=plan, inputs=input_specs(task, sizes, 0),
-                                 outputs=output_specs(task, sizes), seed=random.SystemRandom().getrandbits(62),
-                                 warmup=self.config.warmup_rounds))
+            spare.hand_over(to_json(self._launches(task, plan, sizes, work)))
             if then is not None:
                 then()
             code, output, seconds = spare.finish(self.config.timeout_s)
@@ -289,9 +287,9 @@ class Profiler:
             found = self._give_up(f"ncu may not read the GPU's performance counters here: {denied}")
             found["seconds"] = seconds
             return found
-        status = read_json(work / "target.json")
-        if status.get("status") not in (None, "ran"):
-            return _failed(f"the profiled run ended with {status['status']}: {status.get('error', '')}", output, seconds)
+        ended = written(work / "target.json", TargetRan)
+        if ended is not None and ended.status != "ran":
+            return _failed(f"the profiled run ended with {ended.status}: {ended.error}", output, seconds)
         rep = report.with_suffix(".ncu-rep")
         if not rep.is_file():
             return _failed(f"ncu wrote no report (exit code {code})", output, seconds)
@@ -327,7 +325,7 @@ class Profiler:
         return dict(outcome("ok", seconds=seconds), tool=self._ncu_version(exe), kernels=kernels_from(rows, plan),
                     messages=ncu.messages(output)[:10],
                     stage_seconds={"profile": round(profiled_s, 3), "import": round(seconds - profiled_s, 3)},
-                    pages=source, program_seconds=status.get("split_s", {}),
+                    pages=source, program_seconds=ended.split_s if ended is not None else {},
                     started_ahead=spare)
 
     def _target(self, task, plan: dict, cubin: bytes, sizes: dict, work: Path) -> list[str]:
@@ -335,12 +333,15 @@ class Profiler:
         (work / "cwd").mkdir()  # ncu reads config.ncu-cfg from its working directory: keep it empty
         (work / "candidate.cubin").write_bytes(cubin)
         (work / "harness.cubin").write_bytes(self.harness_cubin)
-        request = dict(arch=self.arch, cubin=str(work / "candidate.cubin"), harness_cubin=str(work / "harness.cubin"),
-                       plan=plan, inputs=input_specs(task, sizes, 0), outputs=output_specs(task, sizes),
-                       seed=random.SystemRandom().getrandbits(62), warmup=self.config.warmup_rounds,
-                       status_file=str(work / "target.json"))
-        (work / "request.json").write_text(json.dumps(request))
+        begin = TargetStart(self.arch, str(work / "harness.cubin"), str(work / "target.json"))
+        (work / "request.json").write_text(to_json(begin, self._launches(task, plan, sizes, work)))
         return [sys.executable, "-m", "sandbox.worker.profile_target", str(work / "request.json")]
+
+    def _launches(self, task, plan: dict, sizes: dict, work: Path) -> ProfileLaunches:
+        """The profiled program's request: the candidate's cubin in ``work``, the plan on fresh inputs."""
+        return ProfileLaunches(str(work / "candidate.cubin"), plan, input_specs(task, sizes, 0),
+                               output_specs(task, sizes), random.SystemRandom().getrandbits(62),
+                               self.config.warmup_rounds)
 
     def _profile_env(self) -> dict[str, str]:
         # CuPy's own kernels (input generation) are cached across runs; candidate code arrives as a cubin

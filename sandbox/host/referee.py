@@ -16,7 +16,7 @@ import time
 from ..judging.result import Check, Mismatch
 from ..tasks.task import Task, TaskError
 from ..wire import (Compared, Compares, CompareTask, CompareTrial, HarnessCode, IpcProbe, IpcRead, IpcSent, IpcSum,
-                    WorkerError)
+                    WorkerError, tolerances)
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout, expect
 
 
@@ -69,7 +69,7 @@ class Referee:
         if not trials:
             return []
         shared = CompareTask(task_folder=str(task.folder), scalars={s.name: s.value for s in task.spec.scalars},
-                             tolerance=task.tolerances(), hash_seed=hash_seed, harness=self.harness)
+                             tolerance=tolerances(task), hash_seed=hash_seed, harness=self.harness)
         req = Compares(shared, [dataclasses.replace(t, sizes=task.env(t.sizes)) for t in trials])
         t0 = time.perf_counter()
         try:

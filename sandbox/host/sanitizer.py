@@ -19,7 +19,6 @@ memory). A clean verdict covers the sizes that ran, nothing more.
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 import sys
@@ -36,8 +35,9 @@ from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport, overall, v
 from ..plumbing import tempdirs
 from ..plumbing.files import cache_dir
 from ..plumbing.hostpaths import redact
-from ..plumbing.tools import StartedAhead, find_tool, read_json, run_tool, scrubbed_env, start_ahead
+from ..plumbing.tools import StartedAhead, find_tool, run_tool, scrubbed_env, start_ahead
 from ..tasks.inputs import input_specs, output_specs
+from ..wire import SanitizeCase, SanitizeCases, TargetRan, TargetStart, WaitAhead, to_json, written
 
 SANITIZER_GLOBS = ("/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda-*/bin/compute-sanitizer",
                    "/usr/local/cuda*/compute-sanitizer/compute-sanitizer", "/opt/nvidia/compute-sanitizer/compute-sanitizer")
@@ -102,8 +102,7 @@ class Sanitizer:
         try:
             (work / "candidate.cubin").write_bytes(cubin)
             (work / "harness.cubin").write_bytes(self.harness_cubin)
-            cases = [dict(plan=p, inputs=input_specs(task, s, 0), outputs=output_specs(task, s))
-                     for s, p in zip(sizes, plans)]
+            cases = [SanitizeCase(p, input_specs(task, s, 0), output_specs(task, s)) for s, p in zip(sizes, plans)]
             with ThreadPoolExecutor(len(tools) + 1) as pool:   # every tool, and the version asked once, at once
                 version = pool.submit(self.version)
                 runs = [pool.submit(self._tool, tool, cases, work, timeout_s) for tool in tools]
@@ -113,23 +112,23 @@ class Sanitizer:
         return SanitizeReport(status=overall(verdicts), sizes=sizes, tools=verdicts, tool_version=version.result(),
                               wall_s=time.perf_counter() - t0)
 
-    def _tool(self, tool: str, cases: list[dict], work: Path, timeout_s: float):
+    def _tool(self, tool: str, cases: list[SanitizeCase], work: Path, timeout_s: float):
         spare = self._spares.pop(tool, None)
         if spare is not None:
             try:
                 if spare.waiting:   # else it ended (it is not waited for): the tool runs the usual way
                     (spare.work / "candidate.cubin").write_bytes((work / "candidate.cubin").read_bytes())
-                    spare.hand_over(dict(cubin=str(spare.work / "candidate.cubin"), cases=cases,
-                                         seed=random.SystemRandom().getrandbits(62)))
+                    spare.hand_over(to_json(SanitizeCases(str(spare.work / "candidate.cubin"), cases,
+                                                          random.SystemRandom().getrandbits(62))))
                     code, output, seconds = spare.finish(timeout_s)
                     return self._verdict(tool, code, output, spare.work / "status.json", seconds, timeout_s)
             finally:
                 spare.close()
         status_file, cwd = work / f"{tool}.status.json", work / f"cwd-{tool}"
         cwd.mkdir()
-        request = dict(arch=self.arch, cubin=str(work / "candidate.cubin"), harness_cubin=str(work / "harness.cubin"),
-                       cases=cases, seed=random.SystemRandom().getrandbits(62), status_file=str(status_file))
-        (work / f"{tool}.json").write_text(json.dumps(request))
+        begin = TargetStart(self.arch, str(work / "harness.cubin"), str(status_file))
+        request = SanitizeCases(str(work / "candidate.cubin"), cases, random.SystemRandom().getrandbits(62))
+        (work / f"{tool}.json").write_text(to_json(begin, request))
         target = [sys.executable, "-m", "sandbox.worker.sanitize_target", str(work / f"{tool}.json")]
         code, output, seconds = run_tool(command(self.exe, tool, target), cwd, self.env(), timeout_s)
         return self._verdict(tool, code, output, status_file, seconds, timeout_s)
@@ -137,7 +136,7 @@ class Sanitizer:
     def _verdict(self, tool: str, code: int | None, output: str, status_file: Path, seconds: float, timeout_s: float):
         """One tool's verdict from its run, started ahead or not: its output without the sandbox's home folder,
         and the status the target wrote."""
-        return verdict(tool, code, redact(output, {str(self.home()): "<sanitizer>"}), read_json(status_file),
+        return verdict(tool, code, redact(output, {str(self.home()): "<sanitizer>"}), written(status_file, TargetRan),
                        seconds, timeout_s)
 
     def _start_spare(self, tool: str) -> StartedAhead | None:
@@ -148,8 +147,9 @@ class Sanitizer:
             return command(self.exe, tool, [sys.executable, "-m", "sandbox.worker.sanitize_target", "--wait",
                                             str(spare_json)])
 
-        return start_ahead(cmd, work, self.env(), dict(arch=self.arch, harness_cubin=str(work / "harness.cubin"),
-                                                       status_file=str(work / "status.json")))
+        begin = TargetStart(self.arch, str(work / "harness.cubin"), str(work / "status.json"))
+        return start_ahead(cmd, work, self.env(),
+                           lambda go, wait_s, owner: to_json(begin, WaitAhead(go, wait_s, owner)))
 
     def home(self) -> Path:
         if self._home is None:

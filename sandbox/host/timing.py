@@ -9,11 +9,11 @@ import random
 
 from ..candidates.plan import resolve
 from ..judging import stats
-from ..judging.environment import READINGS, Ceilings, ClockReadings, LaunchHold, TimedClocks
-from ..judging.result import Status, Timing
+from ..judging.environment import READINGS, Ceilings, ClockReadings, LaunchHold, PersistingL2, TimedClocks
+from ..judging.result import CARRY_OVER_FLAG, CarryOver, Status, Timing
 from ..tasks.inputs import distribution_count, input_specs, output_specs
 from ..tasks.task import Task
-from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, Run, Time, Timed
+from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, RunOutputs, Time, Timed, tolerances
 from .ceilings import FLOOR_NOTE, roofline_ms
 from .config import SandboxConfig
 
@@ -35,7 +35,7 @@ def timing_request(task: Task, bench: dict, cubin: bytes, plan: dict, baseline, 
     return Time(harness=harness, impls=impls, sizes=task.env(bench),
                 scalars={s.name: s.value for s in task.spec.scalars},
                 input_variants=[input_specs(task, bench, k) for k in range(distribution_count(task))],
-                outputs=output_specs(task, bench), tolerance=task.tolerances(), seed=rng.getrandbits(62),
+                outputs=output_specs(task, bench), tolerance=tolerances(task), seed=rng.getrandbits(62),
                 order_seed=rng.getrandbits(62), hash_seed=rng.getrandbits(63), limits=limits,
                 launches_to=rng.randint(cfg.min_launches, 2 * cfg.min_launches), full_checks=cfg.full_checks,
                 primary=task.baselines[0], ipc=ipc, data_dir=data_dir)
@@ -46,7 +46,7 @@ def kept_trials(task: Task, bench: dict, req: Time, reply: Timed) -> list[Compar
     reference (each on the inputs its round generated)."""
     return [CompareTrial(label=f"timing launch {e.launch} ({e.phase})", sizes=bench,
                          inputs=req.input_variants[e.variant], outputs=output_specs(task, bench), seed=e.seed,
-                         runs=[Run("full", e.files)])
+                         runs=[RunOutputs("full", e.files)])
             for e in reply.full]
 
 
@@ -74,19 +74,39 @@ def timing_record(task: Task, bench: dict, reply: Timed, ceilings: Ceilings, tor
         repeated_launches=reply.repeated, warm_up_launches=reply.warm_up or None,
         l2_flush_bytes=reply.flush_bytes, rotating_sets=reply.sets, set_of_round=placements, impls=impls,
         speedup=speedups, faster_than=faster, roofline_ms=floor_ms, bound=bound, primary=task.baselines[0],
-        unavailable=reply.unavailable, torch_tf32=torch_tf32 if task.spec.torch else None))
+        unavailable=reply.unavailable, torch_tf32=torch_tf32 if task.spec.torch else None,
+        carry_over=carry_over(reply, task.baselines[0])))
+
+
+def carry_over(reply: Timed, primary: str, least: int = 3) -> CarryOver | None:
+    """The primary baseline's times in the rounds it opened, grouped by the launch that ended the round before: the
+    candidate, or anything else (the same place in a round and the same input generation between, so only what a
+    launch leaves behind differs); None with fewer than ``least`` rounds in either group, or where the rounds' order
+    was not sent."""
+    if primary not in reply.samples or len(reply.orders) != len(reply.samples[primary]):
+        return None
+    after = {True: [], False: []}
+    for r in range(1, len(reply.orders)):
+        if reply.orders[r][0] == primary:
+            after[reply.orders[r - 1][-1] == "candidate"].append(reply.samples[primary][r])
+    if min(len(after[True]), len(after[False])) < least:
+        return None
+    value, low, high = stats.ratio_ci(after[True], after[False])
+    return CarryOver(value=value, low=low, high=high, after_candidate=len(after[True]), after_other=len(after[False]),
+                     flagged=low > 1.0 and value >= CARRY_OVER_FLAG)
 
 
 def timing_env(reply: Timed, ceilings: Ceilings) -> dict:
     """What the result's environment (``sandbox.judging.environment.Environment``) adds from the stage, by field: the
     clocks as it began, ended and ran (each reading's median over the timed rounds at the top level too), the
-    ceilings, the stream hold, where its seconds went."""
+    ceilings, the stream hold, where its seconds went, the persisting-L2 state put back."""
     clocks = reply.clocks
     timed = TimedClocks.model_validate(clocks.timed)
     medians = {k: getattr(timed, k).median for k in READINGS if getattr(timed, k) is not None}
+    l2 = {"persisting_l2": PersistingL2.model_validate(reply.persisting_l2)} if reply.persisting_l2 else {}
     return dict(clocks_start=ClockReadings.model_validate(clocks.start),
                 clocks_end=ClockReadings.model_validate(clocks.end), clocks_timed=timed, ceilings=ceilings,
-                launch_hold=LaunchHold.model_validate(reply.launch_hold), timing_split_s=reply.split_s, **medians)
+                launch_hold=LaunchHold.model_validate(reply.launch_hold), timing_split_s=reply.split_s, **l2, **medians)
 
 
 def sanity(timing: Timing, roofline_reject_factor: float) -> tuple[Status, str]:

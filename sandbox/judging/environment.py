@@ -92,6 +92,16 @@ class LaunchHold(Recorded):
     error: str | None = Field(None, description="Why holding stopped or never began; absent while it worked.")
 
 
+class PersistingL2(Recorded):
+    """The persisting-L2 state the timing stage put back (``sandbox.worker.persisting_l2``): no carve-out, the stream's
+    access-policy window cleared, persisting lines reset after each candidate launch."""
+
+    carve_out_bytes: int | None = Field(None, description="The persisting-L2 carve-out as the stage ended (0: none).")
+    resets: int = Field(0, description="Candidate launches after which every persisting line was reset to normal.")
+    window: str = Field("", description="The stream's access-policy window: cleared, or why not.")
+    error: str | None = Field(None, description="A step the device or driver refused; absent where none was.")
+
+
 class MeasuredOn(Recorded):
     """The GPU of a cluster that measured a result (``sandbox.cluster.actor.where_measured``)."""
 
@@ -142,6 +152,7 @@ class Environment(Recorded):
     power_w: Number | None = Field(None, description="Median over the timed rounds (older traces: at start).")
     ceilings: Ceilings | None = Field(None, description="The ceilings the roofline floor was computed at.")
     launch_hold: LaunchHold | None = None
+    persisting_l2: PersistingL2 | None = None
     timing_split_s: dict[str, Number] | None = Field(None, description="The timing stage's seconds in the GPU worker, "
                                                     "per part (``other``: what no part took).")
     measured_on: MeasuredOn | None = Field(None, description="On a cluster: the GPU that measured it.")

@@ -123,6 +123,23 @@ class Interval(_Record):
     high: float
 
 
+class CarryOver(_Record):
+    """The primary baseline's time where it opened a round right after the candidate ended the round before, over
+    its time where it opened one after anything else (itself, another baseline), with its 95% interval: above 1,
+    the candidate left the device slower for the launch that follows it. ``flagged``: the interval lies above 1
+    and the effect is at least ``CARRY_OVER_FLAG``."""
+
+    value: float
+    low: float
+    high: float
+    after_candidate: int      # rounds the baseline opened right after the candidate's launch
+    after_other: int          # rounds it opened after another implementation's
+    flagged: bool
+
+
+CARRY_OVER_FLAG = 1.02
+
+
 class ImplTiming(_Record):
     """Timing of one implementation (candidate, baseline or vendor) at the benchmark size."""
 
@@ -157,6 +174,7 @@ class Timing(_Record):
     unavailable: dict[str, str] = Field(default_factory=dict)  # baselines that could not be timed, and why
     torch_tf32: str | None = None                         # the TF32 mode PyTorch eager/compile were timed in
                                                           # (off, default, on); None: no PyTorch baseline
+    carry_over: CarryOver | None = None                   # None: too few rounds of either kind (3 each)
 
 
 class Cost(_Record):
@@ -300,6 +318,10 @@ class Result(_Record):
                 parts.append(f"{s.value:.3f}x vs {name} [{s.low:.3f}, {s.high:.3f}]")
             for name, why in self.timing.unavailable.items():
                 parts.append(f"{name} not timed ({why})")
+            c = self.timing.carry_over
+            if c is not None and c.flagged:
+                parts.append(f"carry-over: {self.timing.primary} {c.value:.3f}x slower right after the candidate "
+                             f"[{c.low:.3f}, {c.high:.3f}]")
         return "; ".join(parts)
 
     def to_json(self) -> str:

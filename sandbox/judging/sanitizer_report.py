@@ -183,17 +183,18 @@ def overall(tools: list[ToolVerdict]) -> str:
     return "failed" if any(t.status == "failed" for t in tools) else "clean"
 
 
-def verdict(tool: str, code: int | None, output: str, target: dict, seconds: float, limit_s: float) -> ToolVerdict:
-    """Join the tool's output (``code`` None: killed at ``limit_s``) with the target's status file."""
+def verdict(tool: str, code: int | None, output: str, target, seconds: float, limit_s: float) -> ToolVerdict:
+    """Join the tool's output (``code`` None: killed at ``limit_s``) with how the target said its request ended
+    (``target``: a ``sandbox.wire.TargetRan``, None where it wrote none)."""
     out = parse(tool, output)
     base = dict(tool=tool, errors=out.errors, warnings=out.warnings, seconds=seconds,
-                program_s=target.get("split_s") or {})
+                program_s=dict(target.split_s) if target is not None else {})
     if out.errors:
         return ToolVerdict(status="errors", first_error=out.first_error, kernel=out.kernel, location=out.location, **base)
     if code is None:
         return ToolVerdict(status="failed", reason=f"passed its {limit_s:.0f} s limit and was killed", **base)
-    if target.get("status") != "ran":
-        said = f"{target['status']}: {target.get('error', '')}" if target.get("status") else "wrote no status"
+    if target is None or target.status != "ran":
+        said = f"{target.status}: {target.error}" if target is not None else "wrote no status"
         return ToolVerdict(status="failed", reason=f"the target program ended with {said}"[:500], **base)
     if out.errors is None:
         first = out.reports[0][0] if out.reports else f"exit code {code}"

@@ -66,6 +66,18 @@ def speedup_ci(reference: list[float], candidate: list[float], level: float = 0.
     return float(np.median(a) / np.median(b)), float(lo), float(hi)
 
 
+def ratio_ci(a: list[float], b: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """median(a) / median(b) of two unpaired groups, with a bootstrap interval resampling each group apart."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.size == 0 or y.size == 0:
+        raise ValueError("a ratio of medians needs samples in both groups")
+    rng = np.random.default_rng(2)
+    boots = (np.median(x[rng.integers(0, x.size, size=(RESAMPLES, x.size))], axis=1)
+             / np.median(y[rng.integers(0, y.size, size=(RESAMPLES, y.size))], axis=1))
+    lo, hi = np.quantile(boots, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(np.median(x) / np.median(y)), float(lo), float(hi)
+
+
 def relative_spread(samples: list[float]) -> float:
     """Half the 95% interval of the median, relative to the median (a noise figure)."""
     med, lo, hi = median_ci(samples)

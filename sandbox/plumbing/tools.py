@@ -5,7 +5,6 @@ with a wall-clock limit."""
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 import shutil
@@ -79,14 +78,6 @@ def _version_key(path: str) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"[^0-9A-Za-z]+", path)]
 
 
-def read_json(path: Path) -> dict:
-    """The JSON object in ``path``; an empty dict when it is missing or unreadable."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def run_tool(cmd: list[str], cwd: Path, env: dict, timeout: float, keep_stdout_only: bool = False) -> tuple[int | None, str, float]:
     """(exit code or None on timeout, output, seconds); the process group is killed on timeout."""
     t0 = time.perf_counter()
@@ -140,9 +131,9 @@ class StartedAhead:
     def waiting(self) -> bool:
         return self.proc.poll() is None
 
-    def hand_over(self, request: dict) -> None:
-        """Write the request whole (a rename: the program never reads half of it)."""
-        (self.work / "go.tmp").write_text(json.dumps(request))
+    def hand_over(self, request: str) -> None:
+        """Write the request (its JSON text) whole (a rename: the program never reads half of it)."""
+        (self.work / "go.tmp").write_text(request)
         self.handed = time.perf_counter()
         os.replace(self.work / "go.tmp", self.work / "go.json")
 
@@ -170,13 +161,13 @@ class StartedAhead:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
-def start_ahead(cmd_for, work: Path, env: dict, spare: dict) -> StartedAhead | None:
+def start_ahead(cmd_for, work: Path, env: dict, spare) -> StartedAhead | None:
     """Start a tool's run ahead of its request in ``work`` (its own folder: ``cwd`` for the tool, ``spare.json``
     for the program): ``cmd_for(spare_json)`` is the tool's command line around the program's ``--wait`` run;
-    ``spare`` what the program reads (``go``, ``wait_s``, ``owner`` are added). None where it cannot start."""
+    ``spare(go, wait_s, owner)`` the JSON text the program reads: where its request will come, how long it waits
+    for it, and while which process lives. None where it cannot start."""
     (work / "cwd").mkdir(exist_ok=True)
-    spare = dict(spare, go=str(work / "go.json"), wait_s=WAIT_AHEAD_S, owner=os.getpid())
-    (work / "spare.json").write_text(json.dumps(spare))
+    (work / "spare.json").write_text(spare(str(work / "go.json"), WAIT_AHEAD_S, os.getpid()))
     out = open(work / "output", "wb")
     try:
         proc = subprocess.Popen(cmd_for(work / "spare.json"), cwd=work / "cwd", env=env, stdin=subprocess.DEVNULL,

@@ -134,10 +134,6 @@ class Task:
         out = self.tensor(output) if isinstance(output, str) else output
         return out.tolerance or self.spec.tolerance[out.dtype]
 
-    def tolerances(self) -> dict[str, list[float]]:
-        """{output name: [atol, rtol, spread]}, as the workers receive them (``compare.spread_atol``)."""
-        return {o.name: [t.atol, t.rtol, t.spread] for o in self.spec.outputs for t in [self.output_tolerance(o)]}
-
     def reference_module(self) -> ModuleType:
         """Import reference.py (trusted code: the task's own reference and vendor functions)."""
         return load_reference(self.reference_path)

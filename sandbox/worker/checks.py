@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..tasks.dtypes import np_dtype
-from ..wire import Check, Checked, Trial, TrialRun
+from ..wire import CheckTrials, Checked, Trial, TrialRun
 from .guards import Fence
 from .harness import Harness, LaunchFailed, Poisoned, generate_into, hand_over, poison_outputs
 from .memory_plan import gib, is_out_of_memory, margin
@@ -73,7 +73,7 @@ def violations(h: Harness, groups: dict[str, dict], before: dict, seed: int) -> 
     return violations_in(queued, queued.values.get().tolist())
 
 
-def run_checks(h: Harness, req: Check) -> Checked:
+def run_checks(h: Harness, req: CheckTrials) -> Checked:
     """Correctness trials: fresh guarded buffers, seeded inputs, poisoned outputs, two runs each."""
     data_dir = Path(req.data_dir)
     trials = req.trials

@@ -60,7 +60,7 @@ class Harness:
         self._bands_differ = self.function("bands_differ")
         self._band_tables: dict[tuple, object] = {}   # guard bands (address, copy's address, bytes) -> their table
         self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))
-        self._agreement = self._flush = self._hold = None
+        self._agreement = self._flush = self._hold = self._persisting_l2 = None
         self.hold_error = ""
         self.handed: list = []   # copies handed to the reference worker by IPC handle: kept until the next request
 
@@ -97,6 +97,16 @@ class Harness:
 
             self._flush = L2Flush(self.cp, self.function, self.stream, self.sms, self.l2_bytes, self._rng)
         return self._flush()
+
+    @property
+    def persisting_l2(self):
+        """The persisting-L2 state put back (``persisting_l2.PersistingL2``): the carve-out and the stream's
+        access-policy window at the first use (the worker's start), persisting lines after each candidate launch."""
+        if self._persisting_l2 is None:
+            from .persisting_l2 import PersistingL2
+
+            self._persisting_l2 = PersistingL2(self.cp, self.stream)
+        return self._persisting_l2
 
     @property
     def hold(self):
@@ -402,13 +412,3 @@ def hand_over(h: Harness, array, path: Path, ipc: bool) -> str | dict:
 def now() -> float:
     return time.perf_counter()
 
-
-def serve_request(argv: list[str], run) -> int:
-    """The main of a one-shot target program (profiled or sanitized): ``run`` the JSON request in ``argv[0]``
-    and write its status to the request's ``status_file``; exit code 0 when it ``ran``."""
-    import json
-
-    req = json.loads(Path(argv[0]).read_text())
-    status = run(req)
-    Path(req["status_file"]).write_text(json.dumps(status))
-    return 0 if status["status"] == "ran" else 1

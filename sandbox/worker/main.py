@@ -25,9 +25,9 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from ..wire import (Ceilings, Check, Compare, Compares, Compile, Compiled, Confinement, ConfinementReport, DeviceInfo,
-                    HarnessCode, Hello, IpcProbe, IpcRead, IpcSent, IpcSum, MeasureCeilings, Reply, Request, Screen,
-                    ScreenReady, ScreenSetup, Time, WorkerError, checked)
+from ..wire import (CheckTrials, Compare, Compares, Compile, Compiled, Confinement, ConfinementReport, DescribeDevice,
+                    DeviceInfo, HarnessCode, IpcProbe, IpcRead, IpcSent, IpcSum, MeasureCeilings, MeasuredCeilings,
+                    Reply, Request, Screen, ScreenReady, ScreenSetup, Time, WorkerError, checked)
 
 
 class CompileRole:
@@ -71,6 +71,7 @@ class GpuRole:
 
         if self.h is None:
             self.h = Harness(code.arch, code.cubin, code.names)
+            self.h.persisting_l2   # no L2 carve-out or access-policy window left from before this worker
         return self.h
 
     def handle(self, msg: Request) -> Reply:
@@ -79,15 +80,15 @@ class GpuRole:
         if not isinstance(msg, (ScreenSetup, Screen)):
             self.screening = None  # its buffers are freed for the stage at hand
         match msg:
-            case Hello():
+            case DescribeDevice():
                 from ..plumbing.envinfo import device_info
 
                 return DeviceInfo(device_info())
             case MeasureCeilings():
                 from .ceilings import measure
 
-                return Ceilings(measure())
-            case Check():
+                return MeasuredCeilings(measure())
+            case CheckTrials():
                 from .checks import run_checks
 
                 return run_checks(self.harness(msg.harness), msg)
@@ -132,7 +133,7 @@ class ReferenceRole:
         from .reference import open_handed, run_compare, run_compares
 
         match msg:
-            case Hello():   # the host starts this worker early: the CUDA context exists before the first compare
+            case DescribeDevice():   # started early by the host: the CUDA context exists before the first compare
                 from ..plumbing.envinfo import device_info
 
                 return DeviceInfo(device_info())

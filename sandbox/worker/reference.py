@@ -93,12 +93,12 @@ def run_compare(task: CompareTask, trial: CompareTrial,
     for spec in trial.outputs:
         name = spec["name"]
         ref = expected[name]
-        atol, rtol, spread = task.tolerance[name]
+        tol = task.tolerance[name]
         for run in trial.runs:
             with watch("outputs"):
                 got = _fetch(xp, run.files[name])
             with watch("compare"):
-                stats = compare(xp, to_compute(xp, got, spec["dtype"]), ref, atol, rtol, spread)
+                stats = compare(xp, to_compute(xp, got, spec["dtype"]), ref, tol.atol, tol.rtol, tol.spread)
             checks.append(OutputCheck(output=name, run=run.label, **stats))
     seconds = time.perf_counter() - t0
     return OutputsCompared(checks, seconds, dict(watch.seconds))

@@ -55,8 +55,8 @@ class Screening:
             self.run(self.base, self.base_scratch, k)
             stored = {}
             for n, b in self.outs.items():
-                atol, _, spread = req.tolerance[n]
-                self.atols[(k, n)] = spread_atol(cp, b.view, atol, spread)
+                tol = req.tolerance[n]
+                self.atols[(k, n)] = spread_atol(cp, b.view, tol.atol, tol.spread)
                 keys = h.agreement.new_keys()
                 copy = b.view.copy()
                 h.agreement.mask(copy, keys)
@@ -111,7 +111,7 @@ class Screening:
         for spec in self.req.outputs:
             name = spec["name"]
             masked, keys = self.expected[k][name]
-            _, rtol, _ = self.req.tolerance[name]
+            rtol = self.req.tolerance[name].rtol
             verdict = checks.agree(self.outs[name].view, masked, keys, self.atols[(k, name)], rtol,
                                    self.rng.getrandbits(64)).verdict()
             if verdict:
