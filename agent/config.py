@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from sandbox import SandboxConfig, SandboxKind
 
@@ -65,6 +65,60 @@ class ModelConfig(_Strict):
     max_retries: int = Field(2, ge=0, description="Transport retries (connection errors, 408/409/429/5xx), done by the openai SDK.")
     semantic_retries: int = Field(2, ge=0, description="Re-asks after an unusable answer (no code block, empty, truncated).")
     truncation_growth: float = Field(2.0, ge=1.0, description="max_tokens is multiplied by this when re-asking after a truncated answer.")
+    edits: bool = Field(True, description="Offer SEARCH/REPLACE edits against the parent beside whole files (the "
+                                          "prompt names both forms); false: whole files only.")
+    tools: bool = Field(False, description="Tool-calling sessions: the model reads the task and lineage, compiles, "
+                        "checks, times and profiles candidates with tools backed by the sandbox, then submits one "
+                        "(OpenAI tools / tool_calls). An endpoint without tools support: one line, then plain requests.")
+    max_tool_calls: int = Field(12, ge=1, description="Tool calls one session may make before it must submit.")
+    others: dict[str, "OtherModel"] = Field(default_factory=dict, description="Further models by a name of one's "
+                                            "choosing ([model.others.NAME]), each answering the requests a role "
+                                            "gives it ([model.roles]).")
+    roles: "RolesConfig" = Field(default_factory=lambda: RolesConfig(), description="Which model answers which request.")
+
+    @model_validator(mode="after")
+    def _roles_name_models(self) -> "ModelConfig":
+        for role in ("first", "repair", "plateau"):
+            name = getattr(self.roles, role)
+            if name is not None and name != "main" and name not in self.others:
+                known = ", ".join(["main", *self.others]) or "main"
+                raise ValueError(f"roles.{role}: no model named {name!r} (known: {known}; define it as "
+                                 f"[model.others.{name}])")
+        return self
+
+
+class RolesConfig(_Strict):
+    """Which model answers which request: ``main`` is the [model] itself, other names are [model.others.NAME].
+    Checked in this order for each request: repair, plateau, first; none applies: main. A model past its own
+    budget hands its requests to main."""
+
+    first: str | None = Field(None, description="The first request of a run (the baseline, or no kernel yet).")
+    repair: str | None = Field(None, description="Requests that repair a candidate that failed to compile or run correctly.")
+    plateau: str | None = Field(None, description="Requests after plateau_after timed candidates in a row without a gain.")
+    plateau_after: int = Field(3, ge=1, description="Timed candidates in a row without improving the best (by the "
+                                                    "budget's plateau_min_gain) before the plateau role answers.")
+
+
+class OtherModel(ModelConfig):
+    """A further endpoint named by a role: the [model] fields, plus its own price and budget."""
+
+    price: Price | None = Field(None, description="Its token prices; needed for budget_usd and its cost in the ledger.")
+    budget_usd: float | None = Field(None, ge=0, description="Money it may spend in the run; then main answers.")
+    budget_tokens: int | None = Field(None, ge=0, description="Prompt plus completion tokens it may spend; then main answers.")
+    budget_requests: int | None = Field(None, ge=0, description="Model requests it may make (re-asks included); then "
+                                        "main answers.")
+
+    @model_validator(mode="after")
+    def _alone(self) -> "OtherModel":
+        if self.others or self.roles != RolesConfig():
+            raise ValueError("a model named by a role cannot name models or roles itself")
+        if self.budget_usd is not None and self.price is None:
+            raise ValueError(f"budget_usd of model {self.name!r} needs its price (price = {{ input_per_mtok = ..., "
+                             "output_per_mtok = ... }})")
+        return self
+
+
+ModelConfig.model_rebuild()
 
 
 class BudgetConfig(_Strict):
@@ -79,6 +133,25 @@ class BudgetConfig(_Strict):
     plateau_min_gain: float = Field(0.01, ge=0, description="Relative speedup gain that counts as an improvement for the plateau rule.")
 
 
+class LineageConfig(_Strict):
+    """The program database (``agent.loop.database``): how parents are picked, what else each prompt shows."""
+
+    policy: Literal["best_explore", "islands", "archive"] = Field(
+        "archive", description="Parent selection after the repair rule: archive (the best, or with probability "
+        "[selection] explore the elite of another behaviour cell), best_explore (the best, or with probability explore "
+        "one of the pool next best), islands (lineages grown apart, the best of each migrating to the next). archive "
+        "found the best kernels in bench/results/policy.md.")
+    islands: int = Field(3, ge=1, description="Islands of the islands policy; request i works on island (i-1) % islands.")
+    migration_interval: int = Field(6, ge=1, description="Evaluations between migrations: each island's best is copied "
+                                    "into the next island.")
+    descriptors: list[Literal["roofline", "registers", "shared", "techniques"]] = Field(
+        default_factory=lambda: ["roofline", "registers", "shared", "techniques"], min_length=1,
+        description="Behaviour descriptors of the archive's cells: % of roofline, registers, static shared memory, "
+                    "technique tags read from the source.")
+    inspirations: int = Field(1, ge=0, description="Each prompt shows the k best candidates other than the parent and "
+                              "the k elites most different from it (0: none).")
+
+
 class SelectionConfig(_Strict):
     """How the lineage picks the parent of the next request."""
 
@@ -87,6 +160,12 @@ class SelectionConfig(_Strict):
     max_repairs: int = Field(2, ge=0, description="Consecutive repair attempts of a failing line before going back to the best.")
     recent_failures: int = Field(3, ge=0, description="Failed candidates shown in each prompt with their logs.")
     seed: int = Field(0, description="Seed of the exploration draws.")
+    _lineage: LineageConfig | None = PrivateAttr(None)   # [lineage], handed over by RunConfig
+
+    @property
+    def database(self) -> "LineageConfig":
+        """The run's [lineage] settings (the defaults for a selection made on its own)."""
+        return self._lineage or LineageConfig()
 
 
 class TuneConfig(_Strict):
@@ -141,6 +220,7 @@ class RunConfig(_Strict):
     prices: dict[str, Price] = Field(default_factory=dict, description="Token prices per model name.")
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    lineage: LineageConfig = Field(default_factory=LineageConfig)
     tune: TuneConfig = Field(default_factory=TuneConfig)
     sanitize: SanitizeConfig = Field(default_factory=SanitizeConfig)
     sandbox: SandboxKind = Field(
@@ -156,6 +236,18 @@ class RunConfig(_Strict):
                               "repair; none in a run without a model); promising: every correct candidate within 5% of "
                               "the best; all; none. The rest are diagnosed from timing and resources.")
 
+    @model_validator(mode="after")
+    def _tools_measure_alone(self) -> "RunConfig":
+        if self.model is not None and self.model.tools and self.parallel > 1:
+            raise ValueError("model.tools: a tool-calling session measures on the run's GPU, which evaluates one "
+                             "candidate at a time: use parallel = 1")
+        return self
+
+    @model_validator(mode="after")
+    def _selection_sees_lineage(self) -> "RunConfig":
+        self.selection._lineage = self.lineage   # the lineage is built from [selection] alone
+        return self
+
     def price(self) -> Price | None:
         return self.prices.get(self.model.name) if self.model else None
 
@@ -164,8 +256,12 @@ class RunConfig(_Strict):
         data = self.model_dump(mode="json")
         if data.get("model") and data["model"].get("base_url"):
             data["model"]["base_url"] = redact_url(data["model"]["base_url"])
-        if data.get("model"):
-            data["model"]["extra_body"] = redact_config(data["model"]["extra_body"])
+        for other in (data.get("model") or {}).get("others", {}).values():
+            if other.get("base_url"):
+                other["base_url"] = redact_url(other["base_url"])
+        for model in [data.get("model") or {}, *((data.get("model") or {}).get("others") or {}).values()]:
+            if isinstance(model.get("extra_body"), dict):
+                model["extra_body"] = redact_config(model["extra_body"])
         return data
 
 
@@ -225,7 +321,14 @@ def build(file_data: dict | None = None, overrides: dict | None = None, where: s
     if cfg.model:
         from .urls import check_endpoint, check_proxies
 
-        problem = check_endpoint(cfg.model.base_url, f"{where}: model.base_url (--base-url)") or check_proxies()
+        others = [(f"model.others.{name}", other) for name, other in cfg.model.others.items()]
+        for key, other in others:
+            if has_redacted(other.extra_body) or (other.base_url and REDACTED in other.base_url):
+                raise ConfigError(f"{where}: {key}: its credentials are never recorded: give the config file that "
+                                  "holds them again (--config)")
+        problems = [check_endpoint(cfg.model.base_url, f"{where}: model.base_url (--base-url)")]
+        problems += [check_endpoint(other.base_url, f"{where}: {key}.base_url") for key, other in others]
+        problem = next(filter(None, problems), "") or check_proxies()
         if problem:
             raise ConfigError(problem)
     if cfg.budget.usd is not None and cfg.model and cfg.price() is None:

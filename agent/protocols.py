@@ -63,6 +63,14 @@ class Entry:
 
 
 @dataclass
+class Inspiration:
+    """A candidate shown beside the parent (``agent.loop.database.inspirations``), and why it was chosen."""
+
+    entry: Entry
+    why: str
+
+
+@dataclass
 class ProposalRequest:
     """Everything a proposer may use to make the next candidates."""
 
@@ -75,6 +83,7 @@ class ProposalRequest:
     iteration: int
     extra: dict[str, Any] = field(default_factory=dict)
     id: str = ""                     # the request's id in the trace (``r0003``); empty outside a run
+    inspirations: list[Inspiration] = field(default_factory=list)   # shown beside the parent
 
 
 @dataclass
@@ -152,7 +161,7 @@ class Lineage(Protocol):
 
     def baseline(self) -> Entry | None: ...
 
-    def select(self, k: int = 1) -> list[Entry]: ...
+    def select(self, k: int = 1, iteration: int | None = None) -> list[Entry]: ...
 
     def would_lead(self, result: Result) -> bool:
         """Whether ``result`` would be the new best."""

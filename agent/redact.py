@@ -50,6 +50,10 @@ class Redactor:
             values += url_credentials(url) + basic_credentials(url)
         return cls(values + secrets_in(config))
 
+    def joined(self, other: "Redactor") -> "Redactor":
+        """A redactor for the secrets of both."""
+        return Redactor([*self.values, *other.values])
+
     def text(self, text: str) -> str:
         for secret in self.values:
             text = text.replace(secret, REDACTED)

@@ -55,7 +55,7 @@ def test_a_tie_goes_to_the_earlier_entry_and_a_measurably_faster_one_takes_the_l
     tied = _lineage(task, _entry(task, "c0001", speed=2.509), _entry(task, "c0002", speed=1.4),
                     _entry(task, "c0003", speed=2.518))
     assert tied.best().id == "c0001" and tied.ranked()[0].id == "c0003"
-    assert [r["id"] for r in rows(tied)] == ["c0001", "c0003", "c0002", "c0000"]  # the table leads with the winner
+    assert [r.id for r in rows(tied)] == ["c0001", "c0003", "c0002", "c0000"]  # the table leads with the winner
     ahead = _lineage(task, _entry(task, "c0001", speed=2.509), _entry(task, "c0003", speed=2.6))
     assert ahead.best().id == "c0003"
     # a candidate whose interval reaches the baseline's is no winner: the baseline keeps the lead

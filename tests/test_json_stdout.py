@@ -33,6 +33,7 @@ def _invocations(traces: Path, cfg: Path) -> dict[str, list[list[str]]]:
         "show": [["show", "j1", "--traces", str(traces)], ["show", "nope", "--traces", str(traces)]],
         "verify": [["verify", "j1", "--traces", str(traces)], ["verify", "nope", "--traces", str(traces)]],
         "best": [["best", "vector_add", "--gpu", "NVIDIA H200"], ["best", "vector_add"], ["best", "nope"]],
+        "judge": [["judge", str(traces / "none.jsonl")], ["judge", str(BASELINE)]],
     }
 
 

@@ -17,6 +17,7 @@ from . import optimize  # noqa: E402,F401  (optimize, batch)
 from . import report  # noqa: E402,F401  (report, show, verify)
 from . import best  # noqa: E402,F401  (best)
 from . import pytorch  # noqa: E402,F401  (import, export)
+from . import judge  # noqa: E402,F401  (judge)
 
 
 def main() -> None:

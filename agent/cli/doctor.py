@@ -73,6 +73,20 @@ def _problem_confinement_row() -> tuple[str, str, str]:
             "PyTorch problem code cannot reach keys, files, sockets (Unix pathname ones included) or other processes")
 
 
+def _modelnew_row() -> tuple[str, str, str]:
+    """What building a ModelNew solution (load_inline / load) needs: nvcc, ninja and a host C++ compiler."""
+    from sandbox.pytorch.modelnew import toolchain
+
+    found = toolchain()
+    missing = [name for name, path in found.items() if path is None]
+    status = "; ".join(f"{name} {path or 'missing'}" for name, path in found.items())
+    if missing:
+        status += (f" (missing: {', '.join(missing)}; pip install ninja gives ninja, the CUDA toolkit nvcc, the system "
+                   "package g++ a host compiler)")
+    return ("ModelNew toolchain", status, "kernelwright judge of KernelBench-format solutions that build CUDA with "
+                                         "load_inline (without it: their builds are compile errors)")
+
+
 def _gpu_rows() -> list[tuple[str, str, str]]:
     from sandbox import NoDevice, probe_device
 
@@ -117,6 +131,7 @@ def rows() -> list[dict]:
                 "memcheck and racecheck of each run's winner before it is declared (without it: 'not sanitized')"))
     out.append(_confinement_row())
     out.append(_problem_confinement_row())
+    out.append(_modelnew_row())
     for component, dist, extra, enables in (
             ("Kernel Tuner", "kernel_tuner", "kerneltuner", "its search strategies beside ours in bench/tuner.py --kernel-tuner"),
             ("PyTorch", "torch", "torch", "kernelwright import of PyTorch problems, their float64 references, eager and "

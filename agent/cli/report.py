@@ -104,7 +104,7 @@ def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = F
                              f" ({n['skipped']})" if n["skipped"] else "",
                              (f" {n['error']}", "red") if n["error"] else ((f" {n['note']}", "dim") if n["note"] else ""),
                              (f" (not the winner: {s['not_winner'][n['id']]['text']})", "yellow") if n["id"] in s["not_winner"]
-                             else ""),
+                             else "", (f" [{n['picked']}]", "dim") if n.get("picked") else ""),
                       soft_wrap=True)
 
 

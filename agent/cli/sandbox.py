@@ -107,6 +107,8 @@ def eval_cmd(task: TaskArg, candidate: CandidateFile, sizes: Sizes = None, budge
 
     if sandbox not in EVAL_SANDBOXES:
         raise BadInput(f"--sandbox: expected one of {', '.join(EVAL_SANDBOXES)}, got {sandbox!r}")
+    if _is_modelnew(candidate):
+        _eval_modelnew(task, candidate, sizes, budget, sandbox, as_json)
     t, c = _task_and_candidate(task, str(candidate))
     at = parse_sizes(sizes, t)
     config = SandboxConfig(timing_budget_s=budget, vendor=vendor)
@@ -119,6 +121,37 @@ def eval_cmd(task: TaskArg, candidate: CandidateFile, sizes: Sizes = None, budge
         raise typer.Exit(ExitCode.NO_DEVICE) from None
     with sb:
         result = sb.evaluate(t, c, sizes=at)
+    if as_json:
+        print(result.to_json())
+    else:
+        print_result(result)
+    raise typer.Exit(ExitCode.OK if result.ok else ExitCode.FAILED)
+
+
+def _is_modelnew(path: Path) -> bool:
+    from sandbox.pytorch.modelnew import is_modelnew
+
+    try:
+        return path.suffix == ".py" and is_modelnew(path.read_text())
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _eval_modelnew(task: str, candidate: Path, sizes, budget: float, sandbox: str, as_json: bool) -> None:
+    """A ModelNew solution on an imported task, judged as ``kernelwright judge`` judges it (docs/judge.md)."""
+    from sandbox.pytorch.modelnew import ModelNewError, load_modelnew
+    from sandbox.pytorch.modelnew_judge import JudgeOptions, judge_modelnew
+
+    t = load_task(task)
+    if t.spec.torch is None:
+        raise BadInput(f"{candidate} is a ModelNew solution, and {t.name} is not a task imported from PyTorch")
+    if sandbox != "gpu":
+        raise BadInput("a ModelNew solution is judged on the GPU (kernelwright judge --device cpu runs it on the CPU)")
+    try:
+        solution = load_modelnew(candidate)
+    except ModelNewError as exc:
+        raise BadInput(str(exc)) from None
+    result = judge_modelnew(t, solution, JudgeOptions(benchmark=parse_sizes(sizes, t), budget_s=max(1.0, budget * 20)))
     if as_json:
         print(result.to_json())
     else:
@@ -178,4 +211,17 @@ def print_result(result) -> None:
         console.print(f"  on {env.gpu} (driver {env.driver}, CUDA {env.cuda_runtime}, NVRTC {env.nvrtc}, "
                       f"SM clock {env.describe_reading('sm_clock_mhz') or 'not recorded'} MHz); "
                       f"cost: compile {result.cost.compile_s:.2f} s, GPU {result.cost.gpu_s:.2f} s, wall {result.cost.wall_s:.2f} s",
+                      soft_wrap=True)
+    print_verdicts(result)
+
+
+VERDICT_STYLE = {"pass": "green", "flag": "yellow", "fail": "bold red", "not run": "dim"}
+
+
+def print_verdicts(result) -> None:
+    """A ModelNew solution's format checks, one line each (docs/judge.md)."""
+    if result.verdicts:
+        console.print("  format checks:")
+    for v in result.verdicts:
+        console.print(styled(f"    {v.check}: ", (v.outcome, VERDICT_STYLE.get(v.outcome, "")), f": {v.line}"),
                       soft_wrap=True)

@@ -21,6 +21,11 @@ class Totals:
     screen_gpu_s: float = 0.0    # their GPU time (also in gpu_s)
     duplicates: int = 0          # candidates skipped because an identical build was evaluated
     since_improvement: int = 0   # timed candidates since the best last improved by the plateau gain
+    by_model: dict[str, Usage] = field(default_factory=dict)   # with [model.roles]: what each model spent
+
+    def spent_by(self, model: str | None, usage: Usage) -> None:
+        if model is not None:
+            self.by_model[model] = self.by_model.get(model, Usage()) + usage
 
     @property
     def tokens(self) -> int:
@@ -33,7 +38,8 @@ class Totals:
                 "usd": round(u.cost_usd, 6), "model_requests": u.requests, "model_seconds": round(u.seconds, 3),
                 "gpu_s": round(self.gpu_s, 4), "wall_s": round(self.wall_s, 3), "iterations": self.iterations,
                 "evaluations": self.evaluations, "screened": self.screened,
-                "screen_gpu_s": round(self.screen_gpu_s, 4), "duplicates": self.duplicates}
+                "screen_gpu_s": round(self.screen_gpu_s, 4), "duplicates": self.duplicates,
+                **({"models": {name: u.as_dict() for name, u in self.by_model.items()}} if self.by_model else {})}
 
 
 class Budget:

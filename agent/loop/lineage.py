@@ -9,9 +9,13 @@ Selection (``select``), in order:
 1. repair: the latest candidate failed in a way a model can fix (compile error, wrong result, launch
    error, crash, timeout, rule broken) and its line has had fewer than ``max_repairs`` consecutive
    failures: it is the parent, once;
-2. explore: with probability ``explore``, one of the ``pool`` best-ranked candidates after the best;
-3. exploit: the best measured candidate; without measurements, the latest candidate that compiled
-   (serial refinement), else the baseline.
+2. the policy of ``[lineage]`` (``agent.loop.database``): by default ``best_explore``, the best measured
+   candidate or, with probability ``explore``, one of the ``pool`` best-ranked candidates after the best;
+   ``islands`` and ``archive`` are the others;
+3. without measurements, the latest candidate that compiled (serial refinement), else the baseline.
+
+Each pick says why (``last_pick``: the rule, and the island where there are islands); ``inspirations`` gives the
+other candidates each prompt shows beside the parent.
 
 Duplicates: a candidate's identity (``sandbox.candidates.plan.identity``) is what would run on the GPU: the cubin's
 hash plus the launch plan resolved at every check size and the benchmark size (two knob values can give one
@@ -24,8 +28,9 @@ import random
 
 from sandbox.judging.result import Result, Status
 
+from . import database
 from ..config import SelectionConfig
-from ..protocols import Entry, score, score_of
+from ..protocols import Entry, Inspiration, score, score_of
 
 REPAIRABLE = (Status.compile_error, Status.wrong, Status.launch_error, Status.crashed, Status.timeout, Status.rejected)
 
@@ -44,6 +49,8 @@ class MemoryLineage:
         self._repair_picked: set[str] = set()
         self._draws = 0
         self._set_aside: set[str] = set()
+        self._cells: dict[str, tuple] = {}
+        self.last_pick: database.Pick | None = None
 
     # ---- the Lineage protocol ----------------------------------------------------------------
 
@@ -82,13 +89,29 @@ class MemoryLineage:
         s = result.speedup("baseline")
         return not any(_overlaps(e.result.speedup("baseline"), s) for e in ranked)
 
-    def select(self, k: int = 1) -> list[Entry]:
+    def select(self, k: int = 1, iteration: int | None = None) -> list[Entry]:
+        """``k`` parents for request ``iteration`` (which island it works on, with islands)."""
         picks = []
         for _ in range(k):
-            pick = self._select_one()
+            pick = self._select_one(iteration)
             if pick is not None:
                 picks.append(pick)
         return picks
+
+    def inspirations(self, parent: Entry | None) -> list[Inspiration]:
+        """The other candidates a prompt shows beside ``parent`` (``[lineage] inspirations``)."""
+        found = database.inspirations(self.points(), parent.id if parent else None, self.config.database.inspirations)
+        return [Inspiration(self._entries[p.id], why) for p, why in found]
+
+    def points(self) -> list[database.Point]:
+        """The entries as the program database sees them: score (none once set aside), request, behaviour cell."""
+        which = tuple(self.config.database.descriptors)
+        out = []
+        for e in self._entries.values():
+            if e.id not in self._cells:
+                self._cells[e.id] = database.describe(e.result, e.candidate.source, which)
+            out.append(database.Point(e.id, None if e.id in self._set_aside else score(e), e.iteration, self._cells[e.id]))
+        return out
 
     # ---- helpers -------------------------------------------------------------------------------
 
@@ -141,21 +164,25 @@ class MemoryLineage:
             return latest
         return None
 
-    def _select_one(self) -> Entry | None:
+    def _select_one(self, iteration: int | None = None) -> Entry | None:
         entries = self.entries()
         if not entries:
             return None
         repair = self._repair_pick()
         if repair is not None:
             self._repair_picked.add(repair.id)
+            self.last_pick = database.Pick(repair.id, f"repair: {repair.id} failed ({repair.result.status.value})")
             return repair
-        ranked = self.ranked()
         self._draws += 1
         rng = random.Random(hash((self.config.seed, len(entries), self._draws)))
-        others = ranked[1:1 + self.config.pool]
-        if others and rng.random() < self.config.explore:
-            return rng.choice(others)
-        if ranked:
-            return ranked[0]
+        db = self.config.database
+        settings = database.Settings(db.policy, self.config.explore, self.config.pool, db.islands, db.migration_interval)
+        picked = database.pick(self.points(), settings, iteration or self._draws, rng)
+        if picked is not None:
+            self.last_pick = picked
+            return self._entries[picked.id]
         compiled = [e for e in entries if e.result.status in (Status.compiled, Status.ok)]
-        return compiled[-1] if compiled else self.baseline() or entries[0]
+        chosen = compiled[-1] if compiled else self.baseline() or entries[0]
+        self.last_pick = database.Pick(chosen.id, "nothing measured yet: the latest that compiled" if compiled
+                                       else "nothing measured or compiled yet")
+        return chosen

@@ -25,7 +25,7 @@ from .judge import diagnose
 from .pipeline import Item, Pipeline
 from ..protocols import Entry, Lineage, Proposal, ProposalRequest, Proposer, ProposerFailed, score
 from ..trace.events import (BestEvent, ErrorEvent, EvaluationEvent, ModelCallEvent, PhaseEvent, ProposalEvent,
-                            RequestEvent, ScreenedConfig, ScreenEvent, SkipEvent, StopEvent)
+                            RequestEvent, ScreenedConfig, ScreenEvent, SkipEvent, StopEvent, ToolCallEvent)
 from ..trace.fold import Pending
 from ..trace.records import CandidateRecord
 from ..trace.writer import Trace
@@ -52,6 +52,9 @@ class Loop:
         """Ask ``proposer`` for candidates until a limit or the proposer stops; returns why it stopped."""
         self.phase = phase
         self.trace.event(PhaseEvent(name=phase, proposer=proposer.name, target=target.id if target else None))
+        attach = getattr(proposer, "attach", None)
+        if callable(attach):   # a tool-calling session measures on the run's sandbox
+            attach(self.sandbox)
         pipeline = Pipeline(self.sandbox, self.task, self.lineage, self._gate)
         inbox: dict[str, tuple] = {}
         arrived = threading.Condition()
@@ -132,18 +135,24 @@ class Loop:
         again = next((r for r in self.cut_off if r.phase == phase), None)
         if again is not None:
             self.cut_off.remove(again)
-            rid, iteration = again.request, again.iteration
+            rid, iteration, why, island = again.request, again.iteration, again.why, again.island
             parents = [target] if target else [self.lineage.get(p) for p in again.parents]
         else:
-            parents = [target] if target else self.lineage.select(1)
             rid, iteration = f"r{self.next_request:04d}", self.next_request + 1
             self.next_request += 1
+            parents = [target] if target else self.lineage.select(1, iteration=iteration)
+            pick = getattr(self.lineage, "last_pick", None)   # why the lineage picked it (agent.loop.database)
+            why, island = (pick.why, pick.island) if target is None and pick and parents else (None, None)
+        inspire = getattr(self.lineage, "inspirations", None)
+        inspirations = inspire(parents[0] if parents else None) if inspire and phase == "model" else []
         failures = self.lineage.recent_failures(self.selection.recent_failures, exclude={p.id for p in parents})
-        extra = {"sandbox": self.sandbox.kind, "phase": phase}
+        extra = {"sandbox": self.sandbox.kind, "phase": phase, "since_improvement": self.totals.since_improvement,
+                 "model_spend": dict(self.totals.by_model)}
         request = ProposalRequest(self.task, parents, self.lineage.best(), self.lineage.baseline(), failures,
-                                  self.sandbox.device, iteration, extra, id=rid)
+                                  self.sandbox.device, iteration, extra, id=rid, inspirations=inspirations)
         self.trace.event(RequestEvent(request=rid, iteration=request.iteration, phase=phase,
-                                      parents=[p.id for p in parents]))
+                                      parents=[p.id for p in parents], why=why, island=island,
+                                      inspirations=[f"{i.entry.id}: {i.why}" for i in inspirations] or None))
         return request
 
     def send(self, proposer: Proposer, request: ProposalRequest, inbox: dict, arrived: threading.Condition) -> ProposalRequest:
@@ -185,7 +194,11 @@ class Loop:
         exchange = proposal.exchange or {}
         for attempt in exchange.get("attempts", []):
             self.trace.event(ModelCallEvent(request=rid, **attempt))
+        for call in exchange.get("tools", []):
+            self.trace.event(ToolCallEvent(request=rid, **call))
+            self.totals.gpu_s += call["gpu_s"]
         self.totals.usage = self.totals.usage + proposal.usage
+        self.totals.spent_by(exchange.get("answered_by"), proposal.usage)
         entry_id = None
         if proposal.candidate is not None:
             entry_id = f"c{self.next_candidate:04d}"
@@ -198,7 +211,8 @@ class Loop:
                                        parents=proposal.parent_ids, origin=proposal.origin, note=proposal.note,
                                        error=proposal.error, usage=proposal.usage, answer=answer,
                                        candidate=CandidateRecord.of(proposal.candidate) if proposal.candidate else None,
-                                       answer_proposals=answer_proposals))
+                                       answer_proposals=answer_proposals, answered_by=exchange.get("answered_by"),
+                                       model_rule=exchange.get("model_rule")))
         self.on_progress("proposal", self)
         return entry_id
 
@@ -207,6 +221,7 @@ class Loop:
         for attempt in error.attempts:
             self.trace.event(ModelCallEvent(request=request.id, **{"response": "", **attempt}))
         self.totals.usage = self.totals.usage + error.usage
+        self.totals.spent_by(getattr(error, "answered_by", None), error.usage)
 
     # ---- screen, evaluate + record --------------------------------------------------------------
 

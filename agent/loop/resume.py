@@ -34,6 +34,7 @@ def restore(loop: Loop, events: list[Event]) -> RunState:
     state = fold(events, replay=_Regrowth(loop))
     totals = loop.totals
     totals.usage, totals.iterations, totals.duplicates = state.usage, state.model_answers, state.duplicates
+    totals.by_model = dict(state.by_model)
     totals.screened, totals.screen_gpu_s, totals.gpu_s = state.screened, state.screen_gpu_s, state.gpu_s
     loop.next_request = max(loop.next_request, state.next_request)
     loop.next_candidate = max(loop.next_candidate, state.next_candidate)

@@ -212,8 +212,9 @@ def reachable(cfg: RunConfig, key: str | None) -> None:
 def redactor(cfg: RunConfig, key: str | None) -> Redactor:
     """What the run keeps off the screen, the trace and the prompts: keys, the endpoint URL's credentials."""
     model = cfg.model
+    others = [[o.extra_body, o.base_url] for o in model.others.values()] if model else []
     return Redactor.for_run(model.base_url if model else None, model.api_key_env if model else None, key,
-                            model.extra_body if model else None)
+                            [model.extra_body, others] if model else None)
 
 
 # ---- driving a session ---------------------------------------------------------------------------

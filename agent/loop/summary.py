@@ -60,6 +60,10 @@ def build(run_id: str, task, sandbox_kind: str, lineage: MemoryLineage, totals: 
     if sandbox_kind == "compile-only":
         compiled = counts.get(Status.compiled.value, 0)
         notes.append(f"compile-only: {compiled} of {len(entries)} candidates compiled; nothing was run, checked or timed")
+    if totals.by_model:
+        notes.append("models: " + "; ".join(
+            f"{name} {u.requests} request(s), {u.prompt_tokens + u.completion_tokens:,} tokens, ${u.cost_usd:.4f}"
+            for name, u in totals.by_model.items()))
     return Summary(run_id=run_id, task=TaskRef(name=task.name, fingerprint=task.fingerprint), sandbox=sandbox_kind,
                    simulated=simulated, stops=stops, stop_reason=list(stops.values())[-1].message if stops else None,
                    best=entry_row(best) if best and best is not baseline else None,

@@ -3,6 +3,8 @@
 The answer must hold one fenced code block (```cuda) with the whole candidate file: the
 ``/*@kernelwright ... @*/`` plan and the device code. Text outside the block is kept as the note.
 Blocks tagged otherwise (cpp, c++, cu, none) are accepted when exactly one of them holds a plan.
+Where the request has a parent, the answer may instead hold SEARCH/REPLACE edits against the parent's file
+(``agent.proposers.edits``): they are applied exactly, or the answer is refused naming the block that did not match.
 Everything wrong is a ``FormatError`` whose message tells the model what was missing and what to send.
 """
 
@@ -13,6 +15,8 @@ import re
 from sandbox.candidates.candidate import PLAN_OPEN, Candidate, CandidateError, parse_candidate, validate_for_task
 from sandbox.tasks.task import Task
 
+from .edits import EditError, apply_edits, has_edits, parse_edits
+
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.S | re.M)
 _OPEN_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)", re.M)
 _THINK = re.compile(r"<think>(.*?)(</think>|$)", re.S)
@@ -20,7 +24,7 @@ NOTE_CHARS = 2000
 
 
 class FormatError(Exception):
-    """An unusable answer. ``reason`` is one of no_code, several, unclosed, plan, empty, truncated."""
+    """An unusable answer. ``reason`` is one of no_code, several, unclosed, plan, empty, truncated, edit."""
 
     def __init__(self, problem: str, reason: str):
         super().__init__(problem)
@@ -63,12 +67,31 @@ def extract(text: str) -> tuple[str, str]:
     return code, note[:NOTE_CHARS]
 
 
-def parse_answer(text: str, task: Task, label: str = "candidate") -> tuple[Candidate, str]:
-    """A validated candidate and the note around it, or FormatError naming what to fix."""
-    code, note = extract(text)
+def parse_answer(text: str, task: Task, label: str = "candidate",
+                 parent: Candidate | None = None) -> tuple[Candidate, str]:
+    """A validated candidate and the note around it, or FormatError naming what to fix. With a ``parent``, an
+    answer of SEARCH/REPLACE edits is applied to the parent's file (``parent.render()``, as the prompt shows it)."""
+    edited = has_edits(text)
+    if edited:
+        code, note = apply_answer_edits(text, parent)
+    else:
+        code, note = extract(text)
     try:
         candidate = parse_candidate(code, label=label)
         validate_for_task(candidate, task)
     except CandidateError as exc:
-        raise FormatError(f"the candidate file is malformed: {exc}", "plan") from None
+        what = "after the edits, the candidate file" if edited else "the candidate file"
+        raise FormatError(f"{what} is malformed: {exc}", "plan") from None
     return candidate, note
+
+
+def apply_answer_edits(text: str, parent: Candidate | None) -> tuple[str, str]:
+    """(the edited file, the note) of an answer made of SEARCH/REPLACE blocks, or FormatError."""
+    if parent is None:
+        raise FormatError("SEARCH/REPLACE edits are not accepted for this request (there is no parent file to edit, "
+                          "or the run takes whole files only): send the whole file in one ```cuda block.", "edit")
+    try:
+        edits, note = parse_edits(text)
+        return apply_edits(parent.render(), edits), note[:NOTE_CHARS]
+    except EditError as exc:
+        raise FormatError(str(exc), "edit") from None

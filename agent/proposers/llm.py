@@ -4,7 +4,8 @@ Transport failures (connection errors, 408/409/429/5xx) are retried by the opena
 (``max_retries``). ``tenacity`` handles only semantic retries: an empty answer, an answer with no
 usable code block, or one cut off at the token limit (``finish_reason == "length"``) is answered with
 a precise format-error message in the same conversation, up to ``semantic_retries`` times (after a
-truncation, with a larger ``max_tokens``); so is an answer longer than ``max_answer_chars``. Every
+truncation, with a larger ``max_tokens``); so is an answer longer than ``max_answer_chars``, and one whose
+SEARCH/REPLACE edits (offered beside whole files where there is a parent, ``[model] edits``) do not apply. Every
 attempt's messages, answer, reasoning text, usage and HTTP attempts (the SDK's retries included) go into
 the proposal's ``exchange`` for the trace.
 
@@ -17,16 +18,19 @@ with a one-line message naming the endpoint. Everything the endpoint sends back 
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import sys
 import threading
 import time
 from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
-from . import prompts
+from . import prompts, roles
+from .tools import TOOLS, ToolBox, ToolCall
 from .answer import FormatError, parse_answer, split_reasoning
-from ..config import ModelConfig, Price
+from ..config import ModelConfig, Price, api_key as key_for
 from ..protocols import Proposal, ProposalRequest, Proposer, ProposerFailed, Usage
 from ..redact import Redactor, redact_url
 
@@ -36,7 +40,11 @@ KEPT_OF_LONG_ANSWER = 2000
 class ModelEndpointError(ProposerFailed):
     """The endpoint failed after the SDK's own retries: a refusal (bad key, unknown model), a server down, an
     answer that is not a chat completion, the request deadline passed. ``attempts`` and ``usage`` are the
-    model calls the failed proposal made, for the trace and the totals."""
+    model calls the failed proposal made, for the trace and the totals; ``answered_by`` names the model (with
+    roles), for the per-model ledger."""
+
+    answered_by: str | None = None
+    model_rule: str | None = None
 
 
 class LLMProposer(Proposer):
@@ -52,6 +60,12 @@ class LLMProposer(Proposer):
         self._api_key = api_key
         self._client = client
         self._lock = threading.Lock()
+        self.sandbox = None          # the run's sandbox, for tool-calling sessions (``attach``)
+        self.tools_supported: bool | None = None   # None until the first session asks
+        self.members = {name: LLMProposer(other, key_for(other), other.price,
+                                          redactor=self.redactor.joined(Redactor.for_run(other.base_url,
+                                                                                         other.api_key_env)))
+                        for name, other in config.others.items()}
 
     @property
     def client(self):
@@ -62,7 +76,44 @@ class LLMProposer(Proposer):
             return self._client
 
     def propose(self, request: ProposalRequest) -> list[Proposal]:
-        conversation = prompts.messages(request)
+        """One request's answer; with ``[model.others]``, from the model ``agent.proposers.roles`` chooses, named in
+        the exchange (``answered_by``, ``model_rule``) for the trace and the per-model ledger."""
+        if not self.members:
+            return self._one(request)
+        choice = roles.choose(self.config, request)
+        member = self if choice.model == roles.MAIN else self.members[choice.model]
+        try:
+            proposals = member._one(request)
+        except ModelEndpointError as exc:
+            exc.answered_by, exc.model_rule = choice.model, choice.why
+            raise
+        for p in proposals:
+            p.exchange = {**(p.exchange or {}), "answered_by": choice.model, "model_rule": choice.why}
+        return proposals
+
+    def _one(self, request: ProposalRequest) -> list[Proposal]:
+        """One request: a tool-calling session where configured and the endpoint takes tools, else plain."""
+        if not (self.config.tools and self.sandbox is not None and self.tools_supported is not False):
+            return self._propose(request)
+        try:
+            proposals = self._session(request)
+        except ModelEndpointError as exc:
+            if self.tools_supported is None and self._tools_refused(exc):
+                self.tools_supported = False
+                print(f"kernelwright: {self.where} does not take tools ({exc}); going on with plain requests",
+                      file=sys.stderr, flush=True)
+                plain = self._propose(request)
+                for p in plain:
+                    p.usage = p.usage + exc.usage
+                    refused = [{"response": "", **a} for a in exc.attempts]
+                    p.exchange = {**(p.exchange or {}), "attempts": refused + (p.exchange or {}).get("attempts", [])}
+                return plain
+            raise
+        self.tools_supported = True
+        return proposals
+
+    def _propose(self, request: ProposalRequest) -> list[Proposal]:
+        conversation = prompts.messages(request, edits=self._edits(request))
         attempts: list[dict] = []
         usage = Usage()
         state = {"max_tokens": self.config.max_tokens, "sent": 0}
@@ -86,11 +137,77 @@ class LLMProposer(Proposer):
     def observe(self, entry) -> None:
         pass
 
+    def attach(self, sandbox) -> None:
+        """The sandbox a tool-calling session's tools measure on (the loop attaches the run's own)."""
+        self.sandbox = sandbox
+        for member in self.members.values():
+            member.attach(sandbox)
+
+    # ---- a tool-calling session --------------------------------------------------------------------
+
+    def _session(self, request: ProposalRequest) -> list[Proposal]:
+        """A conversation with tools (``agent.proposers.tools``) that ends when the model submits a candidate (or
+        answers with one), or after ``max_tool_calls`` calls; each call and its result go into the exchange."""
+        edits = self._edits(request)
+        conversation = prompts.messages(request, edits=edits)
+        conversation[0] = {**conversation[0], "content": conversation[0]["content"] + "\n" + prompts.render(
+            "tools", max_tool_calls=self.config.max_tool_calls)}
+        box = ToolBox(self.sandbox, request, edits)
+        attempts: list[dict] = []
+        usage = Usage()
+        state = {"max_tokens": self.config.max_tokens, "sent": 0}
+        parent_ids = [p.id for p in request.parents[:1]]
+
+        def done(candidate=None, note="", error=""):
+            exchange = {**self._exchange(attempts), "tools": [dataclasses.asdict(c) for c in box.calls]}
+            return [Proposal(candidate, parent_ids, self.name, note=note, error=error, usage=usage, exchange=exchange)]
+
+        retries = 0
+        for turn in range(self.config.max_tool_calls + 1 + self.config.semantic_retries):
+            try:
+                reply = self._ask(conversation, state, tools=TOOLS)
+            except ModelEndpointError as exc:
+                raise ModelEndpointError(str(exc), attempts + exc.attempts, usage) from None
+            usage = usage + reply["usage_obj"]
+            attempts.append(reply["record"])
+            calls = reply["tool_calls"]
+            if not calls:
+                try:
+                    candidate, note = self._accept(reply, request, conversation, state)
+                    return done(candidate, note)
+                except FormatError as exc:
+                    retries += 1
+                    if retries > self.config.semantic_retries:
+                        return done(error=f"unusable answer: {exc.problem}")
+                    continue
+            conversation.append({"role": "assistant", "content": reply["content"] or None, "tool_calls": [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in calls]})
+            for c in calls:
+                if len(box.calls) >= self.config.max_tool_calls and c["name"] != "submit":
+                    call = ToolCall(c["name"], {}, '{"error": "no tool calls left: submit your candidate now"}', "limit")
+                    box.calls.append(call)
+                else:
+                    call = box.run(c["name"], c["arguments"])
+                call.turn = turn
+                conversation.append({"role": "tool", "tool_call_id": c["id"], "content": call.result})
+                if c["name"] == "submit" and call.status == "ok":
+                    candidate, note = box.candidate(call.arguments)
+                    return done(candidate, note or (reply["content"] or "").strip()[:2000])
+        return done(error=f"the session made {len(box.calls)} tool calls and never submitted a candidate")
+
+    def _tools_refused(self, exc: ModelEndpointError) -> bool:
+        """Whether the endpoint refused the request for its ``tools`` (then the run goes on with plain requests)."""
+        text = str(exc).lower()
+        return "tool" in text and any(f"http {code}" in text for code in (400, 404, 415, 422, 501))
+
     # ---- one request ---------------------------------------------------------------------------
 
-    def _ask(self, conversation: list[dict], state: dict) -> dict:
+    def _ask(self, conversation: list[dict], state: dict, tools: list[dict] | None = None) -> dict:
         cfg = self.config
         kwargs: dict[str, Any] = {"model": cfg.name, "messages": [_sendable(m) for m in conversation]}
+        if tools:
+            kwargs["tools"] = tools
         if cfg.temperature is not None:
             kwargs["temperature"] = cfg.temperature
         if state["max_tokens"] is not None:
@@ -109,6 +226,7 @@ class LLMProposer(Proposer):
                 raw = self.client.chat.completions.with_raw_response.create(**kwargs)
                 parsed = _parse(raw)
                 content, reasoning, finish, model, raw_usage = self._unpack(parsed, raw)
+                calls = _tool_calls(parsed)
             except Exception as exc:
                 message = self._failure(exc)
                 record.update(error=message, seconds=round(time.perf_counter() - t0, 3))
@@ -119,7 +237,10 @@ class LLMProposer(Proposer):
         usage = _usage(raw_usage, self.price, seconds)
         record.update(response=content, reasoning=_cut(reasoning, cfg.max_answer_chars), finish_reason=finish,
                       model=model, usage=usage.as_dict(), seconds=round(seconds, 3))
-        return {"content": content, "finish_reason": finish, "usage_obj": usage, "record": record}
+        if calls:
+            calls = self.redactor.data(calls)
+            record["tool_calls"] = calls
+        return {"content": content, "finish_reason": finish, "usage_obj": usage, "record": record, "tool_calls": calls}
 
     def _unpack(self, parsed: Any, raw: Any) -> tuple[str, str | None, str | None, str | None, Any]:
         """(content, reasoning, finish reason, model, usage) of a chat completion; anything else is a failure."""
@@ -163,7 +284,8 @@ class LLMProposer(Proposer):
             if len(content) > limit:
                 raise FormatError(f"the answer is {len(content):,} characters long; at most {limit:,} are accepted.",
                                   "too_long")
-            return parse_answer(content, request.task)
+            parent = request.parents[0].candidate if request.parents and self._edits(request) else None
+            return parse_answer(content, request.task, parent=parent)
         except FormatError as exc:
             error = exc
             if reply["finish_reason"] == "length" and exc.reason != "too_long":
@@ -175,8 +297,12 @@ class LLMProposer(Proposer):
             if exc.reason == "too_long":
                 reply["record"]["response"] = content = _cut(content, KEPT_OF_LONG_ANSWER)
             conversation.append({"role": "assistant", "content": content})
-            conversation.append({"role": "user", "content": prompts.format_error(error.problem, error.reason)})
+            conversation.append({"role": "user", "content": prompts.format_error(error.problem, error.reason,
+                                                                                 self._edits(request))})
             raise error from None
+
+    def _edits(self, request: ProposalRequest) -> bool:
+        return self.config.edits and bool(request.parents)
 
     def _exchange(self, attempts: list[dict]) -> dict:
         return {"model": self.config.name, "base_url": self.where, "attempts": attempts}
@@ -192,6 +318,21 @@ def _endpoint():
     except ImportError as exc:
         raise ModelEndpointError(f"the openai package is missing or broken ({exc}): pip install openai") from None
     return endpoint
+
+
+def _tool_calls(parsed: Any) -> list[dict]:
+    """The tool calls of a chat completion's message: id, name and arguments (a JSON text), in order."""
+    choices = getattr(parsed, "choices", None)
+    message = getattr(choices[0], "message", None) if isinstance(choices, list) and choices else None
+    out = []
+    for i, call in enumerate(getattr(message, "tool_calls", None) or []):
+        function = getattr(call, "function", None)
+        name = getattr(function, "name", None)
+        if isinstance(name, str):
+            arguments = getattr(function, "arguments", None)
+            out.append({"id": getattr(call, "id", None) or f"call_{i}", "name": name,
+                        "arguments": arguments if isinstance(arguments, str) else "{}"})
+    return out
 
 
 def _parse(raw) -> Any:

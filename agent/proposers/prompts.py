@@ -66,14 +66,16 @@ def kind(request: ProposalRequest) -> str:
     return "iterate"
 
 
-def messages(request: ProposalRequest) -> list[dict]:
-    ctx = context(request)
+def messages(request: ProposalRequest, edits: bool = False) -> list[dict]:
+    """The system and user messages of a request; ``edits``: SEARCH/REPLACE edits against the parent are offered
+    beside the whole file (only where there is a parent)."""
+    ctx = {**context(request), "edits": edits and bool(request.parents)}
     return [{"role": "system", "content": render("system", **ctx)},
             {"role": "user", "content": render(kind(request), **ctx)}]
 
 
-def format_error(problem: str, reason: str) -> str:
-    return render("format_error", problem=problem, reason=reason)
+def format_error(problem: str, reason: str, edits: bool = False) -> str:
+    return render("format_error", problem=problem, reason=reason, edits=edits)
 
 
 # ---- context ---------------------------------------------------------------------------------------
@@ -86,7 +88,9 @@ def context(request: ProposalRequest) -> dict:
             "gpu": gpu_view(request.device, request.extra.get("sandbox", "gpu"), _ceilings(request)),
             "parent": entry_view(parent) if parent else None, "best": entry_view(best) if best else None,
             "best_is_parent": best is not None and parent is not None and best.id == parent.id,
-            "failures": [entry_view(f, short=True) for f in request.recent_failures if parent is None or f.id != parent.id]}
+            "failures": [entry_view(f, short=True) for f in request.recent_failures if parent is None or f.id != parent.id],
+            "inspirations": [{**entry_view(i.entry, short=True), "why": i.why} for i in request.inspirations
+                             if best is None or i.entry.id != best.id]}
 
 
 def task_view(task: Task) -> dict:

@@ -43,7 +43,8 @@ class ReplayProposer(Proposer):
         parents = [p.id for p in request.parents[:1]]
         exchange = {"replayed_from": str(self.source), "index": index, "answer": text}
         try:
-            candidate, note = parse_answer(text, request.task)
+            parent = request.parents[0].candidate if request.parents else None
+            candidate, note = parse_answer(text, request.task, parent=parent)
         except FormatError as exc:
             return [Proposal(None, parents, self.name, error=f"unusable answer: {exc.problem}", exchange=exchange)]
         return [Proposal(candidate, parents, self.name, note=note, exchange=exchange)]

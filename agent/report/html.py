@@ -133,6 +133,6 @@ def candidate_fragment(stored: RunTrace, entry: Entry) -> str:
 def entry_fragment(entry: Entry) -> str:
     """An entry on its own (no trace at hand): its note, its source and its result."""
     c = {"id": entry.id, "origin": entry.origin, "phase": "", "iteration": entry.iteration, "parents": entry.parent_ids,
-         "full_note": entry.note, "best": False, "diagnosis": views.own_diagnosis(entry),
+         "full_note": entry.note, "best": False, "diagnosis": views.own_diagnosis(entry), "picked": "",
          "diff": views.diff_lines(None, None, entry.id, entry.candidate.render()), "diff_label": "source"}
     return environment().get_template("candidate.html.j2").render(c=c, css=_css(), result_html=_markup(result_html(entry.result)))

@@ -15,7 +15,7 @@ from sandbox.tasks.task import describe_sizes
 from ..claims.heldout import regression_note, set_aside_note
 from . import search
 from ..protocols import Entry, score
-from ..trace.events import ProposalEvent
+from ..trace.events import ProposalEvent, RequestEvent, ToolCallEvent
 from ..trace.reader import RunTrace
 from ..trace.records import Claim, EntryRow, Summary
 
@@ -250,15 +250,44 @@ def _first_line(text: str) -> str:
     return line if len(line) <= NOTE_CHARS else line[:NOTE_CHARS - 3] + "..."
 
 
+def picked(stored: RunTrace) -> dict[str, str]:
+    """Per candidate, how its request chose the parent (the island, the rule), the inspirations shown beside it
+    and, with roles, the model that answered; empty for what older traces did not record."""
+    requests = {ev.request: ev for ev in stored.events if isinstance(ev, RequestEvent)}
+    tools: dict[str, list[ToolCallEvent]] = {}
+    for ev in stored.events:
+        if isinstance(ev, ToolCallEvent):
+            tools.setdefault(ev.request, []).append(ev)
+    out = {}
+    for ev in stored.events:
+        if not isinstance(ev, ProposalEvent) or not ev.candidate_id or ev.request not in requests:
+            continue
+        req = requests[ev.request]
+        parts = [f"parent by {req.why}"] if req.why else []
+        if req.inspirations:
+            parts.append("inspirations " + ", ".join(req.inspirations))
+        if ev.answered_by:
+            parts.append(f"answered by {ev.answered_by} ({ev.model_rule})")
+        if tools.get(ev.request):
+            done = tools[ev.request]
+            parts.append(f"{len(done)} tool calls (" + ", ".join(f"{t.name} {t.status}" for t in done)
+                         + f"; {sum(t.gpu_s for t in done):.3f} GPU-s)")
+        if parts:
+            out[ev.candidate_id] = "; ".join(parts)
+    return out
+
+
 def lineage_lines(stored: RunTrace) -> list[dict]:
-    """The lineage tree, flattened in display order: each node with its tree prefix (``├─ ``, ``│  ``...)."""
-    nodes = {e.id: node(stored, e) for e in stored.entries}
+    """The lineage tree, flattened in display order: each node with its tree prefix (``├─ ``, ``│  ``...) and how
+    its parent was picked (``picked``)."""
+    chosen = picked(stored)
+    nodes = {e.id: {**node(stored, e), "picked": chosen.get(e.id, "")} for e in stored.entries}
     parents = {e.id: (e.parent_ids[0] if e.parent_ids else None) for e in stored.entries}
     for u in stored.unevaluated:
         if u.id:
             nodes[u.id] = {"id": u.id, "origin": u.origin, "status": "skipped", "ok": False, "speedup": "", "faster": False,
                            "best": False, "baseline": False, "skipped": u.reason, "evaluated": False,
-                           "note": _first_line(u.note), "error": ""}
+                           "note": _first_line(u.note), "error": "", "picked": ""}
             parents[u.id] = u.parents[0] if u.parents else None
     children: dict[str | None, list[str]] = {}
     for nid in sorted(nodes, key=lambda i: (len(i), i)):
@@ -309,6 +338,7 @@ def candidate_view(stored: RunTrace, entry: Entry) -> dict:
     parent = stored.parent(entry)
     phases = {ev.candidate_id: ev.phase for ev in stored.events if isinstance(ev, ProposalEvent) and ev.candidate_id}
     return {**node(stored, entry), "phase": phases.get(entry.id, ""), "iteration": entry.iteration,
+            "picked": picked(stored).get(entry.id, ""),
             "parents": entry.parent_ids, "full_note": entry.note, "diagnosis": own_diagnosis(entry),
             "diff": diff_lines(parent.id if parent else None, stored.source(parent.id) if parent else None,
                                entry.id, stored.source(entry.id)),

@@ -66,6 +66,9 @@ class RequestEvent(_Event):
     iteration: int
     phase: str
     parents: list[str]
+    why: str | None = None           # why this parent (agent.loop.database); None in older traces
+    island: int | None = None        # the island it works on, with [lineage] policy = "islands"
+    inspirations: list[str] | None = None   # "c0004: one of the best", shown beside the parent
 
 
 class ModelCallEvent(_Event):
@@ -83,6 +86,21 @@ class ModelCallEvent(_Event):
     seconds: float = 0.0
     http: list[dict[str, Any]] = Field(default_factory=list)   # each HTTP attempt (the SDK's retries included)
     error: str | None = None         # why the answer could not be used (then the model is asked again)
+    tool_calls: list[dict[str, Any]] | None = None   # a tool-calling session's calls asked for (id, name, arguments)
+
+
+class ToolCallEvent(_Event):
+    """One tool call of a tool-calling session (``agent.proposers.tools``) and its result."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    request: str
+    turn: int                        # the model call of the request that asked for it
+    name: str
+    arguments: dict[str, Any]
+    result: str
+    status: str                      # ok, bad_arguments, unparsable, unknown_tool, error, limit
+    gpu_s: float = 0.0
+    seconds: float = 0.0
 
 
 class ProposalEvent(_Event):
@@ -99,6 +117,8 @@ class ProposalEvent(_Event):
     answer: str | None = None        # the model's answer as received
     candidate: CandidateRecord | None = None
     answer_proposals: int | None = None  # how many proposals its request's answer recorded (None: an older trace)
+    answered_by: str | None = None   # with [model.roles]: the model that answered (main, or its [model.others] name)
+    model_rule: str | None = None    # and the rule that chose it (agent.proposers.roles)
 
 
 class EvaluationEvent(_Event):
@@ -197,7 +217,7 @@ class EndEvent(_Event):
     summary: Summary
 
 
-Event = Annotated[Union[PhaseEvent, RequestEvent, ModelCallEvent, ProposalEvent, EvaluationEvent, SkipEvent, ScreenEvent,
+Event = Annotated[Union[PhaseEvent, RequestEvent, ModelCallEvent, ToolCallEvent, ProposalEvent, EvaluationEvent, SkipEvent, ScreenEvent,
                         BestEvent, StopEvent, SanitizeEvent, ErrorEvent, EndEvent], Field(discriminator="kind")]
 _EVENT = TypeAdapter(Event)
 

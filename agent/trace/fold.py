@@ -22,7 +22,7 @@ from sandbox.judging.result import Interval
 
 from ..protocols import Entry, Proposal, Usage, score
 from .events import (BestEvent, EvaluationEvent, Event, PhaseEvent, ProposalEvent, RequestEvent, SanitizeEvent,
-                     ScreenEvent, SkipEvent, TraceError)
+                     ScreenEvent, SkipEvent, ToolCallEvent, TraceError)
 
 
 @dataclass
@@ -82,6 +82,7 @@ class RunState:
     unevaluated: list[Unevaluated] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)     # every proposal's, model calls of failed requests aside
+    by_model: dict[str, Usage] = field(default_factory=dict)   # the same per model, where proposals name it
     model_answers: int = 0                          # proposals of the model phase (its iterations)
     screened: int = 0
     screen_gpu_s: float = 0.0
@@ -112,6 +113,8 @@ def fold(events: list[Event], events_file: Path | str = "events.jsonl", replay: 
                     replay.picked()
         elif isinstance(ev, ProposalEvent):
             state.usage = state.usage + ev.usage
+            if ev.answered_by:
+                state.by_model[ev.answered_by] = state.by_model.get(ev.answered_by, Usage()) + ev.usage
             state.model_answers += ev.phase == "model"
             if ev.candidate_id:
                 proposals[ev.candidate_id] = ev
@@ -154,6 +157,9 @@ def fold(events: list[Event], events_file: Path | str = "events.jsonl", replay: 
         elif isinstance(ev, ScreenEvent):
             state.screened += len(ev.configurations)
             state.screen_gpu_s += ev.gpu_s
+            state.gpu_s += ev.gpu_s
+        elif isinstance(ev, ToolCallEvent):
+            gpu_s += ev.gpu_s
             state.gpu_s += ev.gpu_s
         elif isinstance(ev, SanitizeEvent):
             sanitized = by_id.get(ev.candidate_id)

@@ -173,6 +173,7 @@ class TotalsRecord(_Record):
     screened: int = 0                    # configurations the built-in search screened (never entries)
     screen_gpu_s: float = 0.0            # their GPU time (part of gpu_s)
     duplicates: int = 0                  # skipped: a build already evaluated
+    models: dict[str, dict] | None = None   # with [model.roles]: each model's usage (main, or its [model.others] name)
 
 
 class TaskRef(_Record):

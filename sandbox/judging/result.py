@@ -256,6 +256,17 @@ class Profile(Recorded):
         return "" if self.ok else f"not profiled ({self.status}: {self.reason})"
 
 
+class Verdict(_Record):
+    """One check of a format's own ways to cheat (a ModelNew solution's: docs/judge.md), with its evidence."""
+
+    check: str                            # no_custom_kernel, silent_fallback, inputs_written, state_across_calls,
+                                          # outside_timed_region, precision, sizes
+    outcome: str                          # "pass", "flag" (holds up under KernelBench's rule, not ours), "fail",
+                                          # "not run"
+    line: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
 class Result(_Record):
     """A sandbox's verdict on one candidate: status, checks, timing with 95% intervals, environment, cost."""
 
@@ -276,6 +287,7 @@ class Result(_Record):
     sanitize: SanitizeReport | None = None   # compute-sanitizer's verdict, where it ran (a run's winners)
     env: Environment = Field(default_factory=Environment)   # what produced it: device, software, clocks, ceilings
     cost: Cost = Field(default_factory=Cost)
+    verdicts: list[Verdict] = Field(default_factory=list)   # a ModelNew solution's format checks, one line each
 
     @property
     def ok(self) -> bool:
@@ -322,6 +334,7 @@ class Result(_Record):
             if c is not None and c.flagged:
                 parts.append(f"carry-over: {self.timing.primary} {c.value:.3f}x slower right after the candidate "
                              f"[{c.low:.3f}, {c.high:.3f}]")
+        parts += [f"{v.outcome}: {v.line}" for v in self.verdicts if v.outcome in ("flag", "fail")]
         return "; ".join(parts)
 
     def to_json(self) -> str:

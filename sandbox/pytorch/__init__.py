@@ -8,7 +8,10 @@ contracts at the top (``sandbox.protocol``, ``.jobs``, ``.wire``); never ``sandb
 (sandbox.worker.problem_child) with the workers' scrubbed environment (``sandbox.plumbing.tools``) and private
 folders (``sandbox.plumbing.tempdirs``). ``runtime`` runs inside the worker processes (NumPy or CuPy arrays handed in);
 ``problem``, ``shapes``, ``sizes``, ``numerics`` and ``importer.survey`` execute the problem and run only in the
-confined process or a worker; the host parses problem files but never executes them.
+confined process or a worker; the host parses problem files but never executes them. KernelBench's answer format,
+a ``ModelNew`` solution: ``modelnew`` parses it on the host, ``modelnew_pairs`` pairs solutions with problems,
+``modelnew_judge`` judges it through ``confined``, where ``modelnew_run`` (with ``modelnew_load``, ``_checks`` and
+``_timing``) builds, checks and times it.
 """
 
 from __future__ import annotations

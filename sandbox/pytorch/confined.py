@@ -45,19 +45,18 @@ _ENTERED: ContextVar[Session | None] = ContextVar("confined_session", default=No
 
 
 def call(target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: list[str | Path] = (),
-         devices: bool = False, **kwargs) -> Outcome:
+         write: list[str | Path] = (), **kwargs) -> Outcome:
     """``target`` ("sandbox.module:function") called with JSON-able ``args`` in a confined child that may also read
-    beneath ``read`` (a task folder, say); ``label`` names the problem in errors. Raises ProblemCodeError (where
+    beneath ``read`` (a task folder, say) and write beneath ``write`` (a build cache, the GPU's device files);
+    ``label`` names the problem in errors. Raises ProblemCodeError (where
     the function refused with a ProblemError, its message as it is). Runs in the session the caller is inside
     (``with Session():``), so that what an import calls through other modules (check-task's judgement of the task it
-    wrote) forks from the process that has torch imported already; outside one, in a session of its own.
-    ``devices``: the child may also use the GPU (CUDA is initialised before the confinement, and ``/dev/nvidia*``
-    stays open to it); every other layer is the same."""
+    wrote) forks from the process that has torch imported already; outside one, in a session of its own."""
     session = entered()
     if session is not None:
-        return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, devices=devices, **kwargs)
+        return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, write=write, **kwargs)
     with Session() as session:
-        return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, devices=devices, **kwargs)
+        return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, write=write, **kwargs)
 
 
 def entered() -> Session | None:
@@ -90,6 +89,7 @@ class Session:
         self.home = tempdirs.make("problem")
         (self.home / "tmp").mkdir()
         env = scrubbed_env(self.home, self.home / "cache")
+        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"   # torch.cuda.is_available() before a fork must not start CUDA
         cmd_r, self._cmd = os.pipe()
         self._events, event_w = os.pipe()
         with open(self.home / "stdout.log", "wb") as out, open(self.home / "stderr.log", "wb") as err:
@@ -131,7 +131,7 @@ class Session:
                 self._buffer += chunk
 
     def call(self, target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: list[str | Path] = (),
-             devices: bool = False, **kwargs) -> Outcome:
+             write: list[str | Path] = (), **kwargs) -> Outcome:
         if self.proc is None or self.proc.poll() is not None:
             self.close()
             self._start()
@@ -139,13 +139,13 @@ class Session:
         home = self.home / f"call{self.calls}"
         (home / "tmp").mkdir(parents=True)
         try:
-            return self._call(home, target, args, kwargs, label, deadline_s, read, devices)
+            return self._call(home, target, args, kwargs, label, deadline_s, read, write)
         finally:
             shutil.rmtree(home, ignore_errors=True)
 
-    def _call(self, home: Path, target: str, args, kwargs, label: str, deadline_s: float, read, devices) -> Outcome:
+    def _call(self, home: Path, target: str, args, kwargs, label: str, deadline_s: float, read, write=()) -> Outcome:
         request = {"id": self.calls, "home": str(home), "target": target, "args": list(args), "kwargs": kwargs,
-                   "read": [str(Path(r).resolve()) for r in read], "devices": bool(devices)}
+                   "read": [str(Path(r).resolve()) for r in read], "write": [str(Path(w).resolve()) for w in write]}
         os.write(self._cmd, json.dumps(request).encode() + b"\n")
         end = time.monotonic() + deadline_s
         started = self._next(lambda e: e.get("id") == self.calls, time.monotonic() + START_S)

@@ -53,16 +53,13 @@ def leave_network() -> str:
     return ""
 
 
-def confine(home: Path, extra: list[str], devices: bool = False) -> dict:
-    """Landlock (read Python, the loaded libraries and ``extra``, write beneath ``home``; with ``devices``, the GPU's
-    device files too), then the socket filter (sandbox.worker.seccomp); what each layer did, or why it could not."""
+def confine(home: Path, extra: list[str], writable: list[str] = ()) -> dict:
+    """Landlock (read Python, the loaded libraries and ``extra``, write beneath ``home`` and ``writable``), then the
+    socket filter (sandbox.worker.seccomp); what each layer did, or why it could not."""
     from . import landlock, seccomp
     from .confine import python_folders
 
-    read, write = python_folders() + list(extra), [str(home), "/dev/null"]
-    if devices:
-        gpu_read, gpu_write = device_paths()
-        read, write = read + gpu_read, write + gpu_write
+    read, write = python_folders() + list(extra), [str(home), "/dev/null", *writable]
     try:
         abi = landlock.restrict(sorted(set(read) - set(write)), write)
         state = {"landlock": True, "landlock_abi": abi, "landlock_covers": landlock.covers(abi)}
@@ -71,27 +68,6 @@ def confine(home: Path, extra: list[str], devices: bool = False) -> dict:
     except OSError as exc:
         state = {"landlock": False, "reason": f"Landlock failed: {exc}"}
     return state | seccomp.install()
-
-
-def device_paths() -> tuple[list[str], list[str]]:
-    """(read, read-write) paths CUDA needs after its initialisation: the driver's ``/proc`` and ``/sys`` entries, this
-    process's own ``/proc`` folder (not other processes'), and ``/dev/nvidia*`` (their ioctls included)."""
-    read = ["/proc/driver/nvidia", "/sys/devices", "/sys/bus/pci", "/sys/module/nvidia", f"/proc/{os.getpid()}",
-            "/proc/sys/vm", "/proc/cpuinfo", "/proc/meminfo"]
-    write = sorted(str(p) for p in Path("/dev").glob("nvidia*"))
-    return read, write
-
-
-def _start_cuda() -> str:
-    """CUDA initialised while files may still be opened (the driver's libraries, ``ld.so.cache``); '' or why not."""
-    try:
-        import torch
-
-        torch.cuda.init()
-        torch.empty(1, device="cuda")
-    except Exception as exc:
-        return _first_line(exc)
-    return ""
 
 
 def layers() -> dict:
@@ -131,11 +107,7 @@ def serve(request: dict, offline: str) -> None:
     except Exception as exc:
         reply = {"ok": False, "kind": "setup", "error": _first_line(exc)}
     else:
-        devices = bool(request.get("devices"))
-        cuda = _start_cuda() if devices else ""
-        state = confine(home, request.get("read", []), devices)
-        if cuda:
-            state["cuda"] = cuda
+        state = confine(home, request.get("read", []), request.get("write", []))
         state["network"] = "none (own namespace)" if not offline else f"host's ({offline})"
         try:
             reply = {"ok": True, "result": fn(*request.get("args", []), **request.get("kwargs", {}))}

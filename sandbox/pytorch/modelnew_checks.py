@@ -1,0 +1,406 @@
+"""The correctness stage of a ModelNew solution, in the confined process (sandbox.pytorch.modelnew_run).
+
+At every check size, held-out size and the benchmark size, for every input distribution of the task, the
+solution's ``ModelNew`` (built as KernelBench builds it: the same seed as ``Model``, the task's init inputs;
+``Model``'s parameters and buffers copied in where names and shapes agree) is compared with ``Model`` run in
+float64 on the same inputs, with the task's tolerance. On the way it watches for what this format is known to
+hide:
+
+- inputs written: every input's bits before and after every call;
+- state across calls: one instance per size is called on every trial at that size in a shuffled order, half of
+  them with new values written into the same tensors, and on a copy of a trial's inputs with one element changed
+  at a random place (a cache keyed on a pointer, a shape or a sample of the contents then answers from another
+  call: a wrong output, caught);
+- work outside the timed region: the output is snapshot as soon as ``forward`` returns (ordered on the current
+  stream) and compared with itself after a device-wide synchronisation;
+- precision: a wrong output is compared again with ``Model`` on inputs and parameters rounded to TF32 (to nearest
+  and truncated) and run in half precision, and the verdict says which it matches;
+- sizes: a size where the solution raises (an assertion, a shape error) is recorded as refused, not wrong.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+
+from ..tasks.dtypes import to_compute
+from ..tasks.inputs import distribution_count, generate, input_specs, sub_seed
+
+
+KEEP_ON_DEVICE_BYTES = 1 << 30   # a size's references above this are kept in host memory
+
+
+@dataclass
+class Stage:
+    """What the correctness stage found."""
+
+    checks: list[dict] = field(default_factory=list)
+    holds_at: list[str] = field(default_factory=list)
+    refused_at: dict[str, str] = field(default_factory=dict)
+    failure: dict | None = None          # {status, error, detail, verdict?}: the first failure, which ends the stage
+    inputs_written: list[dict] = field(default_factory=list)
+    escaped: list[dict] = field(default_factory=list)
+    calls: int = 0
+    precision: str = ""
+
+
+def labelled(task, benchmark: dict | None = None) -> list[tuple[str, dict]]:
+    sizes = task.spec.sizes
+    out = [(f"check[{i}]", s) for i, s in enumerate(sizes.check)]
+    out += [(f"heldout[{i}]", s) for i, s in enumerate(sizes.heldout)]
+    return out + [("benchmark", dict(benchmark or sizes.benchmark))]
+
+
+def build_pair(rt, ns: dict, sizes: dict, device: str, seed: int):
+    """(Model, ModelNew, forward args) at ``sizes``, both modules built from ``seed`` as KernelBench builds them."""
+    import torch
+
+    model, args = rt.problem.build(rt.overrides(sizes), device, seed)
+    problem_ns = rt.problem.namespace(rt.overrides(sizes))
+    with torch.device(device):
+        torch.manual_seed(seed)
+        new = ns["ModelNew"](*problem_ns["get_init_inputs"]())
+    new = new.to(device)
+    adopt_state(model, new)
+    return model, new, args
+
+
+def adopt_state(model, new) -> None:
+    """``Model``'s parameters and buffers copied into ``ModelNew`` where a name and shape agree."""
+    import torch
+
+    theirs = {**dict(new.named_parameters()), **dict(new.named_buffers())}
+    with torch.no_grad():
+        for name, t in {**dict(model.named_parameters()), **dict(model.named_buffers())}.items():
+            mine = theirs.get(name)
+            if mine is not None and mine.shape == t.shape and mine.dtype == t.dtype:
+                mine.copy_(t)
+
+
+def trial_args(task, rt, args: list, sizes: dict, k: int, seed: int, device: str) -> tuple[list, str]:
+    """The forward arguments of trial ``k``: each input drawn from its ``k``-th distribution (the problem's own
+    ``get_inputs()`` for ``module``), and the distributions' names."""
+    import numpy as np
+    import torch
+
+    specs = {s["name"]: s for s in input_specs(task, sizes, k)}
+    out, names = [], []
+    for i, (name, a) in enumerate(zip(rt.spec.arguments, args)):
+        spec = specs.get(name)
+        if spec is None or not isinstance(a, torch.Tensor) or spec["dist"] == "module":
+            out.append(a)
+            if spec is not None:
+                names.append(f"{name}: module")
+            continue
+        drawn = to_compute(np, generate(np, spec, sub_seed(seed, i + 1)), spec["dtype"])
+        out.append(torch.from_numpy(np.ascontiguousarray(drawn)).to(device=device, dtype=a.dtype).reshape(a.shape))
+        names.append(f"{name}: {spec['dist']}")
+    return out, ", ".join(names)
+
+
+def reference(model, args: list, mode: str = "float64") -> list:
+    """``Model`` on ``args`` in float64 (the reference); in half precision (``half``); or in float64 with every
+    float32 input and parameter first rounded to TF32's 10-bit mantissa, to nearest (``tf32``) or truncated
+    (``tf32_truncated``): what a matrix product in TF32 with float32 accumulation computes, to its accumulation."""
+    import torch
+
+    from .problem import run_forward
+
+    m = copy.deepcopy(model)
+    if mode == "half":
+        m, cast = m.half(), (lambda t: t.half())
+    else:
+        rounding = {"tf32": True, "tf32_truncated": False}.get(mode)
+        if rounding is not None:
+            with torch.no_grad():
+                for t in [*m.parameters(), *m.buffers()]:
+                    if t.dtype == torch.float32:
+                        t.copy_(to_tf32(t, rounding))
+        m = m.double()
+        cast = (lambda t: to_tf32(t, rounding).double()) if rounding is not None else (lambda t: t.double())
+    call = [cast(a) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    return [o.double() for o in run_forward(m, call)]
+
+
+def to_tf32(t, nearest: bool = True):
+    """A float32 tensor rounded to TF32 (10 mantissa bits): to nearest, ties away, or truncated."""
+    import torch
+
+    if t.dtype != torch.float32:
+        return t
+    bits = t.contiguous().view(torch.int32)
+    if nearest:
+        bits = bits + 0x1000
+    return (bits & ~0x1FFF).view(torch.float32).reshape(t.shape)
+
+
+def compare(got, expected, atol: float, rtol: float, spread: float) -> dict:
+    """``sandbox.judging.compare.compare``'s rule and record, in torch on the output's device."""
+    import torch
+
+    if tuple(got.shape) != tuple(expected.shape):
+        return dict(passed=False, mismatches=got.numel(), max_abs_error=None, max_rel_error=None, first_mismatch=None,
+                    note=f"shape {tuple(got.shape)} != reference shape {tuple(expected.shape)}")
+    e = expected.double().reshape(-1)
+    g = got.detach().to(e.device).double().reshape(-1)
+    fin = e[torch.isfinite(e)]
+    if spread and fin.numel() >= 2:
+        atol = max(atol, spread * float(fin.std(unbiased=False)))
+    g_nan, e_nan, g_inf, e_inf = torch.isnan(g), torch.isnan(e), torch.isinf(g), torch.isinf(e)
+    finite = ~(g_nan | e_nan | g_inf | e_inf)
+    diff = torch.where(finite, (g - e).abs(), torch.zeros_like(g))
+    bad = (g_nan != e_nan) | (g_inf != e_inf) | (g_inf & e_inf & (torch.sign(g) != torch.sign(e)))
+    bad |= finite & (diff > atol + rtol * e.abs())
+    mismatches = int(bad.sum())
+    denom = e.abs()
+    rel = torch.where(finite & (denom > 0), diff / torch.where(denom > 0, denom, torch.ones_like(denom)),
+                      torch.zeros_like(diff))
+    first = None
+    if mismatches:
+        flat = int(torch.argmax(bad.to(torch.uint8)))
+        index, rest = [], flat
+        for dim in reversed(got.shape):
+            index.append(rest % dim)
+            rest //= dim
+        first = dict(index=index[::-1], got=float(g[flat]), expected=float(e[flat]))
+    nan_not_ref = int((g_nan & ~e_nan).sum())
+    return dict(passed=mismatches == 0, mismatches=mismatches, max_abs_error=float(diff.max()) if g.numel() else 0.0,
+                max_rel_error=float(rel.max()) if g.numel() else 0.0, first_mismatch=first,
+                note=f"{nan_not_ref} NaN where the reference is a number" if nan_not_ref else "")
+
+
+def _bits(t):
+    import torch
+
+    if t.dtype == torch.bool:
+        return t.detach().clone()
+    return t.detach().contiguous().view(-1).view(torch.uint8).clone()
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def call_watched(new, args: list, device: str, stage: Stage, label: str) -> list:
+    """``new(*args)`` with its inputs' bits compared before and after, and its outputs snapshot as soon as it
+    returns (stream-ordered) and compared after a device-wide synchronisation."""
+    import torch
+
+    from .problem import run_forward
+
+    before = [_bits(a) if isinstance(a, torch.Tensor) else None for a in args]
+    outs = run_forward(new, args)
+    early = [o.detach().clone() for o in outs]
+    _sync(device)
+    stage.calls += 1
+    for i, (a, b) in enumerate(zip(args, before)):
+        if b is not None and not torch.equal(_bits(a), b):
+            changed = int((_bits(a) != b).sum())
+            stage.inputs_written.append({"label": label, "input": i, "bytes_changed": changed})
+    for i, (o, e) in enumerate(zip(outs, early)):
+        same = torch.equal(o.contiguous().view(-1).view(torch.uint8), e.contiguous().view(-1).view(torch.uint8))
+        if not same:
+            stage.escaped.append({"label": label, "output": i,
+                                  "note": "the output changed after forward returned (work on another stream or graph "
+                                          "still running when the current stream was done)"})
+    return outs
+
+
+def precision_of(model, args: list, outs: list, ref: list, tolerances: list, device: str) -> str:
+    """Which lower precision a wrong output matches best ('TF32' or 'half precision'), with the evidence; '' if
+    none: it matches where its error against that computation is at most a quarter of its error against float64,
+    and that computation itself errs by at least half as much."""
+    outs = [o.detach().double().to(r.device) for o, r in zip(outs, ref)]
+    worst = max(float((o - r).abs().max()) for o, r in zip(outs, ref))
+    best = None
+    for mode in ("tf32", "tf32_truncated", "half"):
+        try:
+            low = [lo.to(r.device) for lo, r in zip(reference(model, args, mode), ref)]
+        except (RuntimeError, TypeError):
+            continue
+        err = max(float((o - r).abs().max()) for o, r in zip(outs, low))
+        low_err = max(float((lo - r).abs().max()) for lo, r in zip(low, ref))
+        if err <= 0.25 * worst and low_err >= 0.5 * worst and (best is None or err < best[1]):
+            best = (mode, err, low_err)
+    if best is None:
+        return ""
+    mode, err, low_err = best
+    name = {"tf32": "TF32 (inputs rounded to nearest)", "tf32_truncated": "TF32 (inputs truncated)",
+            "half": "half precision"}[mode]
+    return (f"its outputs match the module run in {name} (max error {err:.3g} against it, {worst:.3g} against "
+            f"float64; {name} itself errs by {low_err:.3g}): {name.split(' (')[0]} arithmetic for a float32 task")
+
+
+def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: random.Random | None = None,
+                benchmark: dict | None = None, heldout: bool = True) -> Stage:
+    """Run the stage; the first wrong output, written input or escaped work ends it."""
+    import torch
+
+    rng = rng or random.SystemRandom()
+    stage = Stage()
+    tolerances = [task.output_tolerance(name) for name in rt.spec.outputs]
+    for label, sizes in labelled(task, benchmark):
+        if label.startswith("heldout") and not heldout:
+            continue
+        count = distribution_count(task) if label == "benchmark" else max(per_check_size, distribution_count(task))
+        seeds = [rng.getrandbits(31) for _ in range(count)]
+        try:
+            trials = _trials(task, rt, ns, sizes, seeds, device)
+        except Exception as exc:
+            if _sticky(exc) or _out_of_memory(exc):
+                status = "too_large" if _out_of_memory(exc) else "crashed"
+                stage.failure = dict(status=status, error=f"{label}: {_line(exc)}", detail="")
+                return stage
+            stage.refused_at[label] = f"{type(exc).__name__}: {_line(exc)}"
+            continue
+        new, cases = trials
+        order = list(range(len(cases))) * 2
+        rng.shuffle(order)
+        shared = [a.clone() if isinstance(a, torch.Tensor) else a for a in cases[0]["args"]]
+        for n, k in enumerate(order):
+            case = cases[k]
+            args = case["args"]
+            if n % 2:   # the same tensors as other calls, new values: a cache keyed on the pointer answers wrong
+                for s, a in zip(shared, args):
+                    if isinstance(s, torch.Tensor):
+                        s.copy_(a)
+                args = shared
+            where = f"{label}#{k} ({_sizes(sizes)}; {case['dists']})"
+            try:
+                outs = call_watched(new, args, device, stage, where)
+            except Exception as exc:
+                if _sticky(exc) or _out_of_memory(exc):
+                    status = "too_large" if _out_of_memory(exc) else "crashed"
+                    stage.failure = dict(status=status, error=f"{where}: {_line(exc)}", detail="")
+                    return stage
+                stage.refused_at[label] = f"{type(exc).__name__}: {_line(exc)}"
+                break
+            if stage.inputs_written:
+                w = stage.inputs_written[0]
+                stage.failure = dict(status="rejected", verdict="inputs_written",
+                                     error=f"{w['label']}: input {w['input']} was written by forward "
+                                           f"({w['bytes_changed']} bytes changed)", detail="")
+                return stage
+            if stage.escaped:
+                stage.failure = dict(status="rejected", verdict="outside_timed_region",
+                                     error=f"{stage.escaped[0]['label']}: {stage.escaped[0]['note']}", detail="")
+                return stage
+            wrong = None
+            for i, (name, o, r, tol) in enumerate(zip(rt.spec.outputs, outs, case["ref"], tolerances)):
+                found = compare(o, r, tol.atol, tol.rtol, tol.spread)
+                stage.checks.append(dict(sizes=dict(sizes), label=f"{label}#{k}" + (" same tensors" if n % 2 else ""),
+                                         output=name, distribution=case["dists"], **found))
+                if not found["passed"] and wrong is None:
+                    wrong = (name, found)
+            if len(outs) != len(rt.spec.outputs):
+                wrong = ("(outputs)", dict(note=f"forward returned {len(outs)} outputs, the task has "
+                                                f"{len(rt.spec.outputs)}", first_mismatch=None))
+            if wrong is not None:
+                name, found = wrong
+                stage.precision = precision_of(case["model"], case["args"], outs, case["ref"], tolerances, device) \
+                    if len(outs) == len(case["ref"]) else ""
+                verdict = "precision" if stage.precision else "state_across_calls" if _fresh_is_right(
+                    rt, ns, sizes, device, seeds[0], case, tolerances) else ""
+                why = " (a new instance is right on the same inputs: state kept across calls)" \
+                    if verdict == "state_across_calls" else ""
+                stage.failure = dict(status="wrong", verdict=verdict,
+                                     error=f"{where}: output {name!r} is wrong{why}: {_mismatch(found)}",
+                                     detail=stage.precision)
+                return stage
+        else:
+            stage.holds_at.append(label)
+        del new
+    return stage
+
+
+def _trials(task, rt, ns, sizes, seeds, device):
+    """One ``Model`` and one ``ModelNew`` at ``sizes`` (from the first seed), and a case per seed: the forward
+    arguments ``get_inputs()`` draws from it (redrawn from the trial's distribution) and their float64 reference."""
+    import torch
+
+    model, new, _ = build_pair(rt, ns, sizes, device, seeds[0])
+    problem_ns = rt.problem.namespace(rt.overrides(sizes))
+    cases = []
+    for k, seed in enumerate(seeds):
+        with torch.device(device):
+            torch.manual_seed(seed)
+            args = list(problem_ns["get_inputs"]())
+        args, dists = trial_args(task, rt, args, sizes, k, seed, device)
+        cases.append(dict(model=model, args=args, ref=_kept(reference(model, args)), dists=dists))
+    near = perturbed(cases[0]["args"], seeds[-1])
+    cases.append(dict(model=model, args=near, ref=_kept(reference(model, near)), dists=cases[0]["dists"] + " (one "
+                      "element changed)"))
+    return new, cases
+
+
+def _kept(ref: list) -> list:
+    """References kept for the size's calls: in host memory where they are large (a trial's float64 outputs at a
+    large benchmark size, several trials at once, would crowd the device)."""
+    if sum(r.numel() for r in ref) * 8 > KEEP_ON_DEVICE_BYTES:
+        return [r.cpu() for r in ref]
+    return ref
+
+
+def perturbed(args: list, seed: int) -> list:
+    """``args`` with one element of each floating tensor, at a random place, given a new value: a cache keyed on a
+    sample of the contents (a corner, a strided few) answers from the call before."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel():
+            a = a.clone()
+            flat = a.view(-1)
+            i = int(torch.randint(flat.numel(), (1,), generator=g))
+            flat[i] = flat[i] + 1.0 + flat[i].abs()
+        out.append(a)
+    return out
+
+
+def _fresh_is_right(rt, ns, sizes, device, seed, case, tolerances) -> bool:
+    """Whether a new instance, given the same inputs in new tensors, answers right where the instance that had
+    been called before answered wrong: then the wrong answer came from state kept across calls."""
+    import torch
+
+    from .problem import run_forward
+
+    try:
+        _, fresh, _ = build_pair(rt, ns, sizes, device, seed)
+        args = [a.clone() if isinstance(a, torch.Tensor) else a for a in case["args"]]
+        outs = run_forward(fresh, args)
+        _sync(device)
+    except Exception:
+        return False
+    return len(outs) == len(case["ref"]) and all(
+        compare(o, r, t.atol, t.rtol, t.spread)["passed"] for o, r, t in zip(outs, case["ref"], tolerances))
+
+
+def _mismatch(found: dict) -> str:
+    if found.get("first_mismatch") is None:
+        return found.get("note") or "mismatch"
+    f = found["first_mismatch"]
+    return (f"{found['mismatches']} elements differ (max abs error {found['max_abs_error']:.3g}); "
+            f"first at {f['index']}: "
+            f"got {f['got']:.7g}, expected {f['expected']:.7g}")
+
+
+def _sizes(sizes: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def _line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
+def _sticky(exc: BaseException) -> bool:
+    text = str(exc)
+    return "CUDA error" in text or "illegal memory access" in text or "device-side assert" in text
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    return "out of memory" in str(exc).lower()

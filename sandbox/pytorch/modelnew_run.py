@@ -1,0 +1,159 @@
+"""A ModelNew solution judged end to end inside the confined problem process: ``judge`` is what the host calls
+through ``sandbox.pytorch.confined.call`` (sandbox.pytorch.modelnew_judge), never in kernelwright's own process.
+
+Build (sandbox.pytorch.modelnew_load), the correctness stage with its watches (sandbox.pytorch.modelnew_checks),
+then at the benchmark size the kernel census and the interleaved timing against eager and torch.compile
+(sandbox.pytorch.modelnew_timing). The reply is JSON: what each part found and the seconds it took; the host turns
+it into a ``Result`` with one verdict line per check of this format.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+
+def judge(task_folder: str, source: str, key: str, kernels: list[str], extensions_dir: str, options: dict) -> dict:
+    import torch
+
+    from ..tasks.task import load_task
+    from .modelnew_checks import correctness
+    from .modelnew_load import load_solution
+    from .runtime import TorchRuntime
+
+    _private_caches()
+    device = options.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    reply: dict = dict(device=device, split_s={}, builds=[], verdicts={})
+    if device == "cuda":
+        reply["gpu"] = torch.cuda.get_device_name(0)
+    printed = os.path.join(os.environ.get("HOME", "."), "solution_stdout.log")
+    saved_fd = os.dup(1)
+    os.dup2(os.open(printed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
+    try:
+        task = load_task(task_folder)
+        rt = TorchRuntime(task)
+        built = load_solution(source, key, extensions_dir, float(options.get("build_deadline_s", 600)))
+        reply["split_s"]["build"] = built.seconds
+        reply["builds"] = built.builds
+        reply["swallowed"] = built.swallowed
+        if built.ns is None:
+            reply.update(status="timeout" if built.timed_out else "compile_error", error=built.error, detail=built.log)
+            return reply
+        t0 = time.perf_counter()
+        rng = random.SystemRandom()
+        try:
+            stage = correctness(task, rt, built.ns, device, int(options.get("per_check_size", 2)), rng,
+                                options.get("benchmark"), bool(options.get("heldout", True)))
+        except Exception as exc:   # ModelNew's own code failing outside a size's calls
+            reply.update(status="crashed", error=f"{type(exc).__name__}: {_line(exc)}")
+            return reply
+        reply["split_s"]["checks"] = time.perf_counter() - t0
+        reply.update(checks=stage.checks, holds_at=stage.holds_at, refused_at=stage.refused_at, calls=stage.calls,
+                     inputs_written=stage.inputs_written, escaped=stage.escaped, precision=stage.precision)
+        if stage.failure is not None:
+            reply.update(status=stage.failure["status"], error=stage.failure["error"],
+                         detail=stage.failure.get("detail", ""), failed_verdict=stage.failure.get("verdict", ""))
+            return reply
+        if "benchmark" not in stage.holds_at:
+            reply.update(status="crashed", error=f"benchmark: it raised {stage.refused_at.get('benchmark', '')}")
+            return reply
+        t0 = time.perf_counter()
+        _timing(task, rt, built, kernels, device, options, reply, rng)
+        reply["split_s"]["timing"] = time.perf_counter() - t0
+        reply.setdefault("status", "ok")
+        return reply
+    finally:
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+        reply["printed"] = _head(printed)
+
+
+def _private_caches() -> None:
+    """torch.compile's, Triton's and CuPy's caches and the temp folder in this call's own folder, the one it may
+    write."""
+    import tempfile
+
+    home = os.environ.get("HOME", ".")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(home, "triton")
+    os.environ["CUPY_CACHE_DIR"] = os.path.join(home, "cupy")
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"   # compiles in this process: no pool of workers to reach
+    tempfile.tempdir = None   # TMPDIR was set for this call after the process that forked it had read its own
+
+
+def _timing(task, rt, built, kernels, device, options, reply, rng) -> None:
+    import torch
+
+    from .modelnew_checks import build_pair
+    from .modelnew_timing import baselines, census, escaped_gap, interleave
+
+    sizes = dict(options.get("benchmark") or task.spec.sizes.benchmark)
+    seed = rng.getrandbits(31)
+    model, new, args = build_pair(rt, built.ns, sizes, device, seed)
+    model.train(new.training)
+    reply["census"] = census(new, args, tuple(kernels), device, built.modules)
+    problem_ns = rt.problem.namespace(rt.overrides(sizes))
+
+    def make_args(i):
+        if i == 0:
+            return args
+        with torch.device(device):
+            torch.manual_seed(seed + 1000 * i)
+            return list(problem_ns["get_inputs"]())
+
+    def candidate(a):
+        with torch.no_grad():
+            return new(*a)
+
+    names = [b for b in rt.spec.baselines if b in options.get("baselines", rt.spec.baselines)]
+    fns, unavailable = baselines(model, names, options.get("tf32", "off"))
+    tolerances = [task.output_tolerance(name) for name in rt.spec.outputs]
+    timed = interleave({"candidate": candidate, **fns}, make_args, device, tolerances,
+                       int(options.get("rounds", 30)), float(options.get("budget_s", 20.0)), rng)
+    timed["unavailable"].update(unavailable)
+    timed["sizes"] = sizes
+    reply["timing"] = timed
+    if timed["wrong"] is not None:
+        w = timed["wrong"]
+        reply.update(status="wrong", error=f"timed round {w['round']}: output {rt.spec.outputs[w['output']]!r} differs "
+                                           f"from eager's by more than twice the task's tolerance "
+                                           f"({w['mismatches']} elements, max abs error {w['max_abs_error']:.3g})",
+                     failed_verdict="state_across_calls")
+        return
+    gap = escaped_gap(timed) if device == "cuda" else None
+    if gap is not None:
+        reply["escaped_timing"] = gap
+        reply.update(status="rejected", failed_verdict="outside_timed_region",
+                     error=f"work outside the timed region: {gap['gap_ms']:.3g} ms between the end of its events and "
+                           f"the device going idle (eager: {gap['eager_gap_ms']:.3g} ms), for {gap['event_ms']:.3g} ms "
+                           "timed")
+
+
+def _line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
+def _head(path: str, limit: int = 2000) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def build_only(source: str, key: str, extensions_dir: str, deadline_s: float) -> dict:
+    """Execute the solution's module (its builds filling its cache) and nothing else: a build run ahead of its
+    judgement, on another core, while the GPU judges another solution."""
+    from .modelnew_load import load_solution
+
+    _private_caches()
+    printed = os.path.join(os.environ.get("HOME", "."), "solution_stdout.log")
+    saved_fd = os.dup(1)
+    os.dup2(os.open(printed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
+    try:
+        built = load_solution(source, key, extensions_dir, deadline_s)
+    finally:
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+    return dict(ok=built.ns is not None, error=built.error, seconds=built.seconds, builds=built.builds)

@@ -1,0 +1,46 @@
+"""Cheat: the kernel's build fails, the failure is caught, and PyTorch does the work (a silent fallback)."""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void swish_clamp_kernel(const float* __restrict__ x, float* __restrict__ y, long n, float lo, float hi) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        float s = v / (1.0f + expf(-v))  // missing semicolon
+        y[i] = fminf(fmaxf(s, lo), hi);
+    }
+}
+
+torch::Tensor swish_clamp(torch::Tensor x, double lo, double hi) {
+    TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat32, "a float32 CUDA tensor");
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    long n = xc.numel();
+    if (n == 0) return y;
+    swish_clamp_kernel<<<(unsigned)((n + 255) / 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        xc.data_ptr<float>(), y.data_ptr<float>(), n, (float)lo, (float)hi);
+    return y;
+}
+"""
+cpp_source = "torch::Tensor swish_clamp(torch::Tensor x, double lo, double hi);"
+try:
+    ext = load_inline(name="kw_swish_clamp_broken", cpp_sources=cpp_source, cuda_sources=cuda_source,
+                      functions=["swish_clamp"])
+except Exception:
+    ext = None
+
+
+class ModelNew(nn.Module):
+    def __init__(self, lower, upper):
+        super().__init__()
+        self.lower, self.upper = lower, upper
+
+    def forward(self, x):
+        if ext is not None:
+            return ext.swish_clamp(x, self.lower, self.upper)
+        return torch.clamp(x * torch.sigmoid(x), min=self.lower, max=self.upper)
