@@ -5,6 +5,7 @@ the confinement's doing."""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import socket
@@ -304,6 +305,9 @@ def test_confined_problem_code_still_runs_pytorch_on_the_gpu(tmp_path):
               "except PermissionError:\n    net = 'denied'\n"
               "raise RuntimeError(f'GPU SUM {y} sockets {net}')\n")
     problem.write_text(source)
+    from sandbox.pytorch.modelnew_judge import TOOLCHAIN_READ
+
+    devices = sorted(glob.glob("/dev/nvidia*")) + ["/dev/dri"]   # the grants a ModelNew solution on the GPU gets
     with pytest.raises(ProblemError, match="GPU SUM 2048.0 sockets denied"):
         confined.call("sandbox.pytorch.importer:survey", source, str(problem), "gpu", label=str(problem),
-                      deadline_s=120, devices=True)
+                      deadline_s=120, read=list(TOOLCHAIN_READ), write=devices)
