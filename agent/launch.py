@@ -15,13 +15,70 @@ NOT_HERE = ("--help", "-h", "--resume")   # no sandbox, or one whose kind the CL
 
 
 def main() -> None:
-    if opens_gpu_sandbox(sys.argv[1:]):
-        from sandbox.host.prestart import start_workers
+    interrupts_end_at_the_second()
+    try:
+        if opens_gpu_sandbox(sys.argv[1:]):
+            from sandbox.host.prestart import start_workers
 
-        start_workers()
-    from .cli import main as cli_main
+            start_workers()
+        from .cli import main as cli_main
 
-    cli_main()
+        cli_main()
+    except KeyboardInterrupt:   # before the command line was read, or where no command catches it
+        _quit("interrupted")
+    except SystemExit as exc:
+        if exc.code == 130:
+            _leave_interrupted()
+        raise
+
+
+def _leave_interrupted() -> None:
+    """An interrupted command has kept what it keeps; it ends now, after the exit handlers (where a second Ctrl-C
+    still ends it), without the interpreter's shutdown, which may wait on a thread (a model request in flight)
+    while no Python handler answers Ctrl-C any more, so that one would kill it by the signal."""
+    import atexit
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    atexit._run_exitfuncs()
+    os._exit(130)
+
+
+def interrupts_end_at_the_second() -> None:
+    """The first Ctrl-C is a KeyboardInterrupt: a run stops, keeps its trace and says how to resume it. A second
+    one, while that winds down (or Python shuts down), ends the process at once with exit code 130, not by the
+    signal. Where SIGINT is ignored (a background job) or handled by someone else, nothing changes."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+    seen = []
+
+    def on_interrupt(signum, frame):
+        if seen:
+            _quit("interrupted again: exiting now", at_once=True)
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_interrupt)
+
+
+def _quit(message: str, at_once: bool = False) -> None:
+    import os
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(f"\n{message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    if at_once:
+        os._exit(130)
+    _leave_interrupted()
 
 
 def opens_gpu_sandbox(args: list[str]) -> bool:

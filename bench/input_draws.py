@@ -5,10 +5,12 @@ revision's.
 
 Every timing round of the timing stage draws a fresh input set (``sandbox.tasks.inputs``) into the round's
 buffers. This times one float32 input of rows x cols drawn into a buffer, for each kind the stage draws on a GPU in
-place (normal with an offset, as softmax's "large" inputs; uniform; wide): device ms (CUDA events, median of
-``--reps``) and the write rate. ``--against REV``: the same draws by ``sandbox/tasks/inputs.py`` as it is at git
-revision REV, where a draw made a new array that was then copied into the buffer. It also checks that a draw into
-a buffer has the bits of a new array, and that a uniform draw stays in its bounds.
+place (normal with an offset, as softmax's "large" inputs; uniform; wide), then the kinds drawn only at check and
+held-out sizes (rows, ties, kinks: by array expressions, not one pass): device ms (CUDA events, median of ``--reps``)
+and the write rate. ``--against REV``: the same draws by ``sandbox/tasks/inputs.py`` as it is at git revision REV
+(before the keyed generator: ``--against 249e55b``; a kind REV does not know is left blank). It also checks that a
+draw into a buffer has the bits of a new array, that a uniform draw stays in its bounds, and that the device draw
+has the bits of the NumPy definition on the host (on the first million elements).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 KINDS = {"normal": dict(offset=40.0, scale=2.0), "uniform": dict(low=-1.0, high=2.0, offset=0.0),
-         "wide": dict(offset=0.0, scale=1.0)}
+         "wide": dict(offset=0.0, scale=1.0), "rows": dict(scale=3.0), "ties": dict(scale=1.0),
+         "kinks": dict(offset=0.0)}
+TIMED = ("normal", "uniform", "wide")   # the kinds a timed round draws
 
 
 def module_at(rev: str):
@@ -38,7 +42,8 @@ def module_at(rev: str):
                          f"{(getattr(exc, 'stderr', '') or str(exc)).strip()}") from None
     with tempfile.TemporaryDirectory() as folder:   # executed once imported: the file is not needed after
         path = Path(folder) / "inputs_at_rev.py"
-        path.write_text(text.replace("from .dtypes import", "from sandbox.tasks.dtypes import"))
+        path.write_text(text.replace("from .dtypes import", "from sandbox.tasks.dtypes import")
+                        .replace("from . import keyed", "from sandbox.tasks import keyed"))
         spec = importlib.util.spec_from_file_location("inputs_at_rev", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -74,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # no CuPy, no device
         print(f"error: {type(exc).__name__}: {exc}: bench/input_draws.py needs a CUDA device", file=sys.stderr)
         return 3
+    import numpy as np
+
     from sandbox.tasks import inputs
     from sandbox.worker.ceilings import _time as event_s   # median CUDA-event seconds after a warm-up
 
@@ -81,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     gib = args.rows * args.cols * 4 / 2**30
     print(f"one float32 input of {args.rows} x {args.cols} ({gib:.2f} GiB) drawn into a buffer; device ms, median "
           f"of {args.reps}")
-    head = "| kind | this checkout ms | GB/s written |" + (f" at {args.against} ms | ratio |" if other else "")
+    head = "| kind | this checkout ms | GB/s written |" + (f" at {args.against} ms | this / that |" if other else "")
     print(head)
     print("|---" * (head.count("|") - 1) + "|")
     for kind, params in KINDS.items():
@@ -91,9 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         buf = cp.empty(shape, cp.float32)
         ms = 1e3 * event_s(cp, lambda: inputs.generate(cp, spec, 12345, buf), args.reps)
         row = f"| {kind} | {ms:.3f} | {gib * 2**30 / ms / 1e6:.0f} |"
-        if other is not None:
+        if other is not None and kind in TIMED:
             before = 1e3 * event_s(cp, lambda: draw_into(other, cp, spec, 12345, buf), args.reps)
-            row += f" {before:.3f} | {before / ms:.1f}x |"
+            row += f" {before:.3f} | {ms / before:.2f}x |"
+        elif other is not None:
+            row += " | |"
         print(row)
         new = inputs.generate(cp, spec, 777)
         inputs.generate(cp, spec, 777, buf)
@@ -102,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if kind == "uniform" and not (params["low"] <= float(buf.min()) and float(buf.max()) <= params["high"]):
             print(f"error: a uniform draw left [{params['low']}, {params['high']}]", file=sys.stderr)
+            return 1
+        small = dict(spec, shape=[1 << 20])
+        host, device = inputs.generate(np, small, 777), inputs.generate(cp, small, 777).get()
+        if not np.array_equal(host.view(np.uint32), device.view(np.uint32)):
+            print(f"error: a {kind} draw on the device differs from its NumPy definition", file=sys.stderr)
             return 1
         del new, buf
         cp.get_default_memory_pool().free_all_blocks()

@@ -460,6 +460,7 @@ class OutputCheck(Message):
     max_rel_error: float | None
     first_mismatch: dict[str, Any] | None
     note: str = ""
+    bias: dict[str, Any] | None = None   # the signed error's statistics (``compare.bias_stats``)
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,9 @@ def test_annotations_script_speedups_and_failures(fake, task):
     wrong = fake.evaluate(task, _with(base, "// fake: wrong"))
     assert wrong.status is Status.wrong and "simulated" in wrong.error and wrong.failed_checks()
     assert fake.evaluate(task, _with(base, "// fake: crashed")).status is Status.crashed
-    beyond = fake.evaluate(task, _with(base, "// fake: speedup=9"))
+    beyond = fake.evaluate(task, _with(base, "// fake: speedup=20"))   # below the time to write c
     assert beyond.status is Status.rejected and "faster than the hardware allows" in beyond.error
+    assert "below the time to write the outputs" in beyond.error
     assert annotations("x // fake: wrong, speedup=1.5\n") == {"wrong": "", "speedup": "1.5"}
 
 
@@ -95,3 +96,17 @@ def test_simulated_screening_fails_as_annotated_and_passes_a_kernel_wrong_only_a
     assert full.status is Status.wrong and full.error.startswith("check[0]")
     with pytest.raises(ValueError, match="rounds must be at least 5"):
         fake.screen(task, [base], rounds=3)
+
+
+def test_a_time_below_the_naive_roofline_is_a_flag_and_a_stronger_check(fake, task):
+    base = load_candidate(task.baseline_path)
+    flagged = fake.evaluate(task, _with(base, "// fake: speedup=4"))   # half the naive floor, above the written one
+    flag = flagged.timing.below_roofline
+    assert flagged.status is Status.ok and flag is not None
+    assert flag.median_ms < flag.floor_ms / flag.factor and flag.bytes == 12 * task.spec.sizes.benchmark["n"]
+    assert {"heldout[0]", "heldout[2]", "check[0]", "benchmark"} <= set(flag.rechecked)
+    assert "below the naive roofline" in flagged.summary()
+    failing = fake.evaluate(task, _with(base, "// fake: speedup=4 heldout_wrong"))
+    assert failing.status is Status.wrong and "the stronger check it triggered failed" in failing.error
+    plain = fake.evaluate(task, _with(base, "// fake: speedup=1.3"))
+    assert plain.status is Status.ok and plain.timing.below_roofline is None

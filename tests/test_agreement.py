@@ -122,3 +122,67 @@ def test_the_harness_compiles_with_every_kernel_the_worker_looks_up_and_is_kept_
     assert compile_harness("sm_90") == (cubin, lowered)
     assert compile_harness("sm_80")[0] != cubin                   # another arch, another entry
     assert len(list((tmp_path / "harness").glob("*.cubin"))) == 2
+
+
+def _imported(atol: float, spread: float = 2e-4, cuda_baseline: bool = False):
+    """The parts of an imported task the agreement's tolerance reads: one float32 output, PyTorch eager as the
+    baseline (or a CUDA one)."""
+    from types import SimpleNamespace
+
+    from sandbox.tasks.task_spec import Tolerance
+
+    out = SimpleNamespace(name="out", dtype="float32")
+    return SimpleNamespace(spec=SimpleNamespace(outputs=[out]), has_baseline=cuda_baseline,
+                           output_tolerance=lambda o: Tolerance(atol=atol, rtol=1e-4, spread=spread))
+
+
+def _gemm_chain(a, w, bias, order: str):
+    """level2/95's Matmul_Add_Swish_Tanh_GELU_Hardtanh in float32, the matmul summed in one of two orders."""
+    if order == "blas":
+        x = a @ w
+    else:   # 64 partial sums of 128 terms each, added last to first
+        x = np.zeros((a.shape[0], w.shape[1]), np.float32)
+        for j in reversed(range(0, a.shape[1], 128)):
+            x = (x + a[:, j:j + 128] @ w[j:j + 128]).astype(np.float32)
+    x = x + bias
+    x = x * (1 / (1 + np.exp(-x)))
+    x = np.tanh(x)
+    x = 0.5 * x * (1 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * x ** 3)))
+    return np.clip(x, -1, 1).astype(np.float32)
+
+
+def test_two_correct_float32_gemms_with_k_8192_in_other_summation_orders_agree():
+    from sandbox.judging.compare import spread_atol
+
+    rng = np.random.default_rng(5)
+    k = 8192
+    a = rng.normal(size=(64, k)).astype(np.float32)
+    w = rng.uniform(-1, 1, size=(k, 512)).astype(np.float32) / np.float32(math.sqrt(k) / 4)
+    bias = rng.uniform(-0.5, 0.5, size=512).astype(np.float32)
+    base, cand = _gemm_chain(a, w, bias, "blas"), _gemm_chain(a, w, bias, "chunks")
+    assert not np.array_equal(base, cand)   # the orders do differ
+    tight = 1e-7   # a tolerance that one implementation meets where the import measured it, not two at K = 8192
+    task = _imported(tight)
+    atol, rtol, spread = ag.agreement_tolerances(task)["out"]
+    assert spread == ag.HONEST_SPREAD["float32"] and atol == tight and rtol == 1e-4
+    grown = spread_atol(np, base, atol, spread)   # as the worker grows it on the baseline's output
+    assert ag.agree(np, cand, base, grown, rtol, KEYS[1]).verdict() == ""
+    assert ag.agree(np, cand, base, tight, rtol, KEYS[1]).violations > 0   # the task's own bound, twice, is too tight
+    for wrong in (np.zeros_like(base), np.full_like(base, base.mean()), _gemm_chain(a, w, bias * 0, "blas")):
+        assert ag.agree(np, wrong, base, grown, rtol, KEYS[2]).verdict() != ""
+
+
+def test_the_honest_spread_of_the_agreement_is_the_imports_cap():
+    from sandbox.pytorch.numerics import CAP
+
+    assert ag.HONEST_SPREAD == {k: min(v, 0.05) for k, v in CAP.items()}   # a Tolerance's spread is at most 0.05
+    integer = _imported(0.0, spread=0.0)
+    integer.spec.outputs[0].dtype = "int64"
+    assert ag.agreement_tolerances(integer)["out"] == [0.0, 1e-4, 0.0]
+
+
+def test_a_cuda_baseline_checked_at_every_size_keeps_twice_the_tasks_tolerance():
+    """The sandbox checks a task's CUDA baseline against the reference at the benchmark size: both sides are
+    within the tolerance there, and the bound stays as tight as that allows (a half-precision-late cheat on a
+    hand-written sgemm must still disagree)."""
+    assert ag.agreement_tolerances(_imported(1e-5, spread=0.0, cuda_baseline=True))["out"] == [1e-5, 1e-4, 0.0]

@@ -45,6 +45,52 @@ def checkout(tmp_path):
     return work
 
 
+def _shown() -> dict[str, list[str]]:
+    """README's printed tour: the arguments of each `$ kernelwright ...` line -> the lines shown under it."""
+    text = (ROOT / "README.md").read_text()
+    block = _blocks(text[text.index("What they printed"):], "text")[0]
+    out: dict[str, list[str]] = {}
+    lines: list[str] = []
+    for line in block.splitlines():
+        if line.startswith("$ kernelwright "):
+            lines = out.setdefault(shlex.join(shlex.split(line[2:], comments=True)[1:]), [])
+        elif line.strip():
+            lines.append(line.rstrip())
+    return out
+
+
+def _same(line: str) -> str:
+    """A line with what differs from run to run (elapsed seconds) written alike."""
+    return re.sub(r"\b\d+(\.\d+)? s\b", "# s", line.rstrip())
+
+
+def _missing(shown: list[str], printed: str) -> list[str]:
+    """The lines of ``shown`` that ``printed`` does not hold in that order: ``...`` skips lines, a line ending in
+    ``...`` matches a printed line that starts with it."""
+    lines = [_same(line) for line in printed.splitlines()]
+    at, missing = 0, []
+    for want in shown:
+        if want == "...":
+            continue
+        cut = want.endswith("...")
+        want = _same(want[:-3] if cut else want)
+        hit = next((i for i in range(at, len(lines)) if (lines[i].startswith(want) if cut else lines[i] == want)), None)
+        if hit is None:
+            missing.append(want)
+        else:
+            at = hit + 1
+    return missing
+
+
+def test_the_tour_comparison_sees_a_line_readme_shows_that_was_not_printed():
+    printed = "run tour: 4 candidates\nc0001  ok  1.134x\nbest: c0001 1.134x (0.51 s)\n"
+    assert _missing(["run tour: 4 candidates", "...", "best: c0001 1.134x (0.9 s)"], printed) == []
+    assert _missing(["best: c0001 ...", "c0001  ok  1.134x"], printed) == ["c0001  ok  1.134x"]   # order counts
+    assert _missing(["REGRESSES at 1 of 3 held-out sizes"], printed) == ["REGRESSES at 1 of 3 held-out sizes"]
+    assert set(_shown()) >= {"compile softmax kernels/softmax/baseline.cu", "optimize vector_add --sandbox fake "
+                             "--run-id tour", "show tour"}
+
+
 def test_readme_opens_with_exactly_the_install_and_the_test_command():
     first = _blocks((ROOT / "README.md").read_text(), "bash")[0]
     commands = [line for line in first.splitlines() if line.strip()]
@@ -59,6 +105,10 @@ def test_every_command_of_the_readme_tour_and_its_python_snippet_run_on_a_machin
         done = subprocess.run([sys.executable, "-m", "agent", *command[1:]], cwd=checkout, env=_user_env(tmp_path),
                               capture_output=True, text=True, timeout=240)
         assert done.returncode == 0, f"{shlex.join(command)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+        shown = _shown().get(shlex.join(command[1:]))
+        if shown is not None:
+            missing = _missing(shown, done.stdout)
+            assert not missing, f"{shlex.join(command)}: README shows lines it did not print:\n" + "\n".join(missing)
     assert (checkout / "traces" / "tour" / "report.html").is_file()
     snippet = _blocks((ROOT / "README.md").read_text(), "python")[0]
     done = subprocess.run([sys.executable, "-c", snippet], cwd=checkout, env=_user_env(tmp_path),

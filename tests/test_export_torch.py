@@ -27,6 +27,7 @@ pytestmark = pytest.mark.timeout(300)
 def _load(path: Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module   # as `import` leaves it: torch.compile looks the module up by name
     spec.loader.exec_module(module)
     return module
 
@@ -97,15 +98,85 @@ def test_shapes_and_dtypes_are_checked_against_the_task(gemm, tmp_path):
             *[torch.zeros(t.shape) for t in good])
 
 
+def _problem(task):
+    problem = {}
+    exec(compile((task.folder / "problem.py").read_text(), "problem.py", "exec"), problem)
+    return problem
+
+
 def test_the_export_of_an_imported_task_replaces_forward_by_parameter_name(gemm, tmp_path):
     mod = _export(gemm, load_candidate(KB / "answers" / "5_gemm_bias_gelu_scale.cu"), tmp_path)
-    problem = {}
-    exec(compile((gemm.folder / "problem.py").read_text(), "problem.py", "exec"), problem)
+    problem = _problem(gemm)
     model = problem["Model"](*problem["get_init_inputs"]())
     assert mod.PARAMETERS == {"bias": "bias", "linear_weight": "linear.weight", "linear_bias": "linear.bias"}
-    assert "Model.forward = mykernel.forward" in mod.__doc__
+    assert "mykernel.replace(model)" in mod.__doc__ and "fullgraph=True" in mod.__doc__
     with pytest.raises(ValueError, match="x: expected a contiguous CUDA tensor"):
         mod.forward(model, torch.zeros(4, problem["in_features"]))
+    assert mod.replace(model) is model and model.forward.__func__ is mod.forward
+    other = problem["Model"](*problem["get_init_inputs"]())
+    assert other.forward.__func__ is not mod.forward   # only the instance given is changed
+    with pytest.raises(ValueError, match="ReLU has no tensor bias, linear.weight, linear.bias"):
+        mod.replace(torch.nn.ReLU())
+
+
+def test_the_export_registers_a_custom_op_whose_fake_gives_the_tasks_shapes(gemm, tmp_path):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mod = _export(gemm, load_candidate(KB / "answers" / "5_gemm_bias_gelu_scale.cu"), tmp_path)
+    namespace, name = mod.OP_NAME.split("::")
+    assert namespace == "kernelwright" and getattr(torch.ops.kernelwright, name) is mod.OP
+    assert str(mod.OP.default._schema).endswith("(Tensor t0, Tensor t1, Tensor t2, Tensor t3, int[] given) -> Tensor")
+    again = _export(gemm, load_candidate(KB / "answers" / "5_gemm_bias_gelu_scale.cu"), tmp_path, "again")
+    assert again.OP is mod.OP   # one build, one operator, however often it is imported
+    sizes = {"batch_size": 37, "in_features": 64, "out_features": 48}
+    with FakeTensorMode():
+        ins = [torch.empty(gemm.shape(t, sizes), dtype=torch.float32, device="cuda") for t in gemm.spec.inputs]
+        out = getattr(mod, mod.FUNCTION)(*ins)
+        assert (tuple(out.shape), out.dtype, out.device.type) == ((37, 48), torch.float32, "cuda")
+        with pytest.raises(ValueError, match="linear_weight: dimension out_features is 49 here and 48 elsewhere"):
+            wrong = [torch.empty(49, 64, device="cuda") if t.name == "linear_weight" else i
+                     for t, i in zip(gemm.spec.inputs, ins)]
+            mod.OP(*wrong, [-1, -1, -1])
+    meta = mod.OP(*_meta(gemm, sizes), [-1, -1, -1])
+    assert (tuple(meta.shape), meta.device.type) == ((37, 48), "meta")
+
+
+def test_torch_compile_traces_a_model_using_the_export_without_a_graph_break(gemm, tmp_path):
+    mod = _export(gemm, load_candidate(KB / "answers" / "5_gemm_bias_gelu_scale.cu"), tmp_path, "gemm_kernel")
+    problem = _problem(gemm)
+    with torch.device("meta"):
+        model = mod.replace(problem["Model"](*problem["get_init_inputs"]()))
+    x = torch.empty(16, problem["in_features"], device="meta")
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")   # fullgraph: a graph break is an error
+    dynamic = torch.compile(model, fullgraph=True, dynamic=True, backend="aot_eager")
+    with torch.no_grad():   # forward only: the operator has no autograd formula
+        assert tuple(compiled(x).shape) == (16, problem["out_features"])
+        for rows in (33, 7):
+            assert tuple(dynamic(x.new_empty(rows, x.shape[1])).shape) == (rows, problem["out_features"])
+
+    def block(x, *weights):
+        return torch.relu(getattr(mod, mod.FUNCTION)(x * 2, *weights)) + 1
+
+    weights = [{"bias": model.bias, "linear_weight": model.linear.weight, "linear_bias": model.linear.bias}[t.name]
+               for t in gemm.spec.inputs[1:]]
+    with torch.no_grad():
+        explained = torch._dynamo.explain(block)(x, *weights)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    assert any(mod.OP_NAME.replace("::", ".") in str(node.target) for graph in explained.graphs
+               for node in graph.graph.nodes)
+
+
+def test_the_module_form_of_an_export_replaces_a_submodule(tmp_path):
+    task = load_task("softmax")
+    mod = _export(task, load_candidate(task.baseline_path), tmp_path, "softmax_kernel")   # dynamo finds modules by name
+    net = torch.nn.Sequential(torch.nn.Identity(), torch.nn.Softmax(dim=-1))
+    net[1] = mod.Module()
+    x = torch.empty(8, 33, device="meta")
+    torch._dynamo.reset()
+    assert tuple(torch.compile(net, fullgraph=True, backend="eager")(x).shape) == (8, 33)
+    with pytest.raises(ValueError, match="rows_: no size symbol of softmax"):
+        mod.softmax(x, rows_=3)
 
 
 def test_plan_expressions_are_python_with_knobs_written_in():

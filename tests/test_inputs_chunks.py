@@ -28,7 +28,8 @@ def test_each_draw_holds_at_most_a_chunk(monkeypatch):
     monkeypatch.setattr(inputs, "CHUNK", 1000)
     sizes = []
     real = inputs._draw
-    monkeypatch.setattr(inputs, "_draw", lambda xp, spec, seed, shape: sizes.append(shape) or real(xp, spec, seed, shape))
+    monkeypatch.setattr(inputs, "_draw", lambda xp, spec, params, seed, c, n, start: sizes.append((n,))
+                        or real(xp, spec, params, seed, c, n, start))
     spec = dict(name="x", dtype="float32", shape=[2500], dist="normal", kind="normal", scale=1.0, offset=0.0)
     inputs.generate(np, spec, 3)
     assert sizes == [(1000,), (1000,), (500,)]

@@ -99,7 +99,7 @@ CLASS_CHEATS = {
     "flush_detector.cu": ("vector_add", {"n": 1 << 20}, Status.wrong, "output 'c' is wrong"),
     # inputs that stress the math
     "softmax_no_max.cu": ("softmax", None, Status.wrong, "x: large"),
-    "layernorm_one_pass.cu": ("layernorm", None, Status.wrong, "x: large"),
+    "layernorm_one_pass.cu": ("layernorm", None, Status.wrong, "x: "),   # large or rows, whichever comes first
     "softmax_fast_exp.cu": ("softmax", None, Status.rejected, "__expf is a fast-math intrinsic"),
     # a one-element row whose |x| is below ~0.3 exposes it too (test_inputs_rotation.py shows "small" does at scale)
     "rmsnorm_eps_outside.cu": ("rmsnorm", None, Status.wrong, "is wrong"),

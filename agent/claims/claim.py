@@ -120,7 +120,7 @@ class Claimant:
         ledger.add_screening(totals.screened, totals.screen_gpu_s)
         ledger.add_usage(totals.usage)
         best = self.lineage.best()
-        if best is not None:
+        if best is not None and best is not self.lineage.baseline():   # as the summary: no winner of its own run
             ledger.record_winner(best.result)
         ledger.stop()
         return LedgerRecord.model_validate({**ledger.to_dict(), "text": ledger.summary()})

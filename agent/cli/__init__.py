@@ -1,7 +1,8 @@
 """The ``kernelwright`` command line: ``app`` and ``main`` (the entry point). Each group of commands lives in
 its own module and registers itself on ``app`` when imported below.
 
-May import everything in ``agent`` and ``sandbox``; nothing imports it but the entry point, ``agent.launch``.
+May import everything in ``agent`` and ``sandbox``; nothing imports it but the entry point, ``agent.launch`` (which
+``kernelwright._cli`` runs).
 """
 
 from __future__ import annotations

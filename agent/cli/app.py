@@ -24,7 +24,13 @@ class App(typer.Typer):
         return super().command(*args, **kwargs)
 
 
-app = App(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+def _group():
+    from .helptext import Group
+
+    return Group
+
+
+app = App(cls=_group(), no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
           help="Make CUDA kernels faster and prove it.",
           epilog="Exit codes: 0 ok; 1 the answer is no (a candidate not ok, a run that ended on a failure); 2 bad input "
                  "(one error line names it); 3 no usable CUDA device; 130 interrupted. Each command's --help says what "
@@ -134,6 +140,21 @@ def input_errors(fn):
             error_line(f"{exc.filename or 'a file'}: {exc.strerror}: what was written before is kept; free space, "
                        "then run the command again (a run or a batch goes on with --resume)")
             raise typer.Exit(ExitCode.BAD_INPUT) from None
+
+    return wrapper
+
+
+def interruptible(fn):
+    """Ctrl-C before a command has anything to keep: one line saying so, and exit code 130 (a command that keeps
+    a run catches it earlier and says how to resume)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            err_console.print("interrupted before anything was written: nothing to resume", soft_wrap=True)
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
 
     return wrapper
 

@@ -5,8 +5,14 @@ codes, the environment variables the command reads."""
 
 from __future__ import annotations
 
+import typer
 from rich.markup import escape
-from typer.core import TyperArgument, TyperCommand, TyperOption
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+try:   # Typer from 0.2x carries its own click
+    from typer._click.exceptions import UsageError
+except ImportError:
+    from click.exceptions import UsageError
 
 CACHE = ("KERNELWRIGHT_CACHE_DIR (compile cache, device ceilings, best-known kernels; default "
          "$XDG_CACHE_HOME/kernelwright or ~/.cache/kernelwright)")
@@ -59,23 +65,80 @@ def environment_footer(name: str | None) -> str:
     return "Environment: " + "; ".join(variables) + "."
 
 
-class Command(TyperCommand):
+def usage_error(exc: UsageError) -> typer.Exit:
+    """A mistyped command line as one line on stderr (docs/cli.md), and exit code 2."""
+    from rich.text import Text
+
+    from ..redact import redact_urls_in
+    from .terminal import SafeConsole, visible
+
+    path = exc.ctx.command_path if exc.ctx is not None else "kernelwright"
+    message = redact_urls_in(f"{exc.format_message()} ({path} --help lists what it takes)")
+    SafeConsole(stderr=True, markup=False, highlight=False).print(
+        Text.assemble(("error:", "bold red"), " ", visible(message)), soft_wrap=True)
+    return typer.Exit(2)
+
+
+class _OneLineErrors:
+    """Usage errors (an unknown option or command, a missing or malformed value) as one line, not a box."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as exc:
+            raise usage_error(exc) from None
+
+
+def _readable(command) -> None:
+    for param in command.params:
+        if isinstance(param, (TyperArgument, TyperOption)):
+            if param.metavar is None:
+                param.metavar = placeholder(param)
+            if isinstance(param, TyperArgument):
+                param.display_type_rich = _no_type   # its name already stands in the usage and the table
+            if param.help:
+                param.help = escape(param.help)
+
+
+class Command(_OneLineErrors, TyperCommand):
     """A Typer command with the help described above."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        for param in self.params:
-            if isinstance(param, (TyperArgument, TyperOption)):
-                if param.metavar is None:
-                    param.metavar = placeholder(param)
-                if isinstance(param, TyperArgument):
-                    param.display_type_rich = _no_type   # its name already stands in the usage and the table
-                if param.help:
-                    param.help = escape(param.help)
+        _readable(self)
         if self.help:
             self.help = escape(self.help)
         footer = environment_footer(self.name)
         self.epilog = escape(f"{self.epilog}\n\n{footer}" if self.epilog else footer)
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class Group(_OneLineErrors, TyperGroup):
+    """The top-level command: its options read as a command's do, a mistyped command is one line."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _readable(self)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:   # where no command caught it (reading the command line, importing a command)
+            import sys
+
+            sys.stderr.write("\ninterrupted\n")
+            raise typer.Exit(130) from None
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as exc:
+            raise usage_error(exc) from None
 
     def get_help_option(self, ctx):
         option = super().get_help_option(ctx)

@@ -20,7 +20,8 @@ from sandbox.judging.result import Interval
 
 from ..report.search import NotWinner
 from ..trace.records import EntryRow, TotalsRecord
-from .app import BadInput, app, console, err_console, error_line, input_errors, load_task, styled
+from .app import (BadInput, app, console, err_console, error_line, input_errors, interruptible, load_task,
+                  styled)
 from .exits import ExitCode, epilog
 from .options import with_run_options
 from ..report.search import describe
@@ -88,9 +89,10 @@ def _progress(snap: dict) -> Text:
 
     if not snap:
         return Text("starting...")
-    text = styled((snap["phase"], "bold"), " | " + status_line(snap))
+    width = max(console.width, 40)
+    text = styled((snap["phase"], "bold"), " | " + status_line(snap, width - len(snap["phase"]) - 3))
     if snap.get("last"):
-        text.append(f"\n  last: {snap['last'][:160]}")
+        text.append(f"\n  last: {snap['last'][:width - 9]}")
     return text
 
 
@@ -177,8 +179,15 @@ def print_summary(run) -> None:
     elif summary.sandbox != "compile-only":
         from ..report.search import runner_up
 
-        console.print(f"best: no candidate beat {'PyTorch eager' if against == 'eager' else 'the baseline'}"
-                      + _runner_up_text(runner_up(run.entries, None, run.baseline, claim.set_aside)), soft_wrap=True)
+        what = "PyTorch eager" if against == "eager" else "the baseline"
+        if not _measured(run):
+            console.print(f"best: none: nothing was timed, not even {what}, before the run stopped; a longer budget "
+                          f"(--budget-wall-s, --budget-gpu-s) lets it measure", style="bold red", soft_wrap=True)
+        elif not any(e is not run.baseline and e.result.timing is not None for e in run.entries):
+            console.print(f"best: none: no candidate was timed against {what}", soft_wrap=True)
+        else:
+            found = runner_up(run.entries, None, run.baseline, claim.set_aside)
+            console.print(f"best: no candidate beat {what}" + _runner_up_text(found), soft_wrap=True)
     t = summary.totals or TotalsRecord()
     screened = f"{t.screened} configurations screened, " if t.screened else ""
     console.print(f"totals: {t.iterations} iterations, {screened}{t.evaluations} evaluations in full, "
@@ -214,14 +223,23 @@ def _exit_code(run) -> int:
     reasons = {stop.reason for stop in run.summary.stops.values()}
     if StopReason.INTERRUPTED in reasons:
         return ExitCode.INTERRUPTED
+    if run.summary.sandbox != "compile-only" and not _measured(run):
+        return ExitCode.FAILED   # a run that timed nothing has no answer to give
     return ExitCode.FAILED if any(reason.failed for reason in reasons) else ExitCode.OK
 
 
+def _measured(run) -> bool:
+    """Whether the run timed anything (the baseline is timed first)."""
+    return any(e.result.timing is not None for e in run.entries)
+
+
 @app.command(epilog=epilog(OK="the run ended (a limit, the proposer done)",
-                           FAILED="it ended on a failure (the model endpoint, the sandbox, a broken baseline)",
+                           FAILED="it ended on a failure (the model endpoint, the sandbox, a broken baseline) or "
+                                  "before it timed anything (a budget too small for the baseline)",
                            BAD_INPUT="bad input", NO_DEVICE="--sandbox gpu without a CUDA device",
                            INTERRUPTED="interrupted (Ctrl-C; resumable)"))
 @input_errors
+@interruptible
 @with_run_options
 def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name or task folder (omit with --resume).")] = None,
              resume: Annotated[Optional[str], typer.Option(help="Continue the run with this id or folder.")] = None,
@@ -234,7 +252,11 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
     if (task is None) == (resume is None):
         raise BadInput("give a TASK, or --resume RUN (not both)")
     if task is not None:
-        load_task(task)   # one error line and exit code 2 before a trace folder exists; a note for a local namesake
+        # one error line and exit code 2 before a trace folder exists; a note for a local namesake
+        from ..loop.session import new_run_id
+
+        loaded = load_task(task)
+        run_id = run_id or new_run_id(loaded)   # known here, so that a Ctrl-C at any moment can name it
     base = _file(config)
     file_model = (base.get("model") or {}).get("name")
     over = _overrides(opts, file_model)
@@ -242,14 +264,32 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
         err_console.print("No model configured: running the built-in search over the kernel's knobs and compiler flags.\n"
                           "To let a language model rewrite the kernel: --model NAME [--base-url URL] (key in "
                           "OPENAI_API_KEY, none needed for a local server), or a [model] table in --config FILE.")
-    run = _run(task, base, over, traces, opts.quiet or opts.as_json, where=str(config) if config else "flags",
-               resume=resume, replay=replay, run_id=run_id)
+    try:
+        run = _run(task, base, over, traces, opts.quiet or opts.as_json, where=str(config) if config else "flags",
+                   resume=resume, replay=replay, run_id=run_id)
+    except KeyboardInterrupt:
+        _say_resumable(resume or run_id, traces, before_loop=True)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     if opts.as_json:
         print(json.dumps({**run.summary.to_json(), "screened": [r.to_json() for r in run.screened()],
                           "not_winner": {k: w.to_json() for k, w in run.not_winner().items()}}, indent=2, default=str))
     else:
         print_summary(run)
-    raise typer.Exit(_exit_code(run))
+    code = _exit_code(run)
+    if code == ExitCode.INTERRUPTED:
+        _say_resumable(str(run.path) if resume else run.id, traces)
+    raise typer.Exit(code)
+
+
+def _say_resumable(ref: str, traces: Path, before_loop: bool = False) -> None:
+    """After Ctrl-C: the command that continues the run, or that nothing was written to continue."""
+    folder = Path(ref) if Path(ref).is_dir() else traces / ref
+    if not (folder / "run.json").is_file():
+        err_console.print(f"interrupted before run {ref} was written: nothing to resume", soft_wrap=True)
+        return
+    at = "" if traces == Path("traces") or Path(ref).is_dir() else f" --traces {traces}"
+    err_console.print(f"interrupted{' while it started' if before_loop else ''}: `kernelwright optimize --resume "
+                      f"{ref}{at}` continues run {folder.name}", soft_wrap=True)
 
 
 @app.command(epilog=epilog(OK="every task ran", FAILED="a task could not run or its run ended on a failure (its row "

@@ -156,13 +156,15 @@ def _claim(entry, simulated: bool) -> str:
 @input_errors
 def export_cmd(run: RunArg,
                out: Annotated[Path, typer.Option("-o", "--out", help="File to write.", rich_help_panel=OUTPUT)],
-               torch_module: Annotated[bool, typer.Option("--torch", help="Write a Python module callable with torch "
-                                                          "tensors (else the candidate's .cu file).",
+               torch_module: Annotated[bool, typer.Option("--torch", help="Write a Python module that registers the "
+                                                          "kernel as a PyTorch operator (torch.library custom op: "
+                                                          "torch.compile and CUDA graphs take it) and a function "
+                                                          "calling it (else the candidate's .cu file).",
                                                           rich_help_panel=OUTPUT)] = False,
                candidate: Annotated[Optional[str], typer.Option("--candidate", help="Candidate id (default: the run's "
                                                                 "winner).")] = None,
                traces: Traces = Path("traces")):
-    """Export a run's winner: its .cu file, or with --torch a module with one function taking torch tensors."""
+    """Export a run's winner: its .cu file, or with --torch a module registering it as a PyTorch operator."""
     from sandbox.candidates.candidate import parse_candidate
 
     from ..report.export_torch import module_name, render
@@ -195,3 +197,5 @@ def export_cmd(run: RunArg,
     text = render(task, cand, f"run {stored.id}, candidate {entry.id}", _claim(entry, stored.simulated), module_name(out))
     write_output(out, text)
     console.print(f"wrote {out}: {_claim(entry, stored.simulated)}", soft_wrap=True)
+    console.print(f"import {module_name(out)}: registers a torch.library operator; see its docstring for "
+                  f"torch.compile, CUDA graphs" + (" and replace(model)" if task.spec.torch else ""), soft_wrap=True)

@@ -76,8 +76,7 @@ def show_cmd(run: RunArg, traces: Traces = Path("traces"), as_json: ShowJson = F
                              f"; vs vendor {best['vendor']}" if best["vendor"] else "",
                              f"; {best['median_ms']} ms, {best['pct']}% of roofline"), soft_wrap=True)
     else:
-        why = "a compile-only run times nothing" if s["sandbox"] == "compile-only" else "no candidate beat the baseline"
-        console.print(f"winner: none ({why})", soft_wrap=True)
+        console.print(f"winner: none ({s['no_winner']})", soft_wrap=True)
         up = s["runner_up"]
         if up:
             console.print(styled("  the fastest candidate, ", (up["id"], "bold"), f" at {up['speedup']}, is not the "

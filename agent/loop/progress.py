@@ -22,7 +22,9 @@ class Clock:
 
 
 def _eta(clock: Clock, done: int, total: int | None) -> float | None:
-    """Seconds left at the phase's average rate so far; None before the first unit is done or without a total."""
+    """Seconds left at the phase's average rate so far if it uses all of its budget (``total``), which a search
+    that runs out of configurations or a run that stops at a plateau does not: an upper estimate, shown as
+    "at most"; None before the first unit is done or without a total."""
     if total is None or done <= clock.done_at_start:
         return None
     rate = (time.monotonic() - clock.started) / (done - clock.done_at_start)
@@ -73,32 +75,49 @@ def _of(done, total, unit: str = "", fmt: str = "{}") -> str:
     return f"{text}/{fmt.format(total)}{unit}" if total is not None else f"{text}{unit}"
 
 
-def status_line(snap: dict) -> str:
+def status_line(snap: dict, width: int | None = None) -> str:
     """``search | configurations measured 12/87 | 2 evaluations | best c0003 1.160x [...] | 0.42/10.00 GPU-s |
-    5 s, about 20 s left``: every count against its limit where the run has one."""
+    5 s, at most 20 s left``: every count against its limit where the run has one. Within ``width`` columns the
+    least needed parts go first (finalists, model requests, evaluations, tokens and money, the best so far), then
+    shorter words; the count of work, the GPU-seconds and the time left always stay."""
     if not snap:
         return "starting..."
     work, lim = snap["work"], snap["limits"]
     flight = f" (+{snap['in_flight']} in flight)" if snap.get("in_flight") else ""
+    # (text, the order it is dropped in: lower first; None stays)
+    parts: list[tuple[str, int | None]] = []
     if work["what"] == "finalists evaluated in full":
-        parts = [f"search over, finalists evaluated in full {work['done']}/{work['total']}{flight}"]
+        count = (f"search over, finalists evaluated in full {work['done']}/{work['total']}{flight}",
+                 f"finalists {work['done']}/{work['total']}")
     else:
-        parts = [f"{work['what']} {_of(work['done'], work['total'])}{flight}"]
+        short = {"configurations measured": "configs", "model requests": "requests"}.get(work["what"], work["what"])
+        count = (f"{work['what']} {_of(work['done'], work['total'])}{flight}",
+                 f"{short} {_of(work['done'], work['total'])}")
         if work.get("finalists_total"):
-            parts.append(f"finalists {work['finalists']}/{work['finalists_total']}")
-    parts.append(f"{snap['evaluations']} evaluations")
+            parts.append((f"finalists {work['finalists']}/{work['finalists_total']}", 0))
+    parts.append((f"{snap['evaluations']} evaluations", 2))
     if snap["requests"] and work["what"] != "model requests":   # the tuning after a model phase
-        parts.append(f"{snap['requests']} model requests")
+        parts.append((f"{snap['requests']} model requests", 1))
     s = snap.get("best_speedup")
     if s:
-        parts.append(f"best {snap['best_id']} {s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]")
+        parts.append((f"best {snap['best_id']} {s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]", 4))
     if snap["tokens"] or lim["tokens"] is not None:
-        parts.append(f"{_of(snap['tokens'], lim['tokens'], ' tokens', '{:,}')}")
+        parts.append((f"{_of(snap['tokens'], lim['tokens'], ' tokens', '{:,}')}", 3))
     if snap["usd"] or lim["usd"] is not None:
-        parts.append(_of(snap["usd"], lim["usd"], "", "${:.4f}"))
+        parts.append((_of(snap["usd"], lim["usd"], "", "${:.4f}"), 3))
     sim = " (simulated)" if snap.get("simulated") else ""
-    parts.append(_of(snap["gpu_s"], lim["gpu_s"], " GPU-s", "{:.2f}") + sim)
+    gpu = _of(snap["gpu_s"], lim["gpu_s"], " GPU-s", "{:.2f}")
     eta = snap.get("eta_s")
-    parts.append(_of(round(snap["wall_s"]), lim["wall_s"], " s", "{:.0f}") + (
-        f", about {eta:.0f} s left" if eta is not None else ""))
-    return " | ".join(parts)
+    left = f", at most {eta:.0f} s left" if eta is not None else ""
+    clock = _of(round(snap["wall_s"]), lim["wall_s"], " s", "{:.0f}")
+
+    def line(long: bool, dropped: int) -> str:
+        kept = [text for text, order in parts if order is None or order >= dropped]
+        return " | ".join([count[0] if long else count[1], *kept, gpu + (sim if long else " (sim)"), clock + left])
+
+    for dropped in range(6):
+        for long in (True, False):
+            text = line(long, dropped)
+            if width is None or len(text) <= width:
+                return text
+    return text

@@ -1,6 +1,9 @@
-"""A candidate as a small PyTorch module: one function taking torch tensors, launched through CuPy on
-torch's current stream, plus ``check()`` against the task's reference, and for a task imported from a
-PyTorch problem a ``forward`` that can replace the module's own (``templates/export_torch.py.j2``).
+"""A candidate as a small PyTorch module (``templates/export_torch.py.j2``): a ``torch.library.custom_op`` whose
+fake implementation gives the outputs' shapes from the task's shape expressions (``torch.compile`` traces it
+without a graph break) and whose CUDA implementation launches through CuPy on torch's current stream with the
+tensors' pointers (a CUDA graph captures it); a function taking torch tensors that calls it, ``Module``,
+``check()`` against the task's reference, and for a task imported from a PyTorch problem a ``forward`` and a
+``replace(model)`` that put the kernel in place of the module's own forward.
 
 The launch plan's expressions are vetted by ``sandbox.tasks.expr`` here, their knobs written in as numbers and
 ``/`` turned into Python's ``//``, so the generated file evaluates only integer arithmetic of the sizes.
@@ -14,6 +17,8 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import hashlib
+import json
 import keyword
 import math
 import re
@@ -81,7 +86,8 @@ MODULE_NAMES = frozenset({
     "torch", "TASK", "TASK_FOLDER", "TASK_FINGERPRINT", "SOURCE", "OPTIONS", "KERNELS", "INPUTS", "OUTPUTS",
     "SCALARS", "SYMBOLS", "DERIVED", "DEPENDS", "CONSTRAINTS", "SCRATCH", "LAUNCHES", "PARAMETERS", "ARGUMENTS",
     "FUNCTION", "sizes_of", "output_shape", "plan", "forward", "check", "derive", "_DTYPES", "_modules", "_module", "_value",
-    "_at", "_solve", "cupy", "numpy"}) | set(dir(builtins)) | {"self", "sizes"}
+    "_at", "_solve", "cupy", "numpy", "OP", "OP_NAME", "SCHEMA", "Module", "replace", "_named", "_outputs", "_launch",
+    "_fake", "_register", "_attr", "_attr_or_none", "types"}) | set(dir(builtins)) | {"self", "sizes"}
 
 
 def identifier(name: str, taken: set[str], fallback: str = "arg") -> str:
@@ -113,6 +119,19 @@ def _depends(task: Task) -> dict[str, list[str]]:
                 text = str(python_expr(dim, {}))
                 out[text] = sorted(set().union(*(derived.get(n, {n}) for n in expr.names(dim))))
     return out
+
+
+def _op_digest(task: Task, candidate: Candidate, options: list[str]) -> str:
+    """Twelve hex digits naming the build: two modules of one kernel share their operator, two builds do not."""
+    text = json.dumps([task.fingerprint, candidate.render(), options], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _schema(inputs: int, outputs: int) -> str:
+    """The operator's schema: the inputs, then the sizes given by keyword (-1 where a shape gives them)."""
+    params = ", ".join(f"Tensor t{i}" for i in range(inputs))
+    returns = "Tensor" if outputs == 1 else "(" + ", ".join(["Tensor"] * outputs) + ")"
+    return f"({params}, int[] given) -> {returns}"
 
 
 def render(task: Task, candidate: Candidate, origin: str, claim: str = "", module: str = "kernel") -> str:
@@ -147,16 +166,22 @@ def render(task: Task, candidate: Candidate, origin: str, claim: str = "", modul
     module = module_name(Path(module + ".py")) if module else "kernel"
     inputs, outputs = [params[t.name] for t in task.spec.inputs], [t.name for t in task.spec.outputs]
     usage = f"{', '.join(outputs)} = {module}.{function}({', '.join(inputs)})"
-    doc = (f"{task.name}: a CUDA kernel exported by kernelwright from {origin}.\n\n"
+    op_name = f"kernelwright::{function}_{_op_digest(task, candidate, options)}"
+    doc = (f"{task.name}: a CUDA kernel exported by kernelwright from {origin}, as the PyTorch operator\n"
+           f"torch.ops.{op_name.replace('::', '.')} (torch.library.custom_op, with a fake implementation).\n\n"
            f"    import torch\n    import {module}\n\n"
            f"    {usage}   # CUDA tensors, contiguous\n"
            f"    {module}.check()          # against the task's reference (needs kernelwright and the task folder)\n"
-           + (f"    Model.forward = {module}.forward   # in place of the forward of the task's problem.py\n"
-              if torch_spec else "")
+           + (f"    {module}.replace(model)   # a Model of the task's problem.py: its forward is now the kernel\n"
+              if torch_spec else f"    model.layer = {module}.Module()   # in place of a submodule doing the same\n")
+           + f"    torch.compile(model, fullgraph=True)   # traced without a graph break\n"
            + "\nEvery call checks the tensors against the task (device, dtype, contiguity, shape), binds the size "
            "symbols\nfrom their shapes (solving derived sizes for symbols no shape holds), resolves the launch plan at "
-           "those sizes\nand launches it on torch's current stream. The source is compiled by NVRTC through CuPy, with "
-           "the run's\nflags and knobs, once per device.\n" + (f"\n{claim}\n" if claim else ""))
+           "those sizes\nand launches it on torch's current stream, so a CUDA graph captures it: call it once on a "
+           "device before\ncapturing (the first call compiles the source by NVRTC through CuPy, with the run's flags "
+           "and knobs).\nOn the meta device and under torch.compile, the output shapes come from the task's shape "
+           "expressions.\nForward only: the operator has no autograd formula (run it under torch.no_grad() or "
+           "torch.inference_mode()).\n" + (f"\n{claim}\n" if claim else ""))
     summary = f"{', '.join(outputs)} of {task.name} from {', '.join(t.name for t in task.spec.inputs)}."
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
@@ -172,5 +197,6 @@ def render(task: Task, candidate: Candidate, origin: str, claim: str = "", modul
         scratch=tuple((s.name, s.dtype, python_expr(s.size, knobs), s.init) for s in candidate.scratch),
         launches=tuple(launches), single=len(outputs) == 1, torch_task=torch_spec is not None,
         parameters=dict(torch_spec.parameters) if torch_spec else {}, arguments=arguments,
-        forward_params=forward_params)
+        forward_params=forward_params, op_name=op_name,
+        schema=_schema(len(inputs), len(outputs)))
     return env.get_template("export_torch.py.j2").render(**context)

@@ -166,10 +166,11 @@ class CandidateView:
 
 
 class ProgressBar:
-    """``agent.optimize``'s progress as a tqdm bar (``tqdm.auto``: a widget in Jupyter, text on stderr
-    elsewhere): one bar per stretch of work (configurations measured against the search's budget, finalists
-    evaluated in full, model requests against the iterations), the best so far and the GPU-seconds beside it.
-    Use it as an ``on_progress`` callback; ``close`` ends the last bar."""
+    """``agent.optimize``'s progress as a tqdm bar (``tqdm.auto``: a widget in Jupyter where ipywidgets is
+    installed, the ``notebook`` extra; text on stderr elsewhere): one bar per stretch of work (configurations
+    measured against the search's budget, finalists evaluated in full, model requests against the iterations),
+    the best so far, the GPU-seconds and the time left at most beside it. Use it as an ``on_progress`` callback;
+    ``close`` ends the last bar."""
 
     def __init__(self):
         self._bar = None
@@ -182,8 +183,11 @@ class ProgressBar:
         what = (snap["phase"], work["what"], work["total"])
         if what != self._what:
             self.close()
+            # no tqdm time-left: it assumes the whole budget at the current rate; the postfix says "at most"
             self._bar = tqdm(total=work["total"], desc=f"{snap['phase']}: {work['what']}", unit="",
-                             dynamic_ncols=True, leave=True)
+                             dynamic_ncols=True, leave=True,
+                             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+                             if work["total"] else "{desc}: {n_fmt} [{elapsed}{postfix}]")
             self._what = what
         self._bar.n = work["done"]
         s = snap.get("best_speedup")
@@ -192,6 +196,7 @@ class ProgressBar:
             f"best {snap['best_id']} {s['value']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]" if s else "",
             f"{snap['evaluations']} evaluations",
             f"{snap['gpu_s']:.2f}{f'/{limit:g}' if limit else ''} GPU-s" + (" (simulated)" if snap.get("simulated") else ""),
+            f"at most {snap['eta_s']:.0f} s left" if snap.get("eta_s") is not None else "",
         ) if x), refresh=True)
 
     def close(self) -> None:

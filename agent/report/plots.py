@@ -56,7 +56,7 @@ def best_so_far(stored: RunTrace, over: str = "evaluations"):
         ax.text(0.5, 0.9, f"nothing spent on this axis ({label}: {xs[0]:g})", transform=ax.transAxes, ha="center",
                 color="#777777", fontsize=9)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
     return fig
 
@@ -154,7 +154,7 @@ def roofline(stored: RunTrace, task):
     else:
         return None
     ax.set_title(f"{stored.task_name}: candidates against the device's ceilings{sim}", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3, which="both")
     return fig
 
@@ -164,7 +164,10 @@ def _mark(ax, points, best, x, y) -> None:
         mine = [p for p in points if p[0].origin == origin]
         ax.plot([x(p) for p in mine], [y(p) for p in mine], "o", ms=5, alpha=0.75,
                 color=ORIGIN_COLORS.get(origin, "#2ca02c"), label=origin)
+    # The winner is named above its point and the baseline below its own: a winner is faster, so its point is
+    # never below the baseline's, and the two names cannot meet however close the points are.
     for p in points:
-        if (best is not None and p[0].id == best.id) or p[0].origin == "baseline":
-            ax.annotate(p[0].id + (" (winner)" if best is not None and p[0].id == best.id else ""), (x(p), y(p)),
-                        textcoords="offset points", xytext=(6, -10), fontsize=8)
+        winner = best is not None and p[0].id == best.id
+        if winner or p[0].origin == "baseline":
+            ax.annotate(p[0].id + (" (winner)" if winner else ""), (x(p), y(p)), textcoords="offset points",
+                        xytext=(6, 5) if winner else (6, -5), va="bottom" if winner else "top", fontsize=8)

@@ -87,6 +87,7 @@ def summary_view(stored: RunTrace, task=None) -> dict:
         "screened": [r.to_json() for r in search.screened(stored.events, stored.entries, claim.searches)],
         "not_winner": {k: w.to_json() for k, w in search.not_winner(stored.entries, best, base, claim.set_aside).items()},
         "runner_up": None}
+    out["no_winner"] = "" if best is not None else no_winner(stored)
     found = search.runner_up(stored.entries, best, base, claim.set_aside) if stored.finished else None
     if found is not None:
         entry, why = found
@@ -102,12 +103,15 @@ def summary_view(stored: RunTrace, task=None) -> dict:
                        "vendor": interval(v) if v else "", "vendor_verdict": verdict(v) if v else "",
                        "median_ms": f"{c.median_ms:.4g}" if c else "-",
                        "pct": f"{c.pct_of_roofline:.1f}" if c and c.pct_of_roofline is not None else "-",
-                       "knobs": ", ".join(f"{k}={x}" for k, x in r.knobs.items()), "flags": " ".join(r.flags)}
+                       "knobs": ", ".join(f"{k}={x}" for k, x in r.knobs.items()), "flags": " ".join(r.flags),
+                       "bias": "; ".join(r.bias_flags())}
     if base is not None:
-        t = base.result.timing
+        # the baseline's time in the shown claim's own A/B timing: the figure its speedup and saving come from
+        t = timing if timing is not None and "baseline" in timing.impls else base.result.timing
         base_ms = t.impls["baseline"].median_ms if t and "baseline" in t.impls else None
+        in_claim = "; its time in the winner's A/B timing" if best is not None and t is timing else ""
         out["baselines"].append({"name": "baseline", "what": "the task's starting kernel (baseline.cu) with its default "
-                                 "knobs and flags, timed A/B against every candidate in the same process",
+                                 "knobs and flags, timed A/B against every candidate in the same process" + in_claim,
                                  "ms": f"{base_ms:.4g} ms" if base_ms else "not timed", "entry": base.id})
     torch_baselines = {"eager": "the task's PyTorch module as written (float32 arithmetic, TF32 off), timed A/B "
                               "against every candidate in the same process; speedups are over it",
@@ -125,6 +129,18 @@ def summary_view(stored: RunTrace, task=None) -> dict:
                                  f"({timing.bound or '?'}-bound, from the task's flops and bytes and the device's "
                                  "measured ceilings)", "ms": f"{timing.roofline_ms:.4g} ms", "entry": ""})
     return out
+
+
+def no_winner(stored: RunTrace) -> str:
+    """Why a run has no winner, in a few words: nothing timed is not the same as nothing faster."""
+    if stored.info.sandbox.kind == "compile-only":
+        return "a compile-only run times nothing"
+    timed = [e for e in stored.entries if e.result.timing is not None]
+    if not timed:
+        return "nothing was timed, not even the baseline" + ("" if stored.finished else ": the run did not finish")
+    if all(e.origin == "baseline" for e in timed):
+        return "no candidate was timed beside the baseline"
+    return "no candidate beat the baseline"
 
 
 def _counts(stored: RunTrace) -> dict:
@@ -208,7 +224,8 @@ def cost(stored: RunTrace) -> list[dict]:
             ("money", f"${totals.get('usd', last.usd if last else 0.0):.4f}" + (
                 "" if stored.info.config.get("prices") else " (no token prices configured)")),
             ("GPU time", f"{ledger.gpu_s if ledger else (last.gpu_s if last else 0.0):.2f} GPU-s" + (
-                f" (check {ledger.check_gpu_s:.2f}, time {ledger.time_gpu_s:.2f}, profile {ledger.profile_gpu_s:.2f}"
+                (f" (screen {ledger.screen_gpu_s:.2f}, " if ledger.screen_gpu_s else " (")
+                + f"check {ledger.check_gpu_s:.2f}, time {ledger.time_gpu_s:.2f}, profile {ledger.profile_gpu_s:.2f}"
                 + (f", sanitize {ledger.sanitize_gpu_s:.2f}" if ledger.sanitize_gpu_s else "") + ")"
                 if ledger else "")),
             ("compile time", f"{ledger.compile_s:.2f} s in {ledger.evaluations} evaluations"

@@ -8,6 +8,11 @@ that builds either. ptxas accepts comments and line breaks between an opcode and
 The line is the innermost ``.loc`` of the candidate's file in force at the instruction (``-lineinfo``): a
 function the candidate wrote and the compiler inlined keeps its own line; a header's function carries no line
 of its own, so its instructions keep the line that called it.
+
+``trace`` reads the PTX of a compile that keeps every function apart (``-G``: nothing inlined, libdevice's and the
+headers' functions each a ``.func`` of their own): each approximate instruction there is traced to the function
+that holds it, the compiler's own mapping. A function that carries a line of the candidate's file is the
+candidate's; any other is a library's, named by its identifier (``expf``, ``hexp``, ``/`` for an operator).
 """
 
 from __future__ import annotations
@@ -24,6 +29,44 @@ _EVENT = re.compile(
     r"|\.loc\s+(?P<file>\d+)\s+(?P<line>\d+)\s+\d+"
     r"(?:\s*,\s*function_name\s+[\w$]+\s*,\s*inlined_at\s+(?P<ifile>\d+)\s+(?P<iline>\d+)\s+\d+)?"
     rf"|(?<![\w.$%])(?P<op>{'|'.join(OPCODES)})(?P<mods>(?:\s*\.\s*[a-z0-9]+)+)")
+
+
+def trace(ptx: str, source_name: str = "candidate.cu") -> list[ApproxInstruction]:
+    """``scan`` of a ``-G`` compile's PTX, each instruction with ``source``: the library function holding it (None:
+    a function of the candidate's own, one that carries a line of its file)."""
+    found = scan(ptx, source_name)
+    ours = {num for num, path in _FILE.findall(ptx) if path.rsplit("/", 1)[-1] == source_name}
+    own: set[str] = set()
+    function = ""
+    for m in _EVENT.finditer(_COMMENT.sub(" ", ptx)):
+        if m.group("fn"):
+            function = m.group("fn")
+        elif m.group("file") and (m.group("file") in ours or m.group("ifile") in ours):
+            own.add(function)
+    return [a.model_copy(update={"source": None if a.function in own else identifier(a.function)}) for a in found]
+
+
+_OPERATORS = {"dv": "/", "ml": "*", "pl": "+", "mi": "-"}
+
+
+def identifier(mangled: str) -> str:
+    """The source identifier of a PTX function name: an ``extern "C"`` name as it is, an Itanium-mangled one's name
+    (the last of a nested one's; an operator's symbol)."""
+    if not mangled.startswith("_Z"):
+        return mangled
+    rest = mangled[2:]
+    if rest[:2] in _OPERATORS:
+        return _OPERATORS[rest[:2]]
+    nested = rest.startswith("N")
+    rest = rest[1:] if nested else rest
+    name = mangled
+    while rest[:1].isdigit():
+        digits = re.match(r"\d+", rest).group(0)
+        length = int(digits)
+        name, rest = rest[len(digits):len(digits) + length], rest[len(digits) + length:]
+        if not nested:
+            break
+    return name
 
 
 def scan(ptx: str, source_name: str = "candidate.cu") -> list[ApproxInstruction]:

@@ -105,8 +105,9 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
     cached = read_entry(entry) if use_cache else None
     if cached is not None:
         info, cubin = cached
-        # an entry written before the PTX was read (no ``approx``) is compiled again
-        if not info.ok or (info.approx is not None and cubin and hashlib.sha256(cubin).hexdigest() == info.cubin_sha256):
+        # an entry written before the PTX was read (no ``approx``) or traced is compiled again
+        read = info.approx is not None and (not info.approx or info.approx_traced is not None or info.trace_error)
+        if not info.ok or (read and cubin and hashlib.sha256(cubin).hexdigest() == info.cubin_sha256):
             update = {"cached": True, "code_hash": info.code_hash or (code_hash(cubin) if cubin else None),
                       "params": info.params or (_params(info.lowered_names, cubin) if cubin else {})}
             return info.model_copy(update=update), cubin
@@ -117,6 +118,9 @@ def compile_source(candidate: Candidate, arch: str = DEFAULT_ARCH, use_cache: bo
         info.kernels = {back.get(n, n): r.model_copy(update={"name": back.get(n, n)}) for n, r in info.kernels.items()}
         info.params = _params(info.lowered_names, cubin)
         info.approx = [a.model_copy(update={"function": back.get(a.function, a.function)}) for a in info.approx or []]
+        if info.approx_traced is not None:
+            info.approx_traced = [a.model_copy(update={"function": back.get(a.function, a.function)})
+                                  for a in info.approx_traced]
     if use_cache:
         write_entry(entry, info, cubin)
     return info, cubin
@@ -199,12 +203,45 @@ def nvrtc_compile(source: str, options: list[str], arch: str, names: list[str]) 
     kernels, gmem = parse_ptxas(log)
     by_lowered = {v: k for k, v in lowered.items()}
     approx = [a.model_copy(update={"function": by_lowered.get(a.function, a.function)}) for a in approx]
+    traced, trace_error = trace_approx(source, options, arch) if approx else (None, "")
+    if traced is not None:
+        traced = [a.model_copy(update={"function": by_lowered.get(a.function, a.function)}) for a in traced]
     kernels = {by_lowered.get(k, k): r.model_copy(update={"name": by_lowered.get(k, k)}) for k, r in kernels.items()}
     info = CompileInfo(ok=True, log=_trim(log), cubin_sha256=hashlib.sha256(cubin).hexdigest(),
                        code_hash=code_hash(cubin), global_bytes=gmem, kernels=kernels, lowered_names=lowered, approx=approx,
-                       **base)
+                       approx_traced=traced, trace_error=trace_error, **base)
     info.seconds = time.perf_counter() - t0
     return info, cubin
+
+
+TRACE_OPTIONS = ("-G", "-U__CUDACC_DEBUG__")   # every function apart, and nothing in the source can tell
+
+
+def trace_approx(source: str, options: list[str], arch: str) -> tuple[list | None, str]:
+    """The approximate instructions of ``source`` traced to the functions that hold them (``approx_ptx.trace``), by
+    a second compile that keeps every function apart, to PTX only; (None, why) where that compile fails."""
+    nvrtc = _nvrtc_module()
+    virtual = arch.replace("sm_", "compute_")
+    opts = [o for o in options if not o.startswith(("-arch=", "--ptxas-options", "-lineinfo"))]
+    encoded = [o.encode() for o in (f"-arch={virtual}", *opts, *TRACE_OPTIONS)]
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"candidate.cu", 0, [], [])
+    _check(err, "nvrtcCreateProgram")
+    try:
+        (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+            buf = bytearray(size)
+            nvrtc.nvrtcGetProgramLog(prog, buf)
+            first = bytes(buf).rstrip(b"\0 ").decode(errors="replace").strip().splitlines()[:1]
+            return None, f"the compile that traces approximate instructions failed: {first[0] if first else status}"
+        err, size = nvrtc.nvrtcGetPTXSize(prog)
+        _check(err, "nvrtcGetPTXSize")
+        buf = bytearray(size)
+        (err,) = nvrtc.nvrtcGetPTX(prog, buf)
+        _check(err, "nvrtcGetPTX")
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    return approx_ptx.trace(bytes(buf).rstrip(b"\0").decode(errors="replace")), ""
 
 
 def _trim(log: str) -> str:

@@ -8,13 +8,13 @@ from pieces with ``##`` or stringized into an ``asm`` text. The text is read int
 functions (``expf``, ``rsqrtf``, ...) stay allowed at their documented accuracy.
 
 The source rule is a fast first pass; ``compiled_problems`` is the judge. It reads the approximate instructions
-in the PTX (``sandbox.candidates.approx_ptx``), and each must be accounted for by a function named on its source
-line that emits exactly that instruction when compiled without fast math: ``LIBRARY`` (CUDA's math functions at their
-documented accuracy, allowed in every task) or ``HALF`` / ``BFLOAT16`` (the functions of ``cuda_fp16.h`` and
-``cuda_bf16.h``, allowed where every output's tolerance admits a rounding to that type; their result is rounded
-to it, and the approximate step inside errs far less). An approximate instruction on a line with inline PTX
-(``asm``) is the candidate's own and is refused. The tables are what NVRTC 13 emits; a test compiles every
-function in them and fails where NVRTC emits something they do not list.
+of a second compile that keeps every function apart (``compiler.trace_approx``, ``approx_ptx.trace``): each must
+sit in a function of ``LIBRARY`` (CUDA's math functions at their documented accuracy, allowed in every task) or
+``HALF`` / ``BFLOAT16`` (the functions of ``cuda_fp16.h`` and ``cuda_bf16.h``, allowed where every output's
+tolerance admits a rounding to that type; their result is rounded to it, and the approximate step inside errs far
+less) that emits exactly that instruction. One in the candidate's own code (an NVVM builtin, inline PTX, a name
+pasted together) is refused, whatever the line around it names. The tables are what NVRTC 13 emits; a test compiles
+every function in them and fails where NVRTC emits something they do not list.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..judging.result import ApproxInstruction
 from .source_filter import FilterError, Token, read_tokens
 
 if TYPE_CHECKING:
+    from ..judging.result import CompileInfo
     from ..tasks.task import Task
 
 FAST_INTRINSICS = frozenset(("__expf", "__exp10f", "__logf", "__log2f", "__log10f", "__powf", "__sinf", "__cosf",
@@ -120,6 +120,8 @@ BFLOAT16 = _table({
     "div.approx.f32": "__hdiv __h2div /",
     "tanh.approx.f32": "htanh h2tanh",
 })
+# libdevice's helpers that the compile keeping functions apart shows on their own, by the functions calling them
+HELPERS = {"__internal_accurate_pow": ("pow", "tgamma"), "__internal_lgamma_pos": ("lgamma",)}
 HALF_ROUNDOFF, BFLOAT16_ROUNDOFF = 2.0 ** -11, 2.0 ** -8   # unit roundoff: half the distance between neighbours
 _ASM = frozenset(("asm", "__asm", "__asm__"))
 
@@ -133,70 +135,45 @@ def allowed_emitters(task: "Task") -> dict[str, frozenset[str]]:
         if rtol >= roundoff:
             for name, forms in table.items():
                 out[name] = out.get(name, frozenset()) | forms
+    for helper, callers in HELPERS.items():
+        out[helper] = frozenset().union(*(out.get(c, frozenset()) for c in callers))
     return out
 
 
-def compiled_problems(found: list[ApproxInstruction], source: str, task: "Task") -> list[str]:
-    """Reasons to refuse a compiled candidate whose approximate instructions (``found``, from its PTX) ``task``
-    does not admit: each names the function, the instruction and the source line (empty: none)."""
+def compiled_problems(info: "CompileInfo", source: str, task: "Task") -> list[str]:
+    """Reasons to refuse a compiled candidate whose approximate instructions ``task`` does not admit (empty: none).
+    Each instruction of the compile that keeps functions apart (``info.approx_traced``) must sit in a library
+    function the task admits that emits it (``allowed_emitters``); one in the candidate's own code (an NVVM builtin,
+    inline PTX, however spelled) is refused, naming the builtins and ``asm`` its source writes. An instruction of the
+    optimised code that the traced compile does not hold is refused too: nothing accounts for it."""
+    found = info.approx or []
     if task.spec.allow_fast_math or not found:
         return []
+    if info.approx_traced is None:
+        return [f"{found[0].function} compiles to {found[0].instruction}, which could not be traced to a function "
+                f"({info.trace_error or 'no trace'}), and this task does not allow fast math"]
     try:
-        tokens, line = read_tokens(source)
+        tokens, _ = read_tokens(source)
     except FilterError as exc:
         return [str(exc)]
-    names = _names_by_line(tokens, line)
-    everywhere = set().union(*names.values()) if names else set()
+    spelled = sorted({t.text for t in tokens if t.kind == "ident" and (t.text.startswith("__nvvm_") or t.text in _ASM)})
+    named = f" (the source writes {', '.join(spelled)})" if spelled else ""
     allowed = allowed_emitters(task)
     problems = []
+    for use in info.approx_traced:
+        where = f"line {use.line}: " if use.line is not None else ""
+        if use.source is None:
+            problems.append(f"{where}{use.function} compiles to {use.instruction}, an approximate instruction of its "
+                            f"own code, no library function's{named}, and this task does not allow fast math")
+        elif use.instruction not in allowed.get(use.source, ()):
+            lines = sorted({a.line for a in found if a.instruction == use.instruction and a.line is not None})
+            at = f" (at line {', '.join(map(str, lines))})" if lines else ""
+            problems.append(f"{use.source} compiles to {use.instruction}{at}, an approximate instruction this task's "
+                            f"tolerance does not admit from it, and this task does not allow fast math")
+    traced = {a.instruction for a in info.approx_traced}
     for use in found:
-        named = names.get(use.line, set()) if use.line is not None else everywhere
-        where = f"line {use.line}" if use.line is not None else "no line"
-        if named & _ASM:
-            why = "written in inline PTX on that line"
-        elif any(use.instruction in allowed.get(n, ()) for n in named):
-            continue
-        else:
-            why = "that no function named on that line emits at its documented accuracy"
-        problems.append(f"{where}: {use.function} compiles to {use.instruction}, an approximate instruction {why}, "
-                        f"and this task does not allow fast math")
+        if use.instruction not in traced:
+            where = f"line {use.line}: " if use.line is not None else ""
+            problems.append(f"{where}{use.function} compiles to {use.instruction}, an approximate instruction that no "
+                            f"function accounts for{named}, and this task does not allow fast math")
     return list(dict.fromkeys(problems))
-
-
-def _names_by_line(tokens: list[Token], line) -> dict[int, set[str]]:
-    """The identifiers (and the ``/`` operator) each line names, through macros: a line that uses a macro names
-    what the macro's body names. The lines of a statement that runs on over several lines share their names,
-    since the compiler may place an instruction at any line of it."""
-    macros: dict[str, set[str]] = {}
-    by_line: dict[int, set[str]] = {}
-    directive, defining = False, None
-    for i, tok in enumerate(tokens):
-        if tok.first:
-            directive = tok.text == "#"
-            defining = None
-        if directive:
-            if tok.kind == "ident" and tokens[i - 1].text == "define" and defining is None:
-                defining = tok.text
-                macros[defining] = set()
-            elif defining is not None and (tok.kind == "ident" or tok.text == "/"):
-                macros[defining].add(tok.text)
-            continue
-        if tok.kind == "ident" or tok.text == "/":
-            by_line.setdefault(line(tok.start), set()).add(tok.text)
-    for _ in range(8):                          # macros that use macros, a few levels deep
-        for body in macros.values():
-            body |= set().union(*(macros.get(n, set()) for n in list(body)))
-    expanded = {n: set(v).union(*(macros.get(x, set()) for x in v)) for n, v in by_line.items()}
-    # a statement runs on until a line holding ';', '{' or '}': its lines share their names
-    ends = {line(t.start) for t in tokens if t.text in (";", "{", "}")}
-    out: dict[int, set[str]] = {}
-    group: list[int] = []
-    for n in sorted(set(expanded) | ends):
-        group.append(n)
-        if n in ends:
-            shared = set().union(*(expanded.get(k, set()) for k in group))
-            out.update({k: shared for k in group})
-            group = []
-    shared = set().union(*(expanded.get(k, set()) for k in group))
-    out.update({k: shared for k in group})
-    return out

@@ -122,7 +122,7 @@ class Builder:
         if not info.ok:
             return Built(new_result(task, candidate, Status.compile_error, error=_first_error(info.log), detail=info.log,
                                     compile=info, cost=cost), info, None)
-        problems = compiled_problems(info.approx or [], candidate.source, task)
+        problems = compiled_problems(info, candidate.source, task)
         if problems:   # the compiled code, not its spelling: the source rule's second line
             return Built(new_result(task, candidate, Status.rejected, error=problems[0], detail="\n".join(problems),
                                     compile=info, cost=cost), info, None)

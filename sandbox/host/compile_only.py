@@ -32,6 +32,7 @@ class CompileOnlySandbox(Sandbox):
     sandbox (``sandbox.protocol``)."""
 
     kind = "compile-only"
+    instead_of_gpu = ""   # set by open_sandbox("auto") where no GPU sandbox opened: why not
 
     def __init__(self, config: SandboxConfig | None = None, arch: str | None = None,
                  harness_cubin: bytes | None = None):

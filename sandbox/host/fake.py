@@ -18,15 +18,22 @@ The model, per candidate:
   never do, in any process;
 - 20 paired rounds with 1% Gaussian noise (``// fake: noise=0.05`` changes it) from a generator seeded
   by the same hash; medians and intervals come from ``sandbox.judging.stats`` like real ones;
-- as on a GPU, a time below the floor divided by 1.5 is ``rejected`` (faster than the hardware allows).
+- as on a GPU (``sandbox.host.floor``), a time below the floor divided by 1.5 is flagged and triggers the stronger
+  check (every check and held-out size; ``// fake: heldout_wrong`` fails it), and a time below the outputs' bytes
+  at the copy bandwidth divided by 1.5 is ``rejected`` (faster than the hardware allows).
 
 Annotations script failures: ``// fake: wrong``, ``// fake: crashed``, ``// fake: timeout``,
 ``// fake: rejected`` (several may share a line, separated by commas or spaces), and ``// fake: check_wrong``:
 wrong at the first check size only, so it passes screening (``screen``, simulated with the same model and
 early stops as ``GPUSandbox.screen``) and fails the full evaluation; ``// fake: heldout_wrong``: wrong at the
-task's held-out sizes only (right at every check size and the benchmark). A build's simulated speedup is the
-same at every size (it is drawn from the plans at the task's own sizes), so a held-out re-check flags a
-simulated winner only where an annotation says so.
+task's held-out sizes only (right at every check size and the benchmark).
+
+At a size other than the benchmark (a held-out size, ``sizes=``), a build keeps its speedup on the work but not
+on a fixed launch cost (``LAUNCH_MS``, the same for every build): with ``w(s)`` the baseline's simulated work at
+size ``s`` and ``share(s) = w(s) / (w(s) + LAUNCH_MS)``, its speedup there is
+``1 + (s_bench - 1) * share(s) / share(bench)``, drawn towards 1.0 at small sizes, and its noise is drawn afresh
+for that size. A gain never turns into a loss by this model, so a held-out re-check flags a simulated winner
+only where an annotation says so (``heldout_wrong``, or ``speedup`` below 1.0).
 
 ``sanitize`` compiles for real and resolves the plan, then simulates compute-sanitizer's verdict (marked
 ``simulated``): clean, unless ``// fake: out_of_bounds`` (a memcheck error), ``// fake: race`` (a racecheck
@@ -49,10 +56,9 @@ from ..judging.environment import Ceilings, Environment
 from ..judging.result import Check, Cost, Mismatch, Result, Status, Timing
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport, ToolVerdict, overall
 from ..tasks.task import Task, describe_sizes
-from .ceilings import FLOOR_NOTE
-from .compile_only import CompileOnlySandbox, new_result
 from .compile_only import CompileOnlySandbox, new_result
 from .config import SandboxConfig
+from .floor import judge_floors, stronger_sizes
 from .sanitizer import sanitize_sizes
 from .screener import Screened
 
@@ -63,6 +69,7 @@ COMPILE_GAIN = 1.25
 ROUNDS = 20
 DEFAULT_NOISE = 0.01
 REJECT_FACTOR = 1.5
+LAUNCH_MS = 0.004   # a launch's fixed simulated cost, which no build of the kernel changes
 SCREEN_MIN_ROUNDS, SCREEN_MARGIN = 6, 1.1   # as GPUSandbox.screen's defaults
 _ANNOTATION = re.compile(r"//\s*fake:\s*(.+)$", re.M)
 SIM_FAULTS = {"memcheck": ("out_of_bounds", "Invalid __global__ write of size 4 bytes"),
@@ -133,12 +140,23 @@ class FakeSandbox(CompileOnlySandbox):
             plans = plans[:-1] + [resolve(task, candidate, compiled.compile, task.spec.sizes.benchmark)]
         digest = _digest(compiled.compile, plans)
         speed = self._speedup(task, candidate, notes, digest)
+        if sizes is not None and sizes != task.spec.sizes.benchmark:
+            speed = _speedup_at(task, speed, sizes)
+            digest = hashlib.sha256(digest + json.dumps(sizes, sort_keys=True).encode()).digest()
         rec, floor = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
         base["cost"].time_gpu_s = sum(sum(i["samples_ms"]) for i in rec["impls"].values()) / 1e3
-        status, error = Status.ok, ""
-        if floor and rec["impls"]["candidate"]["median_ms"] < floor / REJECT_FACTOR:
-            status, error = Status.rejected, f"{FLOOR_NOTE} (simulated): below the roofline floor / {REJECT_FACTOR}"
-        return new_result(task, candidate, status, checks=checks, timing=Timing.model_validate(rec), error=error, **base)
+        timed = Timing.model_validate(rec)
+        status, error, timed.below_roofline = judge_floors(task, timed, SIM_CEILINGS, REJECT_FACTOR)
+        if status is not Status.ok:
+            error += " (simulated)"
+        elif timed.below_roofline is not None:   # the stronger check: every check and held-out size
+            if "heldout_wrong" in notes and task.spec.sizes.heldout:
+                status = Status.wrong
+                error = (f"{timed.below_roofline.line()}; the stronger check it triggered failed: heldout[0] is "
+                         "wrong (simulated by a '// fake: heldout_wrong' annotation)")
+            else:
+                timed.below_roofline.rechecked = [label for label, _ in stronger_sizes(task, bench)]
+        return new_result(task, candidate, status, checks=checks, timing=timed, error=error, **base)
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
                timeout_s: float = 10.0, best: float | None = None) -> list[Screened]:
@@ -260,6 +278,23 @@ class FakeSandbox(CompileOnlySandbox):
                    roofline_ms=floor_ms or None, bound="memory" if t_mem >= t_cmp else "compute",
                    torch_tf32=self.config.torch_tf32 if task.spec.torch else None)
         return rec, floor_ms or None
+
+def _work_ms(task: Task, sizes: dict) -> float:
+    """The baseline's simulated time at ``sizes`` without a launch's fixed cost."""
+    peak = SIM_CEILINGS.peak_flops(task.spec.roofline.compute)
+    floor_s = max(task.bytes(sizes) / SIM_CEILINGS.copy_bytes_per_s, task.flops(sizes) / peak if peak else 0.0)
+    return floor_s * 1e3 / BASELINE_EFFICIENCY
+
+
+def _speedup_at(task: Task, speed: float, sizes: dict) -> float:
+    """A build's simulated speedup at ``sizes`` from its speedup at the benchmark size (the module's docstring)."""
+    def share(s: dict) -> float:
+        work = _work_ms(task, s)
+        return work / (work + LAUNCH_MS)
+
+    bench = share(task.spec.sizes.benchmark)
+    return 1.0 + (speed - 1.0) * share(sizes) / bench if bench > 0 else 1.0
+
 
 def _digest(info, plans: list[dict]) -> bytes:
     """What the simulated time of a build derives from: its machine code's hash (the cubin's own bytes carry the

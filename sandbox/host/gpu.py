@@ -25,10 +25,11 @@ from ..candidates.candidate import Candidate, load_candidate
 from ..candidates.plan import PlanError
 from ..judging.agreement import DEVICE_NAMES
 from ..judging.environment import Ceilings as CeilingRates, Environment
-from ..judging.result import Check, CompileInfo, Cost, Result, Status
+from ..judging.result import BelowRoofline, Check, CompileInfo, Cost, Result, Status
 from ..judging.sanitizer_report import DEFAULT_TOOLS, SanitizeReport
 from ..plumbing.files import cache_dir
-from ..tasks.inputs import distribution_count, input_specs, output_specs
+from ..tasks.inputs import distribution_count, input_specs, output_specs, structural
+from ..tasks.keyed import new_seed
 from ..tasks.task import Task, TaskError, describe_sizes
 from ..wire import CheckTrials, Checked, CompareTrial, DeviceInfo, HarnessCode, MeasureCeilings, MeasuredCeilings, \
     RunOutputs, StageFailed, Timed, Trial, TrialRun, WorkerError
@@ -36,6 +37,7 @@ from . import prestart
 from .ceilings import cached_ceilings
 from .compile_only import CompileOnlySandbox, labelled_sizes, new_result
 from .config import SandboxConfig
+from .floor import EXTRA_TRIALS, judge_floors, stronger_sizes
 from .pool import WorkerDied, WorkerProcess, WorkerTimeout, expect
 from .referee import Referee, mismatch_text
 from .sanitizer import Sanitizer
@@ -165,6 +167,9 @@ class GPUSandbox(CompileOnlySandbox):
         bench_label = labelled[-1][0]
         status, rec, env, more_checks, error, detail = self._timing(task, bench, cubin, plans[bench_label], baseline,
                                                                     cost)
+        if status is Status.ok and rec is not None and rec.below_roofline is not None:
+            status, stronger, error = self._stronger_check(task, cand, info, cubin, bench, rec.below_roofline, cost)
+            more_checks = more_checks + stronger
         cost.wall_s = time.perf_counter() - t0
         base["env"] = Environment.model_validate({**self.device, **env})
         return new_result(task, cand, status, checks=checks + more_checks, timing=rec, error=error, detail=detail, **base)
@@ -208,14 +213,37 @@ class GPUSandbox(CompileOnlySandbox):
         note = "checked once in this sandbox as the task's baseline (the same machine code and launch plans)"
         return [c.model_copy(update={"note": f"{c.note}; {note}" if c.note else note}) for c in done.checks]
 
-    def _correctness(self, task: Task, cubin: bytes, labelled, plans, cost: Cost):
+    def _stronger_check(self, task: Task, cand: Candidate, info: CompileInfo, cubin: bytes, bench: dict,
+                        flag: BelowRoofline, cost: Cost) -> tuple[Status, list[Check], str]:
+        """The check a time below the naive roofline triggers (``sandbox.host.floor``): every check, held-out and
+        the benchmark size, ``EXTRA_TRIALS`` times the distributions each. Its trials' labels go into ``flag``."""
+        labelled, skipped = [], []
+        for label, sizes in stronger_sizes(task, bench):
+            try:
+                self.plans(task, cand, info, [(label, sizes)])
+                labelled.append((label, sizes))
+            except PlanError as exc:
+                skipped.append(f"{label}: {exc}")
+        plans = self.plans(task, cand, info, labelled)
+        count = EXTRA_TRIALS * distribution_count(task)
+        status, checks, error, _ = self._correctness(task, cubin, labelled, plans, cost, per_size=count)
+        flag.note = "; ".join(f"not run at {s}" for s in skipped)
+        if status is not Status.ok:
+            return status, checks, f"{flag.line()}; the stronger check it triggered failed: {error}"
+        flag.rechecked = sorted({c.label.rsplit(" ", 1)[0] for c in checks})   # the trials, not their two runs
+        return Status.ok, checks, ""
+
+    def _correctness(self, task: Task, cubin: bytes, labelled, plans, cost: Cost, per_size: int | None = None):
+        """``per_size``: the trials at every size (default: ``trial_count``'s)."""
         trials = []
         for label, sizes in labelled:
-            count = trial_count(task, label, self.config.trials_per_check_size)
+            count = per_size or trial_count(task, label, self.config.trials_per_check_size)
             for k in range(count):
+                specs = input_specs(task, sizes, k)
+                if label == "benchmark" and structural(specs) and count > 1:
+                    continue   # structure-adversarial rows at the check and held-out sizes, not at the timed one
                 trials.append(Trial(label=label if count == 1 else f"{label}#{k}", sizes=sizes, plan=plans[label],
-                                    inputs=input_specs(task, sizes, k), outputs=output_specs(task, sizes),
-                                    seed=self._rng.getrandbits(62)))
+                                    inputs=specs, outputs=output_specs(task, sizes), seed=new_seed()))
         hash_seed = self._rng.getrandbits(63)
         req = CheckTrials(harness=self.harness, cubin=cubin, trials=trials, data_dir=str(self.data_dir),
                           hash_seed=hash_seed, ipc=self.referee.ipc)
@@ -280,7 +308,10 @@ class GPUSandbox(CompileOnlySandbox):
                         f"{trial.label}: output {bad[0].output!r} is wrong: {mismatch_text(bad[0])}", "")
         ceilings = self.ceilings
         timing = timing_record(task, bench, reply, ceilings, self.config.torch_tf32)
-        status, error = sanity(timing, self.config.roofline_reject_factor)
+        status, error = sanity(timing)
+        if status is Status.ok:
+            status, error, timing.below_roofline = judge_floors(task, timing, ceilings,
+                                                                self.config.roofline_reject_factor)
         return status, timing, timing_env(reply, ceilings), checks, error, ""
 
 

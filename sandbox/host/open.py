@@ -22,5 +22,7 @@ def open_sandbox(kind: str = "auto", config: SandboxConfig | None = None):
         raise ValueError(f"unknown sandbox kind {kind!r} (expected {', '.join(SANDBOX_KINDS)})")
     try:
         return GPUSandbox(config)
-    except (RuntimeError, WorkerDied, WorkerTimeout):
-        return CompileOnlySandbox(config)
+    except (RuntimeError, WorkerDied, WorkerTimeout) as exc:
+        box = CompileOnlySandbox(config)
+        box.instead_of_gpu = (str(exc).strip().splitlines() or ["no CUDA device answered"])[0]
+        return box

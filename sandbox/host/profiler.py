@@ -30,7 +30,6 @@ Counters never feed the timing: the timed numbers come from the timing stage alo
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import sys
 import tempfile
@@ -52,6 +51,7 @@ from ..profile import ncu
 from ..profile.counters import summarize
 from ..profile.diagnosis import diagnose
 from ..tasks.inputs import input_specs, output_specs
+from ..tasks.keyed import new_seed
 from ..wire import ProfileLaunches, TargetRan, TargetStart, WaitAhead, to_json, written
 
 
@@ -340,7 +340,7 @@ class Profiler:
     def _launches(self, task, plan: dict, sizes: dict, work: Path) -> ProfileLaunches:
         """The profiled program's request: the candidate's cubin in ``work``, the plan on fresh inputs."""
         return ProfileLaunches(str(work / "candidate.cubin"), plan, input_specs(task, sizes, 0),
-                               output_specs(task, sizes), random.SystemRandom().getrandbits(62),
+                               output_specs(task, sizes), new_seed(),
                                self.config.warmup_rounds)
 
     def _profile_env(self) -> dict[str, str]:

@@ -13,7 +13,7 @@ import dataclasses
 import threading
 import time
 
-from ..judging.result import Check, Mismatch
+from ..judging.result import Bias, Check, Mismatch
 from ..tasks.task import Task, TaskError
 from ..wire import (Compared, Compares, CompareTask, CompareTrial, HarnessCode, IpcProbe, IpcRead, IpcSent, IpcSum,
                     WorkerError, tolerances)
@@ -95,7 +95,7 @@ class Referee:
                 checks.append(Check(sizes=trial.sizes, label=f"{trial.label} {c.run}", output=c.output,
                                     distribution=dist, passed=c.passed, max_abs_error=c.max_abs_error,
                                     max_rel_error=c.max_rel_error, mismatches=c.mismatches, first_mismatch=fm,
-                                    note=c.note))
+                                    note=c.note, seed=trial.seed, bias=Bias.of(c.bias) if c.bias else None))
             out.append(checks)
         return out
 

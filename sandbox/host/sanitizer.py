@@ -19,7 +19,6 @@ memory). A clean verdict covers the sizes that ran, nothing more.
 
 from __future__ import annotations
 
-import random
 import shutil
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from ..plumbing.files import cache_dir
 from ..plumbing.hostpaths import redact
 from ..plumbing.tools import StartedAhead, find_tool, run_tool, scrubbed_env, start_ahead
 from ..tasks.inputs import input_specs, output_specs
+from ..tasks.keyed import new_seed
 from ..wire import SanitizeCase, SanitizeCases, TargetRan, TargetStart, WaitAhead, to_json, written
 
 SANITIZER_GLOBS = ("/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda-*/bin/compute-sanitizer",
@@ -119,7 +119,7 @@ class Sanitizer:
                 if spare.waiting:   # else it ended (it is not waited for): the tool runs the usual way
                     (spare.work / "candidate.cubin").write_bytes((work / "candidate.cubin").read_bytes())
                     spare.hand_over(to_json(SanitizeCases(str(spare.work / "candidate.cubin"), cases,
-                                                          random.SystemRandom().getrandbits(62))))
+                                                          new_seed())))
                     code, output, seconds = spare.finish(timeout_s)
                     return self._verdict(tool, code, output, spare.work / "status.json", seconds, timeout_s)
             finally:
@@ -127,7 +127,7 @@ class Sanitizer:
         status_file, cwd = work / f"{tool}.status.json", work / f"cwd-{tool}"
         cwd.mkdir()
         begin = TargetStart(self.arch, str(work / "harness.cubin"), str(status_file))
-        request = SanitizeCases(str(work / "candidate.cubin"), cases, random.SystemRandom().getrandbits(62))
+        request = SanitizeCases(str(work / "candidate.cubin"), cases, new_seed())
         (work / f"{tool}.json").write_text(to_json(begin, request))
         target = [sys.executable, "-m", "sandbox.worker.sanitize_target", str(work / f"{tool}.json")]
         code, output, seconds = run_tool(command(self.exe, tool, target), cwd, self.env(), timeout_s)

@@ -26,6 +26,7 @@ from ..candidates.plan import PlanError, resolve
 from ..judging import stats
 from ..judging.result import Status
 from ..tasks.inputs import input_specs, output_specs
+from ..tasks.keyed import new_seed
 from ..tasks.task import Task
 from ..wire import (HarnessCode, Impl, Screen, ScreenBatch, ScreenCandidate, ScreenedRun, ScreenReady, ScreenSetup,
                     WorkerError, tolerances)
@@ -185,7 +186,7 @@ class Screener:
         return ScreenSetup(harness=self.harness, setup_id=rng.getrandbits(62),
                            baseline=Impl(cubin=b_cubin, plan=resolve(task, b_cand, b_info, bench)),
                            inputs=[input_specs(task, bench, k) for k in range(2)], outputs=output_specs(task, bench),
-                           tolerance=tolerances(task), seed=rng.getrandbits(40), hash_seed=rng.getrandbits(63))
+                           tolerance=tolerances(task), seed=new_seed(), hash_seed=rng.getrandbits(63))
 
 
 def _screened(rec: ScreenedRun, compile_s: float) -> Screened:

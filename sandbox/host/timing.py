@@ -1,7 +1,7 @@
 """The host side of the timing stage (``GPUSandbox._timing``): the ``Time`` request for the GPU worker
 (``sandbox.worker.timing``), and its ``Timed`` reply read back as the result's ``Timing`` record, the launches
 to compare with the reference, the environment the rounds ran in, and the verdict of the two sanity rules
-(faster than the roofline floor allows, event time above wall-clock)."""
+(event time above wall-clock here; the floors in ``sandbox.host.floor``)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import random
 
 from ..candidates.plan import resolve
 from ..judging import stats
+from ..judging.agreement import agreement_tolerances
 from ..judging.environment import READINGS, Ceilings, ClockReadings, LaunchHold, PersistingL2, TimedClocks
 from ..judging.result import CARRY_OVER_FLAG, CarryOver, Status, Timing
-from ..tasks.inputs import distribution_count, input_specs, output_specs
+from ..tasks.inputs import output_specs, timed_variants
+from ..tasks.keyed import new_seed
 from ..tasks.task import Task
-from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, RunOutputs, Time, Timed, tolerances
-from .ceilings import FLOOR_NOTE, roofline_ms
+from ..wire import CompareTrial, HarnessCode, Impl, RoundLimits, RunOutputs, Time, Timed, Tolerance
+from .ceilings import roofline_ms
 from .config import SandboxConfig
 
 
@@ -34,8 +36,9 @@ def timing_request(task: Task, bench: dict, cubin: bytes, plan: dict, baseline, 
                          target_ci=cfg.target_ci, wall_cap_s=cfg.wall_cap_s)
     return Time(harness=harness, impls=impls, sizes=task.env(bench),
                 scalars={s.name: s.value for s in task.spec.scalars},
-                input_variants=[input_specs(task, bench, k) for k in range(distribution_count(task))],
-                outputs=output_specs(task, bench), tolerance=tolerances(task), seed=rng.getrandbits(62),
+                input_variants=timed_variants(task, bench),
+                outputs=output_specs(task, bench), seed=new_seed(),
+                tolerance={n: Tolerance(*t) for n, t in agreement_tolerances(task).items()},
                 order_seed=rng.getrandbits(62), hash_seed=rng.getrandbits(63), limits=limits,
                 launches_to=rng.randint(cfg.min_launches, 2 * cfg.min_launches), full_checks=cfg.full_checks,
                 primary=task.baselines[0], ipc=ipc, data_dir=data_dir)
@@ -109,14 +112,10 @@ def timing_env(reply: Timed, ceilings: Ceilings) -> dict:
                 launch_hold=LaunchHold.model_validate(reply.launch_hold), timing_split_s=reply.split_s, **l2, **medians)
 
 
-def sanity(timing: Timing, roofline_reject_factor: float) -> tuple[Status, str]:
-    """``rejected`` with the reason where the candidate's median is below the roofline floor (divided by the
-    factor) or its event time exceeds host wall-clock; else ``ok``."""
-    cand, floor_ms = timing.impls["candidate"], timing.roofline_ms
-    if floor_ms and cand.median_ms < floor_ms / roofline_reject_factor:
-        return Status.rejected, (f"{FLOOR_NOTE}: {cand.median_ms:.4g} ms is below the roofline floor {floor_ms:.4g} "
-                                 f"ms / {roofline_reject_factor} (bytes and FLOPs of the task at the measured "
-                                 "ceilings)")
+def sanity(timing: Timing) -> tuple[Status, str]:
+    """``rejected`` with the reason where the candidate's event time exceeds host wall-clock; else ``ok``. The
+    floors (``sandbox.host.floor``) are judged next."""
+    cand = timing.impls["candidate"]
     if cand.median_ms > cand.wall_median_ms * 1.05 + 0.02:
         return Status.rejected, (f"event time {cand.median_ms:.4g} ms exceeds host wall-clock "
                                  f"{cand.wall_median_ms:.4g} ms: the timer is not trustworthy")

@@ -31,11 +31,13 @@ def compare(xp, got, expected, atol: float, rtol: float, spread: float = 0.0) ->
     Passing means: same shape; NaN exactly where the reference has NaN; infinities of the same sign
     exactly where the reference has them; elsewhere ``|got - expected| <= atol + rtol * |expected|``, atol
     grown to ``spread`` times expected's standard deviation where that is larger (``spread_atol``).
-    Returns the error statistics and the first mismatch (C order).
+    Returns the error statistics, the first mismatch (C order) and the signed error's statistics (``bias``: in
+    units of each element's tolerance, over the finite elements whose tolerance is not 0; None where there are none).
     """
     if tuple(got.shape) != tuple(expected.shape):
         return dict(passed=False, mismatches=int(math.prod(got.shape)), max_abs_error=None, max_rel_error=None,
-                    first_mismatch=None, note=f"shape {tuple(got.shape)} != reference shape {tuple(expected.shape)}")
+                    first_mismatch=None, note=f"shape {tuple(got.shape)} != reference shape {tuple(expected.shape)}",
+                    bias=None)
     atol = spread_atol(xp, expected, atol, spread)
     if xp is not np:
         return DevicePass.of(xp).compare(got, expected, atol, rtol)
@@ -63,23 +65,43 @@ def _compare(xp, got, expected, atol: float, rtol: float) -> dict:
         flat = int(xp.argmax(bad))
         index = [int(i) for i in _unravel(flat, tuple(got.shape))]
         first = dict(index=index, got=_num(g[flat]), expected=_num(e[flat]))
-    return _result(mismatches, n, max_abs, max_rel, int((g_nan & ~e_nan).sum()), first)
+    bound = atol + rtol * xp.abs(e)
+    used = finite & (bound > 0)
+    d = xp.where(used, (g - e) / xp.where(used, bound, 1.0), 0.0)
+    m = xp.sign(e) * d
+    sums = [float(v) for v in (d.sum(), (d * d).sum(), m.sum(), (m * m).sum(), xp.abs(d).sum())]
+    return _result(mismatches, n, max_abs, max_rel, int((g_nan & ~e_nan).sum()), first, int(used.sum()), sums)
 
 
-def _result(mismatches: int, n: int, max_abs: float, max_rel: float, nan_not_ref: int, first) -> dict:
+def _result(mismatches: int, n: int, max_abs: float, max_rel: float, nan_not_ref: int, first, used: int = 0,
+            sums=None) -> dict:
     note = f"{nan_not_ref} NaN where the reference is a number (unwritten or poisoned elements?)" if nan_not_ref else ""
     return dict(passed=mismatches == 0, mismatches=mismatches, max_abs_error=max_abs, max_rel_error=max_rel,
-                first_mismatch=first, note=note)
+                first_mismatch=first, note=note, bias=bias_stats(used, sums) if used else None)
+
+
+def bias_stats(n: int, sums) -> dict:
+    """The signed error's statistics from its sums over ``n`` elements (``sums``: of d, d^2, m, m^2, |d|, where d is
+    the error in units of the element's tolerance and m is d signed toward the reference's magnitude): the means of d
+    (``mean``) and m (``away``, negative toward zero), their standard errors, and the mean of |d|."""
+    s1, s2, m1, m2, a1 = sums
+
+    def se(total, squares):
+        mean = total / n
+        return math.sqrt(max(squares / n - mean * mean, 0.0) / max(n - 1, 1))
+
+    return dict(n=n, mean=s1 / n, mean_se=se(s1, s2), away=m1 / n, away_se=se(m1, m2), mean_abs=a1 / n)
 
 
 _DEVICE_SOURCE = r"""
 template <typename G, typename E>
 __global__ void compare_pass(const G* got, const E* ref, long long n, double atol, double rtol,
-                             unsigned long long* out) {
+                             unsigned long long* out, double* sums) {
     // out: mismatches, first mismatch, NaN where the reference is a number, max |got - ref| and max relative
-    // error (the bits of non-negative doubles, which order as the doubles do)
-    unsigned long long bad_count = 0, nan_count = 0, first = ~0ull;
-    double max_abs = 0.0, max_rel = 0.0;
+    // error (the bits of non-negative doubles, which order as the doubles do), elements of the bias sums;
+    // sums: of d, d^2, m, m^2, |d| (``bias_stats``)
+    unsigned long long bad_count = 0, nan_count = 0, first = ~0ull, used = 0;
+    double max_abs = 0.0, max_rel = 0.0, s[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
     long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         double g = (double)got[i], e = (double)ref[i];
@@ -95,6 +117,11 @@ __global__ void compare_pass(const G* got, const E* ref, long long n, double ato
             bad_count++;
         }
         if (gn && !en) nan_count++;
+        if (finite && bound > 0) {
+            double d = (g - e) / bound, m = e > 0 ? d : e < 0 ? -d : 0.0;
+            s[0] += d; s[1] += d * d; s[2] += m; s[3] += m * m; s[4] += fabs(d);
+            used++;
+        }
         max_abs = fmax(max_abs, diff);
         max_rel = fmax(max_rel, rel);
     }
@@ -105,12 +132,18 @@ __global__ void compare_pass(const G* got, const E* ref, long long n, double ato
         first = f < first ? f : first;
         max_abs = fmax(max_abs, __shfl_down_sync(0xffffffffu, max_abs, off));
         max_rel = fmax(max_rel, __shfl_down_sync(0xffffffffu, max_rel, off));
+        used += __shfl_down_sync(0xffffffffu, used, off);
+        for (int k = 0; k < 5; ++k) s[k] += __shfl_down_sync(0xffffffffu, s[k], off);
     }
     if ((threadIdx.x & 31) == 0) {
         if (bad_count) { atomicAdd(&out[0], bad_count); atomicMin(&out[1], first); }
         if (nan_count) atomicAdd(&out[2], nan_count);
         atomicMax(&out[3], (unsigned long long)__double_as_longlong(max_abs));
         atomicMax(&out[4], (unsigned long long)__double_as_longlong(max_rel));
+        if (used) {
+            atomicAdd(&out[5], used);
+            for (int k = 0; k < 5; ++k) atomicAdd(&sums[k], s[k]);
+        }
     }
 }
 """
@@ -145,17 +178,18 @@ class DevicePass:
         n = int(g.size)
         if n == 0:
             return _result(0, 0, 0.0, 0.0, 0, None)
-        out = cp.array([0, (1 << 64) - 1, 0, 0, 0], dtype=cp.uint64)
+        out = cp.array([0, (1 << 64) - 1, 0, 0, 0, 0], dtype=cp.uint64)
+        sums = cp.zeros(5, dtype=cp.float64)
         blocks = min(self.MAX_BLOCKS, -(-n // self.THREADS))
         self.kernels[(g.dtype.name, e.dtype.name)]((blocks,), (self.THREADS,),
-                                                    (g, e, np.int64(n), np.float64(atol), np.float64(rtol), out))
-        mismatches, first, nan_not_ref, abs_bits, rel_bits = (int(v) for v in out.get())
+                                                    (g, e, np.int64(n), np.float64(atol), np.float64(rtol), out, sums))
+        mismatches, first, nan_not_ref, abs_bits, rel_bits, used = (int(v) for v in out.get())
         max_abs, max_rel = (float(np.array([b], dtype=np.uint64).view(np.float64)[0]) for b in (abs_bits, rel_bits))
         where = None
         if mismatches:
             index = [int(i) for i in _unravel(first, tuple(got.shape))]
             where = dict(index=index, got=_num(g[first]), expected=_num(e[first]))
-        return _result(mismatches, n, max_abs, max_rel, nan_not_ref, where)
+        return _result(mismatches, n, max_abs, max_rel, nan_not_ref, where, used, [float(v) for v in sums.get()])
 
     def _operand(self, array):
         cp = self.cp

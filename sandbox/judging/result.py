@@ -55,6 +55,7 @@ class ApproxInstruction(_Record):
     function: str                        # the kernel or device function, as the candidate names it where known
     instruction: str                     # "ex2.approx.ftz.f32", ...
     line: int | None = None              # the candidate's source line, where -lineinfo gives one
+    source: str | None = None            # traced (``approx_ptx.trace``): the library function holding it; None: own
 
 
 class CompileInfo(_Record):
@@ -72,6 +73,8 @@ class CompileInfo(_Record):
     lowered_names: dict[str, str] = Field(default_factory=dict)
     params: dict[str, list[int]] = Field(default_factory=dict)  # plan kernel name -> bytes of each parameter
     approx: list[ApproxInstruction] | None = None  # approximate instructions in the PTX (None: not read)
+    approx_traced: list[ApproxInstruction] | None = None  # the same traced to their functions (None: not traced)
+    trace_error: str = ""                # why a compile with approximate instructions could not be traced
 
     def warnings(self) -> list[str]:
         """The compiler's warnings (NVRTC's and ptxas'), each with the source line and caret NVRTC prints under
@@ -100,6 +103,30 @@ class Mismatch(_Record):
     expected: float | str
 
 
+class Bias(_Record):
+    """The signed error of one output in one check, in units of each element's tolerance (atol + rtol |expected|),
+    against the float64 reference: its mean with a 95% interval, the same signed toward the reference's magnitude
+    (``away``: negative where the output errs toward zero), and the mean of its absolute value."""
+
+    n: int
+    mean: float
+    low: float
+    high: float
+    away: float
+    away_low: float
+    away_high: float
+    mean_abs: float
+
+    @classmethod
+    def of(cls, stats: dict) -> "Bias":
+        """From ``compare.bias_stats``'s numbers."""
+        z = 1.96
+        return cls(n=stats["n"], mean=stats["mean"], low=stats["mean"] - z * stats["mean_se"],
+                   high=stats["mean"] + z * stats["mean_se"], away=stats["away"],
+                   away_low=stats["away"] - z * stats["away_se"], away_high=stats["away"] + z * stats["away_se"],
+                   mean_abs=stats["mean_abs"])
+
+
 class Check(_Record):
     """One correctness trial of one output at one size."""
 
@@ -113,6 +140,8 @@ class Check(_Record):
     mismatches: int = 0
     first_mismatch: Mismatch | None = None
     note: str = ""
+    seed: int | None = None              # the trial's input seed: its draw replays from it (``sandbox.tasks.inputs``)
+    bias: Bias | None = None             # the signed error (None: an exact output, or none compared)
 
 
 class Interval(_Record):
@@ -150,6 +179,30 @@ class ImplTiming(_Record):
     pct_of_roofline: float | None = None
 
 
+class BelowRoofline(_Record):
+    """The flag of a candidate timed below the task's naive roofline floor (``sandbox.host.floor``): the evidence,
+    and the stronger check it triggered. A flag, never a verdict: an algebraic rewrite does less work than the
+    naive FLOP and byte counts assume."""
+
+    median_ms: float                    # the candidate's median time
+    floor_ms: float                     # the naive roofline floor: max(bytes / bandwidth, FLOPs / peak)
+    factor: float                       # the time is below floor_ms / factor
+    flops: int                          # the task's FLOP count at the benchmark size (naive computation)
+    bytes: int                          # the task's byte count at the benchmark size
+    bandwidth_bytes_per_s: float | None = None
+    peak_flops_per_s: float | None = None
+    written_floor_ms: float | None = None   # the bytes the outputs must be written with, at the copy bandwidth
+    rechecked: list[str] = Field(default_factory=list)   # the stronger check's trials (labels), all passed
+    note: str = ""
+
+    def line(self) -> str:
+        text = (f"below the naive roofline: {self.median_ms:.4g} ms < floor {self.floor_ms:.4g} ms / {self.factor:g} "
+                f"({self.flops:,} FLOP, {self.bytes:,} bytes at the measured ceilings)")
+        if self.rechecked:
+            text += f"; a stronger check passed ({len(self.rechecked)} more trials, held-out sizes included)"
+        return text
+
+
 class Timing(_Record):
     """The timing stage at the benchmark size: each implementation's times and the speedups over them."""
 
@@ -175,6 +228,7 @@ class Timing(_Record):
     torch_tf32: str | None = None                         # the TF32 mode PyTorch eager/compile were timed in
                                                           # (off, default, on); None: no PyTorch baseline
     carry_over: CarryOver | None = None                   # None: too few rounds of either kind (3 each)
+    below_roofline: BelowRoofline | None = None           # flagged: faster than the naive counts allow
 
 
 class Cost(_Record):
@@ -310,6 +364,12 @@ class Result(_Record):
             self.error = "compute-sanitizer: " + next(t.line() for t in report.tools if t.status == "errors")
             self.detail = "\n\n".join(f"{t.tool}:\n{t.first_error}" for t in report.tools if t.status == "errors")
 
+    def bias_flags(self) -> list[str]:
+        """Outputs whose error has one sign in every check (``sandbox.judging.bias``): a flag, not a rejection."""
+        from .bias import bias_flags
+
+        return bias_flags(self.checks)
+
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
 
@@ -318,6 +378,9 @@ class Result(_Record):
         parts = [f"{self.candidate}: {self.status.value}" + (" [SIMULATED]" if self.env.simulated else "")]
         if self.error:
             parts.append(self.error)
+        if self.status is Status.compiled:
+            parts.append("compiled only: nothing ran (no GPU sandbox), so nothing was checked or timed")
+        parts += [f"bias flag: {flag}" for flag in self.bias_flags()]
         warned = self.compile.warnings() if self.compile and self.compile.ok else []
         if warned:
             parts.append(f"compiler warning: {warned[0].splitlines()[0]}"
@@ -334,6 +397,8 @@ class Result(_Record):
             if c is not None and c.flagged:
                 parts.append(f"carry-over: {self.timing.primary} {c.value:.3f}x slower right after the candidate "
                              f"[{c.low:.3f}, {c.high:.3f}]")
+            if self.timing.below_roofline is not None:
+                parts.append("flag: " + self.timing.below_roofline.line())
         parts += [f"{v.outcome}: {v.line}" for v in self.verdicts if v.outcome in ("flag", "fail")]
         return "; ".join(parts)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..tasks import expr
 from ..tasks.dtypes import itemsize
-from .numerics import FLOOR, RTOL, VARIANTS, Numerics, measure
+from .numerics import FLOOR, PARAMETERS, RTOL, VARIANTS, Numerics, measure
 from .problem import Problem, ProblemError
 from .shapes import Analysis, analyse
 from .sizes import SizePlan, Sizer, plan_sizes
@@ -174,8 +174,7 @@ class _Builder:
         lines = [f"[[{'inputs' if inputs else 'outputs'}]]", f"name = {_q(self.tensors[key])}",
                  f"dtype = {_q(self.a.base.dtypes[key])}", f"shape = {_v([int(d) if d.isdigit() else d for d in dims])}"]
         if inputs:
-            varied = key.startswith("in") and self.a.base.dtypes[key] in RTOL and self.n.variants
-            lines.append(f"distributions = {_v(['module', *self.n.variants] if varied else ['module'])}")
+            lines.append(f"distributions = {_v(self.distributions(key))}")
         else:
             atol, rtol = self.n.tolerance[key]
             spread = self.spread(key)
@@ -184,6 +183,16 @@ class _Builder:
             if key in self.n.constant:
                 lines.append("constant = true")
         return "\n".join(lines) + "\n"
+
+    def distributions(self, key: str) -> list:
+        """An input's distributions: the problem's own values, then the variants the import kept for it (forward's
+        floating arguments: normal, wide, kinks; a parameter or buffer initialised to one value: drawn)."""
+        if key.startswith("param:"):
+            drawn = self.n.drawn.get(key[6:])
+            return ["module", drawn] if drawn and PARAMETERS in self.n.variants else ["module"]
+        if self.a.base.dtypes[key] not in RTOL:
+            return ["module"]
+        return ["module", *[v for v in self.n.variants if v != PARAMETERS]]
 
     def spread(self, key: str) -> float:
         """An output's ``Tolerance.spread``: its atol floor's share of the output's spread, at every size and input
@@ -205,9 +214,19 @@ class _Builder:
             text += f" These constants keep their value at every size: {fixed}."
         if not self.a.symbols:
             text += " No shape can be varied: every size is the benchmark size."
-        if self.n and self.n.variants:
-            text += (f" Floating forward arguments are also drawn from the input variants {', '.join(self.n.variants)} "
+        forward_variants = [v for v in self.n.variants if v != PARAMETERS] if self.n else []
+        if forward_variants:
+            text += (f" Floating forward arguments are also drawn from the input variants {', '.join(forward_variants)} "
                      "(same shapes and dtypes).")
+        drawn = [n for n, k in self.parameters.items() if k in self.n.drawn] if self.n and PARAMETERS in self.n.variants else []
+        if drawn:
+            text += (f" The parameters and buffers the module initialises to one value ({', '.join(drawn)}) are also "
+                     "drawn: a value c from U(c/2, 3c/2), zero from N(0, 1).")
+        mutated = self.mutated()
+        if mutated:
+            text += (f" forward updates {', '.join(mutated)} in place (the module's own state, as a batch norm's running "
+                     "statistics in training mode): a kernel need not update them, and the inputs it is given stay "
+                     "as drawn.")
         for key, value in (self.n.constant if self.n else {}).items():
             text += (f" Output {self.tensors[key]} is {value:.6g} at every size and input: a kernel that writes "
                      f"{value:.6g} is correct (the problem is degenerate there).")
@@ -240,9 +259,13 @@ class _Builder:
                  f"compute = {_q('fp16_tensor' if half and a.flops != '0' else 'fp32')}\n")
         torch = {"problem": "problem.py", "arguments": self.arguments, "parameters": self.parameters,
                  "outputs": [self.tensors[k] for k in outs], "reference_dtype": self.n.reference_dtype,
-                 "baselines": ["eager", "compile"], "tied": a.ties, "fixed": a.fixed}
+                 "baselines": ["eager", "compile"], "tied": a.ties, "fixed": a.fixed, "mutated": self.mutated()}
         text += "\n[torch]\n" + "".join(f"{k} = {_v(v)}\n" for k, v in torch.items())
         return text
+
+    def mutated(self) -> list[str]:
+        """The task inputs that forward updates in place."""
+        return [n for n, k in self.parameters.items() if self.n and k in self.n.mutated]
 
     def pinned(self) -> str:
         """With no size that can vary, the task still needs one symbol: a constant at its own value."""

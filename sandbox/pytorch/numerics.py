@@ -17,8 +17,16 @@ The rules (docs/pytorch-checks.md states them for users):
   variant's honest error breaks the cap (sums of large-magnitude inputs, say), that variant is dropped for
   the task and the task says so; where the problem's own inputs break it, no tolerance can both accept
   float32 arithmetic and reject wrong answers, and the import is refused.
-- An output whose reference has no spread at any size or variant is *constant* (identically zero, often):
-  a kernel that writes the constant is right, and the task marks the output ``constant = true``.
+- An output with no spread within any size and variant (a loss, a scalar) is judged by the magnitude of the
+  values it takes instead: T is their smallest RMS. It is *constant* only where that value is the same at every
+  size and variant within twice its float32 error (identically zero, often): a kernel that writes the constant is
+  right, the task marks the output ``constant = true``, and its atol is that error, never more.
+- Refused: a reference that is NaN or infinite on the problem's own inputs, a float32 module with NaN or
+  infinities where float64 has none, and float32 and float64 paths that disagree beyond float32 error (for a
+  constant, by more than CAP x max(1, its magnitude)).
+- The ``parameters`` variant draws the parameters and buffers the module initialises to one value
+  (``sandbox.pytorch.parameters``), forward's arguments its own; what forward updates in place (running
+  statistics in training mode) is recorded as ``mutated``.
 
 Float32 accumulation over K terms errs by about 6e-8 * sqrt(K / 2) of the output's spread; TF32, half
 precision and bfloat16 by 5e-4 or more: FLOOR (2e-4 for float32) separates them, CAP (1e-2) keeps zeros, a
@@ -33,6 +41,7 @@ from dataclasses import dataclass, field
 
 from ..tasks.dtypes import to_compute
 from ..tasks.inputs import generate
+from .parameters import PARAMETERS, draw_into, drawn_parameters
 from .problem import Problem, ProblemError, run_forward
 from .shapes import Analysis
 from .sizes import Sizer
@@ -70,6 +79,9 @@ class Numerics:
     variants: list[str] = field(default_factory=list)   # input variants kept beside the problem's own
     constant: dict[str, float] = field(default_factory=dict)  # output key -> its one value
     typical: dict[str, float] = field(default_factory=dict)   # output key -> T
+    drawn: dict[str, dict] = field(default_factory=dict)      # parameter or buffer -> the distribution it is drawn
+                                                              # from beside the module's own values (PARAMETERS)
+    mutated: list[str] = field(default_factory=list)          # parameters and buffers forward updates in place
 
 
 def torch_equal(o, p) -> bool:
@@ -89,7 +101,7 @@ def variant_args(args: list, variant: str, seed: int) -> list:
     import numpy as np
     import torch
 
-    if variant == "module":
+    if variant in ("module", PARAMETERS):
         return args
     out = []
     for i, a in enumerate(args):
@@ -109,11 +121,21 @@ def _run(problem: Problem, overrides: dict[str, int], float64: bool, variant: st
     if built is None:
         built = _Built(problem, overrides)
     model, args = built.fresh(float64=False)
+    drawn = draw_into(model, built.drawn, SEED) if variant == PARAMETERS else {}
     args = variant_args(args, variant, SEED)
     outs = run_forward(model, args)
+    if not drawn:
+        built.updated.update(built.mutated())
     if not float64:
         return model, args, outs, None
     m64, _ = built.fresh(float64=True)
+    if drawn:
+        import torch
+
+        state = dict([*m64.named_parameters(), *m64.named_buffers()])
+        with torch.no_grad():
+            for key, value in drawn.items():
+                state[key].copy_(value.double())
     args64 = [_to64(a) if hasattr(a, "dtype") else a for a in args]
     return model, args, outs, run_forward(m64, args64)
 
@@ -123,10 +145,19 @@ class _Built:
     ``fresh`` restores the parameters and buffers as built before each run (a forward in training mode updates a
     batch norm's running statistics)."""
 
-    def __init__(self, problem: Problem, overrides: dict[str, int]):
+    def __init__(self, problem: Problem, overrides: dict[str, int], single: set[str] = frozenset()):
         self.model, self.args = problem.build(overrides, "cpu", seed=SEED)
         self.state = copy.deepcopy(self.model.state_dict())
+        self.drawn = drawn_parameters(self.model, single)
+        self.varied = {k for k, t in [*self.model.named_parameters(), *self.model.named_buffers()]
+                       if t.is_floating_point() and t.numel() > 1 and k not in self.drawn}
+        self.updated: set[str] = set()   # what forward was seen to update in place (``mutated``)
         self.m64 = self.state64 = None
+
+    def mutated(self) -> list[str]:
+        """The parameters and buffers whose values differ from the module's as built (after a forward)."""
+        now = self.model.state_dict()
+        return [k for k, v in self.state.items() if not torch_equal(v, now[k])]
 
     def fresh(self, float64: bool):
         if not float64:
@@ -166,10 +197,14 @@ def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]], variant
     if bench not in checks and (not a.symbols or sizer.cheap(bench)):
         labelled.append(("benchmark", bench))
     medium = None   # the module's own outputs at the last check size, which _shrinking starts from
+    single = {k[6:] for k in a.base.shapes if k.startswith("param:") and all(str(d).isdigit() for d in a.dims[k])}
+    drawn, varied, mutated = {}, set(), set()   # drawn: initialised to one value wherever it has several
     for label, values in labelled:
         overrides = {s: v for s, v in values.items() if v != bench[s]}
-        built = _Built(problem, overrides)
-        for variant in ("module", *variants):
+        built = _Built(problem, overrides, single)
+        drawn.update({k: v for k, v in built.drawn.items() if k not in drawn})
+        varied |= built.varied
+        for variant in ("module", *variants, *([PARAMETERS] if built.drawn else [])):
             try:
                 model, args, got, got64 = _run(problem, overrides, ref64, variant, built)
             except ProblemError:
@@ -193,13 +228,16 @@ def measure(problem: Problem, a: Analysis, checks: list[dict[str, int]], variant
             for key, o, e in zip(outs, got, expected):
                 if key in samples:
                     samples[key].append(_sample(label, variant, o, e, RTOL[a.base.dtypes[key]]))
+        mutated |= built.updated
+    drawn = {k: v for k, v in drawn.items() if k not in varied}
     shrink = _shrinking(problem, a, sizer, checks[-1], medium, floating, ref64) \
         if a.symbols and "benchmark" not in dict(labelled) else {}
-    kept = [v for v in variants if all(any(s.variant == v for s in samples[k]) for k in floating)] if floating else list(variants)
-    for v in variants:
+    tried = [*variants, *([PARAMETERS] if drawn else [])]
+    kept = [v for v in tried if all(any(s.variant == v for s in samples[k]) for k in floating)] if floating else tried
+    for v in tried:
         if v not in kept:
             reasons.append(f"input variant {v!r} left out: forward does not run on it")
-    n = Numerics("float64" if ref64 else "native", {}, reasons, kept)
+    n = Numerics("float64" if ref64 else "native", {}, reasons, kept, drawn=drawn, mutated=sorted(mutated))
     while True:
         worst = _settle(problem, a, samples, shrink, n)
         if worst is None:
@@ -230,20 +268,47 @@ def _settle(problem: Problem, a: Analysis, samples: dict[str, list[Sample]], shr
             if not s.parity and s.variant != "module":
                 return s.variant, (f"input variant {s.variant!r} left out: the float32 module's NaN/infinities differ "
                                    f"from float64's on {name} at {s.label}")
+        own = [s for s in use if s.variant == "module"]
+        bad = next((s for s in own if s.nonfinite), None)
+        if bad is not None:
+            raise ProblemError(f"{problem.path}: {name}: the reference is NaN or infinite on the problem's own inputs "
+                               f"at {bad.label}: no comparison can tell a right answer there from a wrong one")
+        bad = next((s for s in own if not s.parity), None)
+        if bad is not None:
+            raise ProblemError(f"{problem.path}: {name}: the module's own {dtype} result is NaN or infinite where its "
+                               f"float64 result is not, at {bad.label}: the float32 and float64 paths disagree")
         largest = max(s.spread for s in use)
+        need = max(s.need for s in use)
         if all(s.spread <= CONSTANT * max(1.0, s.rms) for s in use):
-            value = use[0].mean
-            n.constant[key] = value
-            atol = max(2 * max(s.need for s in use), FLOOR[dtype] * max(s.rms for s in use), 1e-6)
-            n.tolerance[key] = (_round_up(atol), RTOL[dtype])
-            notes.append(f"{name} is {value:.6g} at every size and input: a kernel that writes {value:.6g} is correct "
-                         "(marked constant = true)")
-            continue
-        typical = [s.spread for s in use if s.numel >= 2 and s.spread > FLAT * largest]
+            # one value per size and input (a loss, a norm, a scalar): judged by the magnitude of the values it
+            # takes; constant only where that value is the same at every size and input, within float32 error
+            values = [s.mean for s in use]
+            scale = max(1.0, max(s.rms for s in use))
+            if 2 * need > CAP[dtype] * scale:
+                worst = max((s for s in use if s.variant != "module"), key=lambda s: s.need, default=None)
+                if worst is not None and 2 * worst.need > CAP[dtype] * scale:
+                    return worst.variant, (f"input variant {worst.variant!r} left out: the float32 module errs by "
+                                           f"{worst.need:.2g} on {name} at {worst.label} there")
+                raise ProblemError(f"{problem.path}: {name}: the module's own {dtype} result differs from its float64 "
+                                   f"result by up to {need:.2g}, beyond {dtype} error ({CAP[dtype]:g} of its magnitude "
+                                   f"{scale:.3g}): the float32 and float64 paths disagree, and no tolerance accepts "
+                                   "the one without accepting wrong answers")
+            if max(values) - min(values) <= max(CONSTANT * scale, 2 * max(2 * need, 1e-6)):
+                value = use[0].mean
+                n.constant[key] = value
+                n.tolerance[key] = (_round_up(max(2 * need, 1e-6)), RTOL[dtype])
+                notes.append(f"{name} is {value:.6g} at every size and input: a kernel that writes {value:.6g} is "
+                             "correct (marked constant = true)")
+                continue
+            typical = [s.rms for s in use if s.rms > FLAT * scale]
+            if not typical:
+                raise ProblemError(f"{problem.path}: {name} is under {FLAT * scale:.2g} at every size and input, "
+                                   "and not one value: no tolerance tells it from zeros")
+        else:
+            typical = [s.spread for s in use if s.numel >= 2 and s.spread > FLAT * largest]
         if key in shrink:
             typical.append(shrink[key])
         t = min(typical)
-        need = max(s.need for s in use)
         # one draw's need underestimates another's where sums cancel to near zero (an element's error follows
         # the terms' size, not the result's): widen towards the largest absolute error, up to half the cap
         atol = max(FLOOR[dtype] * t, 2 * need, min(max(s.error for s in use), CAP[dtype] * t / 2))

@@ -135,18 +135,32 @@ class TorchRuntime:
             out[name] = to_xp(xp, value.reshape(shape))
         return out
 
-    def _call_args(self, xp, kw: dict, state: dict, float64: bool):
+    def _call_args(self, xp, kw: dict, state: dict, float64: bool, private: dict | None = None):
+        """forward's parameters and arguments from the named arrays ``kw`` (sharing them). The inputs forward
+        updates in place (``torch.mutated``) are the module's own state, never the arrays a candidate was given:
+        they go in as copies, kept in ``private`` (made at its first use and then reused: a baseline timed over
+        many calls copies once) or fresh ones."""
         convert = (lambda t: t.double() if t.is_floating_point() else t) if float64 else (lambda t: t)
         params = {key: convert(to_torch(xp, kw[name]).reshape(state[key].shape)) for name, key in self.spec.parameters.items()}
+        private = {} if private is None else private
+        for name in self.spec.mutated:
+            key = self.spec.parameters[name]
+            if key not in private:
+                private[key] = params[key].clone()
+            params[key] = private[key]
         args = [convert(to_torch(xp, kw[name])) if name in self.inputs else kw[name] for name in self.spec.arguments]
         return params, args
 
-    def _outputs(self, xp, outs: list, sizes: dict[str, int]) -> dict:
+    def _outputs(self, xp, outs: list, sizes: dict[str, int], params: dict | None = None) -> dict:
+        """forward's outputs by task name, and the updated inputs' values after it (``torch.updated``) from
+        ``params``."""
         if len(outs) != len(self.spec.outputs):
             raise ProblemError(f"{self.problem.path}: forward returned {len(outs)} outputs, the task has {len(self.spec.outputs)}")
         result = {}
         for name, o in zip(self.spec.outputs, outs):
             result[name] = to_xp(xp, o).reshape(self.task.shape(self.task.tensor(name), sizes))
+        for name, out in self.spec.updated.items():
+            result[out] = to_xp(xp, params[self.spec.parameters[name]]).reshape(self.task.shape(self.task.tensor(out), sizes))
         return result
 
     def reference(self, xp, kw: dict) -> dict:
@@ -155,7 +169,7 @@ class TorchRuntime:
         float64 = self.spec.reference_dtype == "float64"
         model = self._module_for(sizes, "cuda" if is_cupy(xp) else "cpu", float64)
         params, args = self._call_args(xp, kw, self._state(model), float64)
-        return self._outputs(xp, run_forward(model, args, params), sizes)
+        return self._outputs(xp, run_forward(model, args, params), sizes, params)
 
     def baseline(self, kind: str, sizes: dict[str, int], device: str = "cuda", tf32_mode: str = "off"):
         """``produce(xp, **arrays_sizes_scalars) -> {output: array}`` running the module on ``device``: ``eager``
@@ -168,12 +182,13 @@ class TorchRuntime:
             return torch.func.functional_call(model, params, tuple(args))
 
         fn = torch.compile(forward) if kind == "compile" else forward
+        private: dict = {}   # the module's own state that forward updates, copied once
 
         def produce(xp, **kw):
-            params, args = self._call_args(xp, kw, state, False)
+            params, args = self._call_args(xp, kw, state, False, None if self.spec.updated else private)
             with torch.no_grad(), tf32(tf32_mode):
                 out = fn(params, args)
-            return self._outputs(xp, list(out) if isinstance(out, (tuple, list)) else [out], sizes)
+            return self._outputs(xp, list(out) if isinstance(out, (tuple, list)) else [out], sizes, params)
 
         return produce
 
@@ -216,8 +231,8 @@ class TorchRuntime:
             def produce(xp, skipped=skipped, **kw):
                 params, call = self._call_args(xp, kw, self._state(model), False)
                 kept = {**dict(skipped.named_parameters()), **dict(skipped.named_buffers())}
-                params = {k: v for k, v in params.items() if k in kept}  # the skipped operation's own are gone
-                return self._outputs(xp, run_forward(skipped, call, params), sizes)
+                ran = {k: v for k, v in params.items() if k in kept}  # the skipped operation's own are gone
+                return self._outputs(xp, run_forward(skipped, call, ran), sizes, params)
 
             found_ops.append((f"{op}#{node.name}", produce))
         return found_ops

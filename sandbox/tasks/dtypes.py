@@ -64,7 +64,10 @@ def itemsize(name: str) -> int:
 
 
 def from_float64(xp, values, name: str):
-    """``values`` (any real array) rounded to dtype ``name``, in its storage type."""
+    """``values`` (any real array) rounded to dtype ``name``, in its storage type. A float64 array goes to a 16-bit
+    type through float32, as CuPy's conversion does: the same bits from NumPy and CuPy."""
+    if name == "float16" and values.dtype == xp.float64:
+        return values.astype(xp.float32).astype(xp.float16)
     if name != "bfloat16":
         return values.astype(np_dtype(name))
     f = values.astype(xp.float32)

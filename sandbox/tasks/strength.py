@@ -5,7 +5,8 @@ best a constant can do), an input passed through where its shape is the output's
 at ten times the tolerance, and for a PyTorch task the float32 module with one operation skipped. It passes
 the task when it passes the comparison on every check size and every input distribution: exactly what a
 kernel must do to be called correct. A task where an impostor passes cannot tell that wrong answer from a
-right one, unless the output is marked ``constant`` (then zeros or the constant are right answers).
+right one, unless the output is marked ``constant`` and the impostor writes one value (then zeros or the constant
+are right answers; an input copied, noise or a skipped step that passes is still a failed check).
 
 The reference outputs come from the caller (``check_task`` computes them with the task's own reference);
 this module only compares.
@@ -25,6 +26,9 @@ NOISE = 10.0   # the noise impostor sits this many tolerances from the reference
 ULP = {"float64": (2.0**-52, 2.0**-1022), "float32": (2.0**-23, 2.0**-126), "float16": (2.0**-10, 2.0**-14),
        "bfloat16": (2.0**-7, 2.0**-126)}   # (relative spacing, smallest normal)
 
+ONE_VALUE = ("zeros", "constant")   # the impostors that write one value: right answers of a constant output, and
+                                   # the only ones (an input copied, noise or a skipped step passing one is a loose
+                                   # tolerance)
 Verdict = Literal["rejected", "passes", "right_answer", "not_applicable"]
 
 
@@ -111,7 +115,7 @@ def measure(task, cases: list[Case], extra: dict[str, tuple[Callable[[Case], dic
                     return
             if not cases:
                 strength.results.append(ImpostorResult(name, out.name, "not_applicable", why_na))
-            elif out.constant:
+            elif out.constant and name in right:
                 strength.results.append(ImpostorResult(name, out.name, "right_answer",
                                                        f"{out.name} is marked constant: this writes its value"))
             else:
@@ -119,11 +123,16 @@ def measure(task, cases: list[Case], extra: dict[str, tuple[Callable[[Case], dic
                                                        f"passes all {len(cases)} checks: the task cannot tell it from a "
                                                        "right answer"))
 
-        run("zeros", lambda c: np.zeros(shape_of(c)))
         # one value for every check, as a kernel that writes a constant writes it: the mean of every reference value
         pooled = np.concatenate([np.ravel(np.asarray(c.expected[out.name], dtype=np.float64)) for c in cases] or [[]])
         pooled = pooled[np.isfinite(pooled)]
         value = float(pooled.mean()) if pooled.size else 1.0
+        # a constant output's right answers: the constant where the reference is one value everywhere, zeros where
+        # that value is zero (passing a looser tolerance is no right answer)
+        scale = max(1.0, float(np.abs(pooled).max())) if pooled.size else 1.0
+        one = bool(pooled.size) and float(pooled.max() - pooled.min()) <= 1e-12 * scale
+        right = ONE_VALUE if one and abs(value) <= 1e-12 * scale else ("constant",) if one else ()
+        run("zeros", lambda c: np.zeros(shape_of(c)))
         run("constant", lambda c: np.full(shape_of(c), value))
         for inp in task.spec.inputs:
             def ident(c, inp=inp):

@@ -26,8 +26,8 @@ class TaskError(ValueError):
 # The categories of the suite; a task may name another (a lowercase word, e.g. "loss").
 CATEGORIES = ("elementwise", "reduction", "scan", "normalization", "data-movement", "compute",
               "tensor-core", "stencil", "atomics", "fusion", "attention")
-DISTRIBUTIONS = ("normal", "uniform", "int", "ones", "module", "wide", "kinks", "special")
-KINDS = ("normal", "uniform", "int", "constant", "special", "kinks", "wide")
+DISTRIBUTIONS = ("normal", "uniform", "int", "ones", "module", "wide", "kinks", "special", "rows", "ties", "near_one")
+KINDS = ("normal", "uniform", "int", "constant", "special", "kinks", "wide", "rows", "ties", "near_one")
 INTEGER_KINDS = ("int", "ones", "module", "constant", "special")
 INT64_MAX = 2**63 - 1
 _NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -52,11 +52,14 @@ class Distribution(_Strict):
     IEEE special values), next to the input's usual ones."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="Shown in check labels; not a built-in kind's name.")
-    kind: Literal["normal", "uniform", "int", "constant", "special", "kinks", "wide"] = Field(
+    kind: Literal["normal", "uniform", "int", "constant", "special", "kinks", "wide", "rows", "ties", "near_one"] = Field(
         description="normal: offset + N(0, scale); uniform: offset + U(low, high); int: integers in [low, high) (also "
         "for float inputs); constant: every element = value; special: elements drawn from values (default: signed "
         "zeros, +-1, the dtype's smallest normal and subnormal and largest finite numbers); kinks: values at and "
-        "beside 0, +-0.5, +-1, +-3, +-6; wide: N(0, 100^2).")
+        "beside 0, +-0.5, +-1, +-3, +-6; wide: N(0, 100^2); rows: each row (last dimension) with a centre and a "
+        "spread of its own and amplitudes mixed within it; ties: offset + scale * k / 2 for integers k in [-4, 4] "
+        "(ties, and maxima clustered); near_one: 1 + offset + N(0, (scale / 1000)^2), a long product's factors. "
+        "The offset and scale of normal, wide, rows and ties are multiplied by one factor in [1, 1.25] per draw.")
     offset: float = Field(0.0, description="Added to every value.")
     scale: float | None = Field(None, gt=0, description="Standard deviation for normal (default: the input's scale).")
     low: float | None = Field(None, description="Lower bound for uniform and int (default: the input's low).")
@@ -83,7 +86,8 @@ class Distribution(_Strict):
         given = self.model_fields_set
         unused = {"normal": {"low", "high"}, "wide": {"low", "high", "scale"}, "uniform": {"scale"},
                   "int": {"scale", "offset"}, "constant": {"low", "high", "scale", "offset"},
-                  "special": {"low", "high", "scale", "offset"}, "kinks": {"low", "high", "scale"}}[self.kind]
+                  "special": {"low", "high", "scale", "offset"}, "kinks": {"low", "high", "scale"},
+                  "rows": {"low", "high"}, "ties": {"low", "high"}, "near_one": {"low", "high"}}[self.kind]
         if given & unused:
             raise ValueError(f"distribution {self.name!r}: {', '.join(sorted(given & unused))} do not apply to kind "
                              f"{self.kind!r}")
@@ -103,7 +107,8 @@ class Distribution(_Strict):
 
 
 DistributionEntry = Annotated[
-    Annotated[Literal["normal", "uniform", "int", "ones", "module", "wide", "kinks", "special"], Tag("kind")]
+    Annotated[Literal["normal", "uniform", "int", "ones", "module", "wide", "kinks", "special", "rows", "ties",
+                      "near_one"], Tag("kind")]
     | Annotated[Distribution, Tag("named")],
     Discriminator(lambda v: "kind" if isinstance(v, str) else "named")]
 
@@ -296,8 +301,13 @@ class TaskSpec(_Strict):
         unknown = [n for n in t.parameters if n not in inputs]
         if unknown:
             raise ValueError(f"torch.parameters names {unknown}, which are no inputs")
-        if t.outputs != outputs:
-            raise ValueError(f"torch.outputs {t.outputs} must list the outputs in order: {outputs}")
+        if t.outputs + list(t.updated.values()) != outputs:
+            raise ValueError(f"torch.outputs {t.outputs} and then torch.updated's outputs must list the outputs in "
+                             f"order: {outputs}")
+        unknown = [n for n in t.mutated if n not in t.parameters] + [n for n in t.updated if n not in t.mutated]
+        if unknown:
+            raise ValueError(f"torch.mutated and torch.updated name {unknown}: mutated ones must be torch.parameters, "
+                             "updated ones mutated")
         missing = inputs - set(t.arguments) - set(t.parameters)
         if missing:
             raise ValueError(f"inputs {sorted(missing)} are neither torch.arguments nor torch.parameters")

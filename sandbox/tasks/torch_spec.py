@@ -27,3 +27,11 @@ class TorchSpec(BaseModel):
                                        description="Size symbol -> constants of the problem that always take its value.")
     fixed: dict[str, str] = Field(default_factory=dict,
                                   description="Constants of the problem that keep their value at every size, and why.")
+    mutated: list[str] = Field(default_factory=list, description=(
+        "Inputs (of torch.parameters) that forward updates in place: a batch norm's running statistics in training "
+        "mode. They are the module's own state: the PyTorch baselines update private copies, and the inputs a "
+        "candidate receives stay as drawn."))
+    updated: dict[str, str] = Field(default_factory=dict, description=(
+        "Mutated input -> the task output that holds its value after forward: a candidate must compute the update "
+        "and write it there, and it is checked like any output. Empty: a candidate need not update them "
+        "(KernelBench compares forward's outputs only)."))

@@ -43,10 +43,9 @@
   (after its timed region) and masked there; ``torch.compile`` is timed beside it, compiled by an untimed
   first call, and left out (with the reason) where it cannot compile.
 
-This module keeps the order of the stage (first calls, memory, warm-up, rounds, untimed launches, hand-over). Every
-launch goes through ``launcher.Launcher`` and its checks in one order: ``launch_guards`` (guard bands, inputs,
-fences), ``baseline_agreement``, ``kept`` (the draw for the reference), ``stage_clocks``; the buffers are
-``stage_memory``'s, the rules of how long it runs ``rounds``'.
+This module keeps the order of the stage. Every launch goes through ``launcher.Launcher`` and its checks in one
+order: ``launch_guards`` (guard bands, inputs, fences), ``baseline_agreement``, ``kept`` (the draw for the
+reference), ``stage_clocks``; the buffers are ``stage_memory``'s, the rules of how long it runs ``rounds``'.
 """
 
 from __future__ import annotations
@@ -57,6 +56,7 @@ import statistics
 import time
 from pathlib import Path
 
+from ..tasks.inputs import round_seed
 from ..tasks.task_reference import load_reference
 from ..wire import Impl, StageFailed, Time, Timed
 from .baseline_agreement import BaselineAgreement, Disagreement
@@ -162,7 +162,7 @@ class TimingStage:
         while True:
             index = (r // variants) % self.memory.n_sets  # every set sees every distribution
             with self.watch("inputs"):
-                inputs = self._generate((req.seed * 6364136223846793005 + r + 1) % 2**63, r % variants, index)
+                inputs = self._generate(round_seed(req.seed, r), r % variants, index)
             set_of_round.append(index)
             order = self.names[:]
             self.rng.shuffle(order)

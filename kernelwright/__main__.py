@@ -1,0 +1,5 @@
+"""``python -m kernelwright`` runs the kernelwright command line."""
+
+from ._cli import main
+
+main()
