@@ -9,8 +9,12 @@ paying for torch's import again). Each child, before any problem code runs:
 - sends its stdout and stderr to files in its own folder, and works there (``HOME``, ``TMPDIR``);
 - confines itself with Landlock (sandbox.worker.landlock): it may read Python's installation, the ``sandbox``
   package, the shared libraries loaded and the folders the request names (a task folder), and write only beneath
-  its own folder. ``/home``, ``/root``, ``/etc``, ``/proc`` and the output folder cannot be opened; TCP bind
-  and connect are denied.
+  its own folder. ``/home``, ``/root``, ``/etc``, ``/proc`` (other processes' included) and the output folder
+  cannot be opened; TCP bind and connect, abstract Unix sockets and signals to processes outside are denied
+  (Landlock ABI 4 and 6, where the kernel has them);
+- installs the socket filter (sandbox.worker.seccomp): no socket of any family can be created (a pathname Unix
+  socket on the host, an ssh-agent's, is out of reach too), no ptrace, no io_uring. ``execve``, ``ioctl`` and
+  device files are untouched: CUDA and compilers run under the same rules.
 
 It writes its reply (JSON, sandbox.pytorch.wire) to ``reply.json`` in its folder. A function that raises, or
 problem code that calls ``sys.exit``, is a reply with ``ok`` false and one line saying what happened; a problem
@@ -63,19 +67,27 @@ def grants(write: list[str], whole_dev: bool) -> list[str]:
 
 
 def confine(home: Path, extra: list[str], writable: list[str] = ()) -> dict:
-    """Landlock: read Python, the loaded libraries and ``extra``, write beneath ``home`` and ``writable``; what was
-    done, or why not."""
-    from . import landlock
+    """Landlock (read Python, the loaded libraries and ``extra``, write beneath ``home`` and ``writable``), then the
+    socket filter (sandbox.worker.seccomp); what each layer did, or why it could not."""
+    from . import landlock, seccomp
     from .confine import python_folders
 
     read, write = python_folders() + list(extra), [str(home), "/dev/null", *writable]
     try:
         abi = landlock.restrict(sorted(set(read) - set(write)), write)
+        state = {"landlock": True, "landlock_abi": abi, "landlock_covers": landlock.covers(abi)}
     except landlock.LandlockUnavailable as exc:
-        return {"landlock": False, "reason": f"Landlock unavailable: {exc}"}
+        state = {"landlock": False, "reason": f"Landlock unavailable: {exc}"}
     except OSError as exc:
-        return {"landlock": False, "reason": f"Landlock failed: {exc}"}
-    return {"landlock": True, "landlock_abi": abi}
+        state = {"landlock": False, "reason": f"Landlock failed: {exc}"}
+    return state | seccomp.install()
+
+
+def layers() -> dict:
+    """Every layer applied to this process as to a problem's (own network, Landlock, seccomp): for ``doctor``."""
+    offline = leave_network()
+    state = confine(Path("/dev/null"), [])
+    return state | {"network": "own namespace" if not offline else f"shared ({offline})"}
 
 
 def _target(name: str):
@@ -109,7 +121,7 @@ def serve(request: dict, offline: str, whole_dev: bool = False) -> None:
         reply = {"ok": False, "kind": "setup", "error": _first_line(exc)}
     else:
         state = confine(home, request.get("read", []), grants(request.get("write", []), whole_dev))
-        state["network"] = "none (own namespace)" if not offline else f"TCP denied by Landlock only ({offline})"
+        state["network"] = "none (own namespace)" if not offline else f"host's ({offline})"
         try:
             reply = {"ok": True, "result": fn(*request.get("args", []), **request.get("kwargs", {}))}
         except SystemExit as exc:
@@ -186,4 +198,7 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    if sys.argv[1:] == ["--layers"]:
+        print(json.dumps(layers()))
+    else:
+        main(sys.argv)
