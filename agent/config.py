@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from sandbox import SandboxConfig, SandboxKind
 
-from .redact import REDACTED, redact_url
+from .redact import REDACTED, has_redacted, redact_config, redact_url
 
 LOCAL_PLACEHOLDER_KEY = "sk-no-key-required"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -262,6 +262,9 @@ class RunConfig(_Strict):
         for other in (data.get("model") or {}).get("others", {}).values():
             if other.get("base_url"):
                 other["base_url"] = redact_url(other["base_url"])
+        for model in [data.get("model") or {}, *((data.get("model") or {}).get("others") or {}).values()]:
+            if isinstance(model.get("extra_body"), dict):
+                model["extra_body"] = redact_config(model["extra_body"])
         return data
 
 
@@ -315,6 +318,22 @@ def build(file_data: dict | None = None, overrides: dict | None = None, where: s
     if cfg.model and cfg.model.base_url and REDACTED in cfg.model.base_url:
         raise ConfigError(f"{where}: model.base_url: the credentials in the endpoint's URL are never recorded "
                           f"({cfg.model.base_url}): give the URL again (--base-url)")
+    if cfg.model and has_redacted(cfg.model.extra_body):
+        raise ConfigError(f"{where}: model.extra_body: its credentials are never recorded: give the config file "
+                          "that holds them again (--config)")
+    if cfg.model:
+        from .urls import check_endpoint, check_proxies
+
+        others = [(f"model.others.{name}", other) for name, other in cfg.model.others.items()]
+        for key, other in others:
+            if has_redacted(other.extra_body) or (other.base_url and REDACTED in other.base_url):
+                raise ConfigError(f"{where}: {key}: its credentials are never recorded: give the config file that "
+                                  "holds them again (--config)")
+        problems = [check_endpoint(cfg.model.base_url, f"{where}: model.base_url (--base-url)")]
+        problems += [check_endpoint(other.base_url, f"{where}: {key}.base_url") for key, other in others]
+        problem = next(filter(None, problems), "") or check_proxies()
+        if problem:
+            raise ConfigError(problem)
     if cfg.budget.usd is not None and cfg.model and cfg.price() is None:
         raise ConfigError(f"{where}: a money budget needs the price of model {cfg.model.name!r}: "
                           f"set [prices.\"{cfg.model.name}\"] in the config file or --price-in/--price-out")

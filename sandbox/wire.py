@@ -176,13 +176,15 @@ class Confinement(Request):
 
 @dataclass(frozen=True)
 class ConfinementReport(Reply):
-    """``read`` and ``write``: the folders a confined compile worker may still reach."""
+    """``read`` and ``write``: the folders a confined compile worker may still reach; ``seccomp``: what its socket
+    filter denies (empty: no filter)."""
 
     confined: bool
     reason: str = ""
     landlock_abi: int | None = None
     read: list[str] = field(default_factory=list)
     write: list[str] = field(default_factory=list)
+    seccomp: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,7 @@ def test_batch_runs_tasks_in_turn_and_resumes_the_unfinished_one(kw, tmp_path, t
     events = tmp_path / "t" / "b1" / "softmax" / "events.jsonl"
     lines = events.read_text().splitlines(keepends=True)
     events.write_text("".join(lines[: len(lines) // 2]))
+    (events.parent / "summary.json").unlink()  # as a kill leaves it: a kept summary beside a cut log is refused
     untouched = (tmp_path / "t" / "b1" / "vector_add" / "events.jsonl").read_text()
     again = kw("batch", "--resume", "b1", "--traces", tmp_path / "t", timeout=280)
     assert again.returncode == 0, again.stderr

@@ -170,3 +170,14 @@ def test_a_compile_with_an_empty_log_leaves_the_processs_shared_bytes_alone():
                          cwd=Path(__file__).resolve().parent.parent)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "b' ' ' '", out.stdout
+
+
+@pytest.mark.timeout(30)
+def test_a_lone_surrogate_is_escaped_by_the_parser_and_still_hashes_in_the_cache_key():
+    from sandbox.candidates.compiler import cache_key
+
+    plan = '/*@kernelwright\n[[launch]]\nkernel = "k"\ngrid = "1"\nblock = "32"\nargs = []\n@*/\n'
+    cand = parse_candidate(plan + '// \ud83d\nextern "C" __global__ void k() {}\n')
+    assert "// \\ud83d\n" in cand.render() and cand.render().encode()
+    raw = cache_key("int x; // \udc00", [], "sm_90", ["k"])
+    assert len(raw) == 64 and raw != cache_key("int x; // \\udc00", [], "sm_90", ["k"])

@@ -145,3 +145,67 @@ def test_a_lone_surrogate_in_an_answer_is_kept_escaped_in_the_trace(kw, tmp_path
     stored = read(traces / "s")
     assert any(e.note == "half of a pair: \ud83d, alone" for e in stored.entries)
     assert kw("show", "s", "--traces", traces).returncode == 0
+
+
+@pytest.mark.timeout(180)
+def test_a_lone_surrogate_in_a_models_code_is_escaped_before_any_cache_key_or_file(kw, tmp_path):
+    in_comment = answer(variant=1).replace("// fake:", "// half of a pair \ud83d here\n// fake:")
+    in_code = answer(variant=2).replace("__global__", "__global__ /* \udc00 */", 1)
+    script = Script([in_comment, in_code] * 2)
+    server, url = serve_in_background(script)
+    traces = tmp_path / "t"
+    try:
+        outs = [kw("optimize", "vector_add", "--model", "scripted", "--base-url", url, "--iterations", "2",
+                   "--sandbox", sandbox, "--no-tune", "--traces", traces, "--run-id", sandbox)
+                for sandbox in ("fake", "compile-only")]
+    finally:
+        server.shutdown()
+    for out in outs:
+        assert out.returncode == 0 and "Traceback" not in out.stdout + out.stderr, out.stderr
+    for sandbox in ("fake", "compile-only"):
+        files = sorted((traces / sandbox / "candidates").glob("*/candidate.cu"))
+        written = b"".join(f.read_bytes() for f in files)
+        assert b"\\ud83d here" in written and b"/* \\udc00 */" in written
+        assert read(traces / sandbox).unchecked == ""
+
+
+def test_swapped_candidate_files_make_resume_refuse_as_show_does(run):
+    first, second = (run / "candidates" / c / "candidate.cu" for c in ("c0000", "c0001"))
+    a, b = first.read_bytes(), second.read_bytes()
+    assert a != b
+    first.write_bytes(b)
+    second.write_bytes(a)
+    resumed = _cli("optimize", "--resume", run, "--sandbox", "fake", "--quiet")
+    assert resumed.exit_code == 2, resumed.output
+    assert "c0000/candidate.cu" in resumed.output and "edited since it was evaluated" in resumed.output
+    _refused(run, "c0000/candidate.cu", "edited since it was evaluated")
+
+
+def test_an_event_log_cut_before_its_end_beside_a_kept_summary_is_refused_not_mixed(run):
+    events = run / "events.jsonl"
+    lines = events.read_text().splitlines(keepends=True)
+    end = max(i for i, line in enumerate(lines) if '"kind": "end"' in line)
+    events.write_text("".join(lines[:end]))   # whole lines: no torn line to repair
+    assert (run / "summary.json").is_file()
+    _refused(run, "events.jsonl", "no end event", "cut short")
+    resumed = _cli("optimize", "--resume", run, "--sandbox", "fake", "--quiet")
+    assert resumed.exit_code == 2 and "cut short" in resumed.output, resumed.output
+
+
+def test_a_best_known_record_without_its_digest_is_refused(tmp_path, monkeypatch):
+    from agent.claims.best import BestRecord, BestStore, Envelope
+    from sandbox.judging.result import Interval
+    from sandbox.tasks.task import load_task
+
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))
+    task = load_task("vector_add")
+    envelope = Envelope(gpu="NVIDIA H200")
+    record = BestRecord(task=task.name, task_version=1, task_fingerprint=task.fingerprint, envelope=envelope,
+                        sizes=dict(task.spec.sizes.benchmark), kernel=task.baseline_path.read_text(), label="c0001",
+                        knobs={}, flags=[], median_ms=0.01, speedup=Interval(value=99.0, low=98.0, high=99.5),
+                        recorded_at="2026-01-01T00:00:00")
+    path = BestStore().path(task, envelope, record.sizes)
+    path.parent.mkdir(parents=True)
+    path.write_text(record.model_dump_json(indent=2))   # digest: null, as if it had been deleted
+    bad = _cli("best", "vector_add", "--gpu", "NVIDIA H200")
+    assert bad.exit_code == 2 and "has no digest" in bad.output and "99" not in bad.output.replace(str(path), "")

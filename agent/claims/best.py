@@ -75,7 +75,7 @@ class BestRecord(BaseModel):
     pct_of_roofline: float | None = None
     run: str | None = None
     recorded_at: str
-    digest: str | None = None            # SHA-256 of the record without it (None in records of older versions)
+    digest: str | None = None            # SHA-256 of the record without it; a record without one is refused
 
     def content_digest(self) -> str:
         data = self.model_dump(mode="json", exclude={"digest"})
@@ -168,7 +168,10 @@ class BestStore:
             record = BestRecord.model_validate_json(path.read_text())
         except (OSError, ValidationError, UnicodeDecodeError):
             return None
-        if record.digest is not None and record.digest != record.content_digest():
+        if record.digest is None:
+            raise TamperedRecord(f"{path}: has no digest, so an edit to its kernel or numbers cannot be detected "
+                                 "(removed, or stored by an older kernelwright); delete the file to drop the record")
+        if record.digest != record.content_digest():
             raise TamperedRecord(f"{path}: its kernel or numbers were edited after it was stored (the digest does "
                                  "not match); delete the file to drop the record")
         return record

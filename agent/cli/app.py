@@ -3,6 +3,7 @@ codes, and the turning of bad input into one clear error line and exit code 2.""
 
 from __future__ import annotations
 
+import errno
 import functools
 from typing import Annotated
 
@@ -132,6 +133,12 @@ def input_errors(fn):
         except (TaskError, CandidateError, PlanError, ExprError, ValidationError, ConfigError, TraceError, RunBusy,
                 BadInput) as exc:
             error_line(str(exc))
+            raise typer.Exit(ExitCode.BAD_INPUT) from None
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            error_line(f"{exc.filename or 'a file'}: {exc.strerror}: what was written before is kept; free space, "
+                       "then run the command again (a run or a batch goes on with --resume)")
             raise typer.Exit(ExitCode.BAD_INPUT) from None
 
     return wrapper

@@ -47,9 +47,30 @@ def _confinement_row() -> tuple[str, str, str]:
 
     state = confinement()
     if state.confined:
-        return ("compile confinement", f"Landlock ABI {state.landlock_abi}: reads only CUDA headers, Python, libraries",
+        sockets = "; no sockets (seccomp)" if state.seccomp else ""
+        return ("compile confinement",
+                f"Landlock ABI {state.landlock_abi}: reads only CUDA headers, Python, libraries{sockets}",
                 "an #include that the source filter missed cannot read a host file")
     return ("compile confinement", f"none ({state.reason})", "the source filter alone keeps host files out")
+
+
+def _problem_confinement_row() -> tuple[str, str, str]:
+    """The layers a problem's (or a solution's) Python code runs under, as a probe process applied them."""
+    import sys
+
+    try:
+        out = subprocess.run([sys.executable, "-m", "sandbox.worker.problem_child", "--layers"], capture_output=True,
+                             text=True, timeout=60)
+        state = json.loads(out.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        return "problem confinement", f"unknown (the probe failed: {exc})", "-"
+    parts = [f"network: {state.get('network', '?')}"]
+    parts.append(f"Landlock ABI {state['landlock_abi']} ({', '.join(state.get('landlock_covers', []))})"
+                 if state.get("landlock") else f"no Landlock ({state.get('reason', '?')})")
+    parts.append("seccomp: no sockets, ptrace or io_uring" if state.get("seccomp")
+                 else f"no seccomp ({state.get('seccomp_reason', '?')})")
+    return ("problem confinement", "; ".join(parts),
+            "PyTorch problem code cannot reach keys, files, sockets (Unix pathname ones included) or other processes")
 
 
 def _modelnew_row() -> tuple[str, str, str]:
@@ -109,6 +130,7 @@ def rows() -> list[dict]:
     out.append(("compute-sanitizer", (_tool_version([san, "--version"]) or "found") if san else "missing",
                 "memcheck and racecheck of each run's winner before it is declared (without it: 'not sanitized')"))
     out.append(_confinement_row())
+    out.append(_problem_confinement_row())
     out.append(_modelnew_row())
     for component, dist, extra, enables in (
             ("Kernel Tuner", "kernel_tuner", "kerneltuner", "its search strategies beside ours in bench/tuner.py --kernel-tuner"),

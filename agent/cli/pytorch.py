@@ -108,7 +108,8 @@ def import_cmd(paths: Annotated[list[Path], typer.Argument(help="KernelBench-for
 def _confinement(state: dict) -> str:
     fs = (f"Landlock ABI {state['landlock_abi']}" if state.get("landlock")
           else f"no Landlock: {state.get('reason', '?')}")
-    return f"{fs}; network: {state.get('network', '?')}; scrubbed environment, private home"
+    sockets = "no sockets (seccomp)" if state.get("seccomp") else f"sockets: {state.get('seccomp_reason', 'not filtered')}"
+    return f"{fs}; network: {state.get('network', '?')}; {sockets}; scrubbed environment, private home"
 
 
 def _print_imported(f: Path, done, seconds: float, strength: str) -> None:

@@ -18,7 +18,7 @@ from sandbox.judging.result import Interval
 from sandbox.tasks.task import load_task
 
 from ..config import ConfigError, api_key, build, run_name
-from ..redact import redact_url, redact_urls_in
+from ..redact import redact_config, redact_url, redact_urls_in
 from ..trace.events import EndEvent, read_events
 from ..trace.lock import FolderLock
 from ..trace.records import Summary
@@ -142,13 +142,17 @@ class Batch:
         return rows
 
     def _save(self) -> None:
-        """batch.json without credentials, in the config file's data and the flags alike (an endpoint URL's are
-        given again on --resume), and without any URL's key-like query values."""
+        """batch.json without credentials, in the config file's data and the flags alike (an endpoint URL's and
+        ``extra_body``'s are given again on --resume), and without any URL's key-like query values."""
         public = dict(self.info)
         for part in ("base", "overrides"):
             model = (public.get(part) or {}).get("model") or {}
             if model.get("base_url"):
-                public[part] = {**public[part], "model": {**model, "base_url": redact_url(model["base_url"])}}
+                model = {**model, "base_url": redact_url(model["base_url"])}
+            if isinstance(model.get("extra_body"), dict):
+                model = {**model, "extra_body": redact_config(model["extra_body"])}
+            if model:
+                public[part] = {**public[part], "model": model}
         public = {k: v if k in ("base", "overrides") else _public(v) for k, v in public.items()}
         atomic_write(self.path / "batch.json", json.dumps(public, indent=2, default=str) + "\n")
 

@@ -33,7 +33,7 @@ from . import summary as summary_mod
 from ..trace.events import EndEvent, Event, ProposalEvent, ScreenEvent, StopEvent, read_events
 from ..trace.fold import Pending
 from ..trace.lock import FolderLock
-from ..trace.reader import check_events, read_record
+from ..trace.reader import read_record, verify_run
 from ..trace.records import CandidateRecord, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary, TaskInfo
 from ..trace.writer import Trace
 from . import progress
@@ -155,7 +155,7 @@ def resume(path: Path, overrides_cfg: Callable[[dict], RunConfig], key: str | No
 def _resume(path: Path, lock: FolderLock, overrides_cfg, key, proposer, on_progress) -> tuple[Session, list[Pending]]:
     info = read_record(path / "run.json", RunInfo, required=True)
     events = read_events(path, repair=True)  # a damaged line is refused, only a torn last line is cut
-    check_events(path / "events.jsonl", events)
+    verify_run(path, events)
     try:
         task = load_task(info.task.folder)
     except TaskError as exc:
@@ -228,7 +228,9 @@ def reachable(cfg: RunConfig, key: str | None) -> None:
 def redactor(cfg: RunConfig, key: str | None) -> Redactor:
     """What the run keeps off the screen, the trace and the prompts: keys, the endpoint URL's credentials."""
     model = cfg.model
-    return Redactor.for_run(model.base_url if model else None, model.api_key_env if model else None, key)
+    others = [[o.extra_body, o.base_url] for o in model.others.values()] if model else []
+    return Redactor.for_run(model.base_url if model else None, model.api_key_env if model else None, key,
+                            [model.extra_body, others] if model else None)
 
 
 # ---- driving a session ---------------------------------------------------------------------------
@@ -340,27 +342,29 @@ def finish(s: Session) -> Summary:
     from ..claims.claim import offer_best
     from ..tune.proposer import tuning_section
 
-    loop = s.loop
-    loop.totals.wall_s = s.trace.wall_s
-    if s.main_phase == "search":
-        s.tuners.append(s.proposer)
-    interrupted = any(stop.reason is StopReason.INTERRUPTED for stop in s.stops.values())
-    claim = s.claimant.make(s.tuners, loop.totals, interrupted, tuning_section(s.tuners))
-    offer_best(s.sandbox, s.task, loop.lineage, claim, s.trace.path.name, s.notes)
-    s.notes += cluster_notes(s.sandbox)
-    summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops, s.notes,
-                                claim)
-    summary = Summary.model_validate(s.trace.redactor.data(summary.to_json()))
-    best = loop.lineage.best()
-    if best is not None:
-        modelnew = getattr(best.candidate, "format", "cuda") == "modelnew"
-        s.trace.write_text("best.py" if modelnew else "best.cu", best.candidate.render())
-    s.trace.write_json("summary.json", summary)
-    s.trace.event(EndEvent(summary=summary))
-    s.trace.close()
-    for t in s.tuners:
-        t.close()
-    s.sandbox.close()
+    try:
+        loop = s.loop
+        loop.totals.wall_s = s.trace.wall_s
+        if s.main_phase == "search":
+            s.tuners.append(s.proposer)
+        interrupted = any(stop.reason is StopReason.INTERRUPTED for stop in s.stops.values())
+        claim = s.claimant.make(s.tuners, loop.totals, interrupted, tuning_section(s.tuners))
+        offer_best(s.sandbox, s.task, loop.lineage, claim, s.trace.path.name, s.notes)
+        s.notes += cluster_notes(s.sandbox)
+        summary = summary_mod.build(s.trace.path.name, s.task, s.sandbox.kind, loop.lineage, loop.totals, s.stops,
+                                    s.notes, claim)
+        summary = Summary.model_validate(s.trace.redactor.data(summary.to_json()))
+        best = loop.lineage.best()
+        if best is not None:
+            modelnew = getattr(best.candidate, "format", "cuda") == "modelnew"
+            s.trace.write_text("best.py" if modelnew else "best.cu", best.candidate.render())
+        s.trace.event(EndEvent(summary=summary))  # first: a summary.json without its end event reads as a cut log
+        s.trace.write_json("summary.json", summary)
+    finally:  # a full disk fails the writes above: the folder's lock and the workers are let go all the same
+        s.trace.close()
+        for t in s.tuners:
+            t.close()
+        s.sandbox.close()
     return summary
 
 

@@ -55,7 +55,8 @@ class LLMProposer(Proposer):
                  redactor: Redactor | None = None):
         self.config = config
         self.price = price
-        self.redactor = redactor or Redactor.for_run(config.base_url, config.api_key_env, api_key)
+        self.redactor = redactor or Redactor.for_run(config.base_url, config.api_key_env, api_key,
+                                                     config.extra_body)
         self.where = redact_url(config.base_url) if config.base_url else "OpenAI"
         self._api_key = api_key
         self._client = client

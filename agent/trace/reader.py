@@ -135,16 +135,25 @@ def read(ref: str | Path, traces: str | Path = "traces") -> RunTrace:
     path = resolve_run(ref, traces)
     info = read_record(path / "run.json", RunInfo, required=True)
     events = read_events(path, strict=True)
+    summary, state = verify_run(path, events)
+    return RunTrace(path, info, events, summary, state.entries, state.steps, state.unevaluated)
+
+
+def verify_run(path: Path, events: list[Event]):
+    """The one check of a run's integrity, made by ``read`` (show, report, export, verify, the Python API) and by
+    ``optimize --resume`` of the run it continues: the events hold together, every candidate.cu is the one its
+    evaluation hashed, and summary.json is one of the end events. Returns (summary or None, the folded state);
+    raises TraceError naming the file."""
     summary = read_record(path / "summary.json", Summary, required=False)
     state = fold(events, path / "events.jsonl")
     check_integrity(path, events, summary)
-    return RunTrace(path, info, events, summary, state.entries, state.steps, state.unevaluated)
+    return summary, state
 
 
 def check_integrity(path: Path, events: list[Event], summary: Summary | None) -> None:
     """A TraceError naming the file that no longer matches the events: a candidate.cu edited since it was
-    evaluated, a summary.json that is none of the run's end events. (The events' own chain is checked as they
-    are read.)"""
+    evaluated (or swapped with another's), a summary.json that is none of the run's end events (an edited one, or
+    one beside an events.jsonl cut before its end event). (The events' own chain is checked as they are read.)"""
     recorded = {e.candidate_id: e for e in events if isinstance(e, EvaluationEvent) and e.source_sha256}
     for cid, ev in recorded.items():
         source = path / "candidates" / cid / "candidate.cu"
@@ -152,9 +161,14 @@ def check_integrity(path: Path, events: list[Event], summary: Summary | None) ->
             raise TraceError(f"{source}: edited since it was evaluated (its SHA-256 is not the one line "
                              f"{ev.seq + 1} of events.jsonl recorded)")
     ends = [e.summary.model_dump(mode="json") for e in events if isinstance(e, EndEvent)]
-    if summary is not None and ends and summary.model_dump(mode="json") not in ends:
+    if summary is None or summary.model_dump(mode="json") in ends:
+        return
+    if ends:
         raise TraceError(f"{path / 'summary.json'}: its numbers are none of the run's end events in events.jsonl: "
                          "the file was edited (or is another run's)")
+    if any(e.chain for e in events):  # an older kernelwright's events may hold no end event to compare with
+        raise TraceError(f"{path / 'events.jsonl'}: has no end event, but summary.json says the run finished: the file "
+                     "was cut short (or summary.json is another run's)")
 
 
 def read_record(path: Path, model: type[BaseModel], required: bool):
@@ -176,9 +190,3 @@ def read_record(path: Path, model: type[BaseModel], required: bool):
         first = exc.errors()[0]
         where = ".".join(map(str, first["loc"])) or "(top level)"
         raise TraceError(f"{path}: does not fit this kernelwright's {path.name} ({where}: {first['msg']})") from None
-
-
-def check_events(events_file: Path, events: list[Event]) -> None:
-    """A TraceError naming the line where the events do not hold together (an evaluation of a candidate never
-    proposed, a sanitize event for one never evaluated, a candidate that cannot be read)."""
-    fold(events, events_file)

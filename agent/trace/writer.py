@@ -109,6 +109,9 @@ class Trace:
             os.fsync(self._file.fileno())
             self._seq += 1
             self._chain = link
+        except OSError as exc:  # a full disk: the torn line is cut, the error names the file
+            self._resync()
+            raise OSError(exc.errno, exc.strerror, str(self.path / "events.jsonl")) from None
         except BaseException:
             self._resync()  # a Ctrl-C between the write and the count must not give two lines one number
             raise

@@ -174,8 +174,15 @@ def check_flag(flag: str) -> None:
         raise CandidateError(f"flag {flag!r} is not allowed (allowed: {allowed})")
 
 
+def escape_surrogates(text: str) -> str:
+    """``text`` with every lone UTF-16 surrogate (half of a pair, as a model's answer may hold) written as the six
+    characters ``\\udXXX``: text that can be encoded, hashed and written like any other."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def parse_candidate(text: str, label: str = "candidate") -> Candidate:
-    """Parse a candidate file's text (source with its embedded plan)."""
+    """Parse a candidate file's text (source with its embedded plan); a lone surrogate in it is escaped first."""
+    text = escape_surrogates(text)
     if len(text) > MAX_SOURCE_CHARS:
         raise CandidateError(f"the candidate is {len(text):,} characters long; at most {MAX_SOURCE_CHARS:,} are accepted")
     start = text.find(PLAN_OPEN)

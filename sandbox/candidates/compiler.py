@@ -90,7 +90,7 @@ def cache_key(source: str, options: list[str], arch: str, names: list[str]) -> s
     h = hashlib.sha256()
     portable = [o for o in options if not o.startswith("-I")]  # header paths differ per machine
     for part in (source, "\0".join(portable), arch, nvrtc_version(), "\0".join(names)):
-        h.update(part.encode() + b"\x01")
+        h.update(part.encode("utf-8", "surrogatepass") + b"\x01")  # a lone surrogate hashes too
     return h.hexdigest()
 
 
@@ -163,7 +163,7 @@ def nvrtc_compile(source: str, options: list[str], arch: str, names: list[str]) 
     failed), and the lowered names of ``names``. ``compile_source`` is the cached road for candidates."""
     nvrtc = _nvrtc_module()
     t0 = time.perf_counter()
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"candidate.cu", 0, [], [])
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode("utf-8", "backslashreplace"), b"candidate.cu", 0, [], [])
     _check(err, "nvrtcCreateProgram")
     try:
         for name in names:

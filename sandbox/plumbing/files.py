@@ -29,3 +29,19 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def move_in_new(folder: Path, target: Path) -> bool:
+    """Move ``folder`` to ``target`` only if no folder has that name: the name is taken with ``mkdir`` (which one
+    process wins) and the folder renamed onto the empty one taken. False (and nothing moved) where the name was
+    already taken: two writers of one name never both succeed, one silently overwriting the other."""
+    try:
+        os.mkdir(target)
+    except FileExistsError:
+        return False
+    try:
+        os.rename(folder, target)
+    except BaseException:
+        os.rmdir(target)
+        raise
+    return True

@@ -1,7 +1,7 @@
 """Problem code runs only here: ``call(target, ...)`` runs a ``sandbox`` function in a child process that is
-confined before the problem is executed (sandbox.worker.problem_child: no network, Landlock, a scrubbed
-environment with no key or token variables, a private home that is removed afterwards) and returns what the
-function returned. The importer and ``check-task`` reach problem.py only through it.
+confined before the problem is executed (sandbox.worker.problem_child: its own network namespace, Landlock, a
+seccomp filter that denies every socket, ptrace and io_uring, a scrubbed environment with no key or token
+variables, a private home that is removed afterwards) and returns what the function returned. The importer and ``check-task`` reach problem.py only through it.
 
 Whatever goes wrong in the child comes back as one ``ProblemCodeError`` line naming the problem: the
 function's refusal (a ProblemError), an exception the problem raised, ``sys.exit``, an exit without a reply,
@@ -11,6 +11,8 @@ deadline (the child's process group is killed). The child's stderr (warnings) is
 
 from __future__ import annotations
 
+import functools
+import glob
 import json
 import os
 import select
@@ -59,6 +61,24 @@ def call(target: str, *args, label: str, deadline_s: float = DEADLINE_S, read: l
         return session.call(target, *args, label=label, deadline_s=deadline_s, read=read, write=write, **kwargs)
 
 
+@functools.lru_cache(maxsize=1)
+def cuda_layers() -> dict:
+    """The confinement under which CUDA starts on this machine (sandbox.worker.cuda_layers), found once per process
+    where a GPU is present: ``{"flag", "note"}``, the note saying which layer is off and why ("" where none is)."""
+    strongest = {"flag": "10", "note": ""}
+    if not glob.glob("/dev/nvidiactl"):
+        return strongest
+    from ..plumbing.tools import scrubbed_env
+
+    env = scrubbed_env(Path("/tmp"), Path("/tmp"))
+    try:
+        done = subprocess.run([sys.executable, "-m", "sandbox.worker.cuda_layers", "choose"], capture_output=True,
+                              text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return strongest
+
+
 def entered() -> Session | None:
     """The session the caller is inside (the innermost ``with Session():``), if any."""
     return _ENTERED.get()
@@ -92,8 +112,10 @@ class Session:
         env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"   # torch.cuda.is_available() before a fork must not start CUDA
         cmd_r, self._cmd = os.pipe()
         self._events, event_w = os.pipe()
+        layers = cuda_layers()
         with open(self.home / "stdout.log", "wb") as out, open(self.home / "stderr.log", "wb") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "sandbox.worker.problem_child", str(cmd_r), str(event_w)],
+            self.proc = subprocess.Popen([sys.executable, "-m", "sandbox.worker.problem_child", str(cmd_r), str(event_w),
+                                          layers["flag"], layers["note"]],
                                          pass_fds=(cmd_r, event_w), env=env, cwd=self.home, stdin=subprocess.DEVNULL,
                                          stdout=out, stderr=err, start_new_session=True)
         os.close(cmd_r)

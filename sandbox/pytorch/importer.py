@@ -329,6 +329,7 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
     where the caller has entered it, the vet's confined calls fork from it as well) or a session of its own.
     ``vet(folder)``, given, checks the written task before it takes its place (check strength: the caller's
     ``sandbox.host.check_task``) and raises a TaskError to refuse it."""
+    from ..plumbing.files import move_in_new
     from . import confined
 
     path = Path(path)
@@ -362,13 +363,14 @@ def import_problem(path: str | Path, out_dir: str | Path, name: str | None = Non
         if vet is not None:
             vet(tmp)
         os.chmod(tmp, 0o755)
-        if target.exists():
+        if replace and target.exists():
             old = target.with_name(f".{name}.old")
             os.replace(target, old)
             os.replace(tmp, target)
             shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
+        elif not move_in_new(tmp, target):
+            raise ProblemError(f"{target} already exists: another import took the name meanwhile (--replace "
+                               "overwrites it)")
     finally:
         shutil.rmtree(holder, ignore_errors=True)
     return Imported(target, summary, outcome.confinement, session.cpu_s - spent)

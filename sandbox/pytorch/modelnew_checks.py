@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass, field
 
 from ..tasks.dtypes import to_compute
-from ..tasks.inputs import distribution_count, generate, input_specs, input_seed
+from ..tasks.inputs import distribution_count, generate, input_seed, input_specs
 
 
 KEEP_ON_DEVICE_BYTES = 1 << 30   # a size's references above this are kept in host memory
@@ -93,7 +93,7 @@ def trial_args(task, rt, args: list, sizes: dict, k: int, seed: int, device: str
             if spec is not None:
                 names.append(f"{name}: module")
             continue
-        drawn = to_compute(np, generate(np, spec, input_seed(seed, i + 1)), spec["dtype"])
+        drawn = to_compute(np, generate(np, spec, input_seed(seed, i)), spec["dtype"])
         out.append(torch.from_numpy(np.ascontiguousarray(drawn)).to(device=device, dtype=a.dtype).reshape(a.shape))
         names.append(f"{name}: {spec['dist']}")
     return out, ", ".join(names)

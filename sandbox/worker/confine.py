@@ -13,7 +13,8 @@ folder. ``/etc``, ``/home``, ``/root``, ``/proc`` (``/proc/self/environ`` includ
 folders and the rest of the checkout cannot be opened. So an ``#include`` of a host file that the
 source filter (sandbox.candidates.source_filter) missed fails to open, as a compile error.
 
-Where Landlock is unavailable, the worker runs unconfined and says why: ``doctor`` shows it.
+It then installs the socket filter (sandbox.worker.seccomp: no socket of any family, no ptrace, no io_uring).
+Where Landlock is unavailable, the worker's files are unconfined and it says why: ``doctor`` shows it.
 """
 
 from __future__ import annotations
@@ -78,10 +79,12 @@ def confine_compiler(home: Path) -> dict:
     """Warm up, then confine this process; returns what was done, for ``doctor`` and the worker's status."""
     warm_up()
     read, write = allowed_folders(home)
+    from .seccomp import install
+
     try:
         abi = landlock.restrict(read, write)
     except landlock.LandlockUnavailable as exc:
-        return {"confined": False, "reason": f"Landlock unavailable: {exc}"}
+        return {"confined": False, "reason": f"Landlock unavailable: {exc}", "seccomp": install()["seccomp"]}
     except OSError as exc:
-        return {"confined": False, "reason": f"Landlock failed: {exc}"}
-    return {"confined": True, "landlock_abi": abi, "read": read, "write": write}
+        return {"confined": False, "reason": f"Landlock failed: {exc}", "seccomp": install()["seccomp"]}
+    return {"confined": True, "landlock_abi": abi, "read": read, "write": write, "seccomp": install()["seccomp"]}

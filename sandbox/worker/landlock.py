@@ -76,6 +76,11 @@ def abi_version() -> int:
     return int(abi)
 
 
+def covers(abi: int) -> list[str]:
+    """What a ruleset of this ABI denies, in words."""
+    return ["files"] + (["TCP"] if abi >= 4 else []) + (["abstract Unix sockets", "signals"] if abi >= 6 else [])
+
+
 def restrict(read: Iterable[str | Path], write: Iterable[str | Path]) -> int:
     """Confine this process to ``read`` (read-only) and ``write`` (read-write) subtrees; returns the ABI used.
 

@@ -1,4 +1,4 @@
-"""The processes that run a PyTorch problem's code, confined: ``python -m sandbox.worker.problem_child CMD_FD EVENT_FD``.
+"""The processes that run a PyTorch problem's code, confined: ``python -m sandbox.worker.problem_child CMD_FD EVENT_FD [LAYERS NOTE]``.
 
 The host (sandbox.pytorch.confined) starts this process with a scrubbed environment (no key or token variables)
 and a private home. It leaves the network first (a new user and network namespace: no interface but a loopback
@@ -9,8 +9,12 @@ paying for torch's import again). Each child, before any problem code runs:
 - sends its stdout and stderr to files in its own folder, and works there (``HOME``, ``TMPDIR``);
 - confines itself with Landlock (sandbox.worker.landlock): it may read Python's installation, the ``sandbox``
   package, the shared libraries loaded and the folders the request names (a task folder), and write only beneath
-  its own folder. ``/home``, ``/root``, ``/etc``, ``/proc`` and the output folder cannot be opened; TCP bind
-  and connect are denied.
+  its own folder. ``/home``, ``/root``, ``/etc``, ``/proc`` (other processes' included) and the output folder
+  cannot be opened; TCP bind and connect, abstract Unix sockets and signals to processes outside are denied
+  (Landlock ABI 4 and 6, where the kernel has them);
+- installs the socket filter (sandbox.worker.seccomp): no socket of any family can be created (a pathname Unix
+  socket on the host, an ssh-agent's, is out of reach too), no ptrace, no io_uring. ``execve``, ``ioctl`` and
+  device files are untouched: CUDA and compilers run under the same rules.
 
 It writes its reply (JSON, sandbox.pytorch.wire) to ``reply.json`` in its folder. A function that raises, or
 problem code that calls ``sys.exit``, is a reply with ``ok`` false and one line saying what happened; a problem
@@ -49,20 +53,41 @@ def leave_network() -> str:
     return ""
 
 
+def flags(argv: list[str], at: int = 3) -> tuple[bool, bool]:
+    """(leave the network, whole /dev writable) from ``argv[at]``; both the strongest where it is absent."""
+    flag = argv[at] if len(argv) > at else "10"
+    return flag[0] == "1", flag[1] == "1"
+
+
+def grants(write: list[str], whole_dev: bool) -> list[str]:
+    """``write`` with ``/dev`` added where it grants a GPU device file and ``whole_dev`` is on."""
+    if whole_dev and any(str(w).startswith("/dev/nvidia") for w in write):
+        return [*write, "/dev"]
+    return list(write)
+
+
 def confine(home: Path, extra: list[str], writable: list[str] = ()) -> dict:
-    """Landlock: read Python, the loaded libraries and ``extra``, write beneath ``home`` and ``writable``; what was
-    done, or why not."""
-    from . import landlock
+    """Landlock (read Python, the loaded libraries and ``extra``, write beneath ``home`` and ``writable``), then the
+    socket filter (sandbox.worker.seccomp); what each layer did, or why it could not."""
+    from . import landlock, seccomp
     from .confine import python_folders
 
     read, write = python_folders() + list(extra), [str(home), "/dev/null", *writable]
     try:
         abi = landlock.restrict(sorted(set(read) - set(write)), write)
+        state = {"landlock": True, "landlock_abi": abi, "landlock_covers": landlock.covers(abi)}
     except landlock.LandlockUnavailable as exc:
-        return {"landlock": False, "reason": f"Landlock unavailable: {exc}"}
+        state = {"landlock": False, "reason": f"Landlock unavailable: {exc}"}
     except OSError as exc:
-        return {"landlock": False, "reason": f"Landlock failed: {exc}"}
-    return {"landlock": True, "landlock_abi": abi}
+        state = {"landlock": False, "reason": f"Landlock failed: {exc}"}
+    return state | seccomp.install()
+
+
+def layers() -> dict:
+    """Every layer applied to this process as to a problem's (own network, Landlock, seccomp): for ``doctor``."""
+    offline = leave_network()
+    state = confine(Path("/dev/null"), [])
+    return state | {"network": "own namespace" if not offline else f"shared ({offline})"}
 
 
 def _target(name: str):
@@ -77,7 +102,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def serve(request: dict, offline: str) -> None:
+def serve(request: dict, offline: str, whole_dev: bool = False) -> None:
     """In the forked child: confine, run the request, write the reply; never returns."""
     from ..pytorch import wire
     from ..tasks.task import TaskError
@@ -95,8 +120,8 @@ def serve(request: dict, offline: str) -> None:
     except Exception as exc:
         reply = {"ok": False, "kind": "setup", "error": _first_line(exc)}
     else:
-        state = confine(home, request.get("read", []), request.get("write", []))
-        state["network"] = "none (own namespace)" if not offline else f"TCP denied by Landlock only ({offline})"
+        state = confine(home, request.get("read", []), grants(request.get("write", []), whole_dev))
+        state["network"] = "none (own namespace)" if not offline else f"host's ({offline})"
         try:
             reply = {"ok": True, "result": fn(*request.get("args", []), **request.get("kwargs", {}))}
         except SystemExit as exc:
@@ -130,7 +155,9 @@ def _die_with_parent() -> None:
 def main(argv: list[str]) -> None:
     cmd_fd, event_fd = int(argv[1]), int(argv[2])
     _die_with_parent()
-    offline = leave_network()
+    netns, whole_dev = flags(argv)
+    note = argv[4] if len(argv) > 4 else ""
+    offline = leave_network() if netns else (note or "left off")
     for name in WARM:
         try:
             importlib.import_module(name)
@@ -164,11 +191,14 @@ def main(argv: list[str]) -> None:
             if pid == 0:
                 os.close(cmd_fd)
                 events.close()
-                serve(request, offline)
+                serve(request, offline, whole_dev)
             alive.add(pid)
             send(id=request["id"], pid=pid)
     os._exit(0)
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    if sys.argv[1:] == ["--layers"]:
+        print(json.dumps(layers()))
+    else:
+        main(sys.argv)
