@@ -60,10 +60,12 @@ def flags(argv: list[str], at: int = 3) -> tuple[bool, bool]:
 
 
 def grants(write: list[str], whole_dev: bool) -> list[str]:
-    """``write`` with ``/dev`` added where it grants a GPU device file and ``whole_dev`` is on."""
-    if whole_dev and any(str(w).startswith("/dev/nvidia") for w in write):
-        return [*write, "/dev"]
-    return list(write)
+    """``write`` with what starting CUDA needs where it grants a GPU device file: the process's own ``/proc/self``
+    (the driver writes there: without it ``cuInit`` fails with 304 under Landlock, as bisected on an H100), and
+    ``/dev`` where ``whole_dev`` is on."""
+    if not any(str(w).startswith("/dev/nvidia") for w in write):
+        return list(write)
+    return [*write, "/proc/self", *(["/dev"] if whole_dev else [])]
 
 
 def confine(home: Path, extra: list[str], writable: list[str] = ()) -> dict:
@@ -80,7 +82,25 @@ def confine(home: Path, extra: list[str], writable: list[str] = ()) -> dict:
         state = {"landlock": False, "reason": f"Landlock unavailable: {exc}"}
     except OSError as exc:
         state = {"landlock": False, "reason": f"Landlock failed: {exc}"}
+    if any(str(w).startswith("/dev/nvidia") for w in writable):
+        state["cuda"] = start_cuda()
     return state | seccomp.install()
+
+
+def start_cuda() -> str:
+    """CUDA's driver started, and the first device's primary context made, in this process: before the socket filter,
+    which the driver's start does not survive (``cuInit`` fails with 304 under it, as seen on an H100); the code that
+    runs afterwards uses this context, and can create no socket itself. 'started', or what failed."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        return f"no CUDA driver: {exc}"
+    code = lib.cuInit(0)
+    if code:
+        return f"cuInit failed ({code})"
+    device, context = ctypes.c_int(), ctypes.c_void_p()
+    code = lib.cuDeviceGet(ctypes.byref(device), 0) or lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device)
+    return f"no context on device 0 ({code})" if code else "started"
 
 
 def layers() -> dict:
