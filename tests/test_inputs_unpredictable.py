@@ -128,7 +128,8 @@ def test_each_kind_repeats_from_its_seed_and_changes_with_it(kind):
 
 
 def test_the_normal_draw_is_standard_normal():
-    z = np.sort(keyed.normal32(np, keyed.derive(keyed.new_seed(), "t"), 1 << 20).astype(np.float64))
+    # a fixed seed: a test at the 1% level on a fresh seed would fail one run in a hundred
+    z = np.sort(keyed.normal32(np, keyed.derive(20261207, "t"), 1 << 20).astype(np.float64))
     from math import erf, sqrt
 
     cdf = 0.5 * (1.0 + np.vectorize(erf)(z / sqrt(2.0)))
@@ -141,7 +142,8 @@ def test_the_rows_kind_gives_each_row_its_own_centre_and_spread():
     spec = dict(name="x", dtype="float32", shape=[256, 512], dist="rows", kind="rows", scale=1.0, offset=0.0)
     x = inputs.generate(np, spec, keyed.new_seed()).astype(np.float64)
     centres, spreads = np.median(x, axis=1), x.std(axis=1)
-    assert centres.std() > 10 and spreads.max() / spreads.min() > 4
+    uniform_std = 2 * inputs.ROW_CENTRE / np.sqrt(12)   # the centres' spread at the smallest scale factor, 1
+    assert centres.std() > 0.8 * uniform_std and spreads.max() / spreads.min() > 4
     assert (np.abs(centres) < 20).mean() > 0.3   # rows near any fixed threshold a kernel might key on
     ties = inputs.generate(np, dict(spec, dist="ties", kind="ties"), 3)
     assert ((ties == ties.max(axis=1, keepdims=True)).sum(axis=1) > 20).all()   # clustered maxima in every row
