@@ -111,12 +111,15 @@ def score_of(result: Result) -> float | None:
 
 class ProposerFailed(RuntimeError):
     """A proposer that cannot answer, for good (a model endpoint that refused or is down): the loop records the
-    failed proposal's ``attempts`` (its model calls) and ``usage`` (what they cost) and stops the phase."""
+    failed proposal's ``attempts`` (its model calls), ``tools`` (the tool calls its session had made, each as
+    ``ToolCallEvent`` fields) and ``usage`` (what they cost) and stops the phase."""
 
-    def __init__(self, message: str, attempts: list[dict] | None = None, usage: Usage | None = None):
+    def __init__(self, message: str, attempts: list[dict] | None = None, usage: Usage | None = None,
+                 tools: list[dict] | None = None):
         super().__init__(message)
         self.attempts = list(attempts or [])
         self.usage = usage or Usage()
+        self.tools = list(tools or [])
 
 
 @runtime_checkable

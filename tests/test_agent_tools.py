@@ -109,6 +109,32 @@ def test_an_endpoint_without_tools_gets_one_line_and_plain_requests(httpserver, 
     assert [e.result.status.value for e in run.entries] == ["ok", "ok", "ok"]
 
 
+def test_a_session_cut_off_by_its_endpoint_leaves_its_tool_calls_in_the_trace_and_the_totals(httpserver, tmp_path):
+    steps = [calls(("compile", {"answer": FIXED})), calls(("time", {"answer": FIXED})),
+             {"status": 401, "message": "the key was revoked"}]
+    run, _ = _run(httpserver, tmp_path, steps, 2)
+    events = read_events(run.path)
+    tools = [e for e in events if isinstance(e, ToolCallEvent)]
+    assert [(t.request, t.turn, t.name, t.status) for t in tools] == [("r0000", 0, "compile", "ok"),
+                                                                      ("r0000", 1, "time", "ok")]
+    assert json.loads(tools[1].result)["speedup_text"].startswith("1.3") and tools[1].gpu_s > 0
+    assert [e.request for e in events if isinstance(e, ModelCallEvent)] == ["r0000"] * 3
+    assert run.summary.stops["model"].reason.value == "model_endpoint"
+    assert [e.id for e in run.entries] == ["c0000"]
+    assert run.summary.totals.gpu_s == pytest.approx(run.entries[0].result.cost.gpu_s + tools[1].gpu_s, rel=1e-3,
+                                                     abs=1e-4)
+
+
+def test_an_endpoint_that_refuses_tools_midway_keeps_the_calls_made_so_far(httpserver, tmp_path, capfd):
+    steps = [calls(("check", {"answer": FIXED})), {"status": 400, "message": "tools are not supported here"},
+             FIXED]
+    run, _ = _run(httpserver, tmp_path, steps, 1)
+    assert capfd.readouterr().err.count("does not take tools") == 1
+    tools = [e for e in read_events(run.path) if isinstance(e, ToolCallEvent)]
+    assert [(t.request, t.name, t.status) for t in tools] == [("r0000", "check", "ok")]
+    assert [(e.id, e.result.status.value) for e in run.entries] == [("c0000", "ok"), ("c0001", "ok")]
+
+
 def test_tools_with_parallel_requests_is_one_clear_error():
     with pytest.raises(ConfigError, match="parallel = 1"):
         build({"model": {"name": "m", "tools": True}, "parallel": 2})

@@ -217,9 +217,13 @@ class Loop:
         return entry_id
 
     def record_failure(self, request: ProposalRequest, error: ProposerFailed) -> None:
-        """The model calls of a request the proposer failed for good (its endpoint), and the tokens they cost."""
+        """The model calls and tool calls of a request the proposer failed for good (its endpoint), and what they
+        cost: a session cut off midway leaves what it measured in the trace and the totals."""
         for attempt in error.attempts:
             self.trace.event(ModelCallEvent(request=request.id, **{"response": "", **attempt}))
+        for call in error.tools:
+            self.trace.event(ToolCallEvent(request=request.id, **call))
+            self.totals.gpu_s += call["gpu_s"]
         self.totals.usage = self.totals.usage + error.usage
         self.totals.spent_by(getattr(error, "answered_by", None), error.usage)
 

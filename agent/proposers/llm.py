@@ -108,7 +108,8 @@ class LLMProposer(Proposer):
                 for p in plain:
                     p.usage = p.usage + exc.usage
                     refused = [{"response": "", **a} for a in exc.attempts]
-                    p.exchange = {**(p.exchange or {}), "attempts": refused + (p.exchange or {}).get("attempts", [])}
+                    p.exchange = {**(p.exchange or {}), "attempts": refused + (p.exchange or {}).get("attempts", []),
+                                  "tools": exc.tools}
                 return plain
             raise
         self.tools_supported = True
@@ -169,7 +170,8 @@ class LLMProposer(Proposer):
             try:
                 reply = self._ask(conversation, state, tools=TOOLS)
             except ModelEndpointError as exc:
-                raise ModelEndpointError(str(exc), attempts + exc.attempts, usage) from None
+                raise ModelEndpointError(str(exc), attempts + exc.attempts, usage,
+                                         [dataclasses.asdict(c) for c in box.calls]) from None
             usage = usage + reply["usage_obj"]
             attempts.append(reply["record"])
             calls = reply["tool_calls"]
