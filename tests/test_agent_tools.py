@@ -160,9 +160,19 @@ def test_a_scripted_tool_session_drives_the_real_sandbox(httpserver, tmp_path):
     run = agent.optimize("softmax", model="scripted", base_url=httpserver.url_for("/v1"), iterations=2,
                          sandbox="gpu", tune=False, sanitize=False, traces=tmp_path / "t", progress=False,
                          config={"model": {"tools": True}})
-    tools = [e for e in read_events(run.path) if isinstance(e, ToolCallEvent)]
+    events = read_events(run.path)
+    tools = [e for e in events if isinstance(e, ToolCallEvent)]
+    stops = {phase: f"{stop.reason.value}: {stop.message}" for phase, stop in run.summary.stops.items()}
+    print("stops:", stops)
+    print("entries:", [e.result.summary() for e in run.entries])
+    for m in events:
+        if isinstance(m, ModelCallEvent) and m.error:
+            print("model call", m.request, m.error)
     for t in tools:
         print(t.request, t.name, t.status, f"{t.gpu_s:.3f} GPU-s", t.result[:160])
+    # a setup that stopped (the baseline not ok, the sandbox failing) never reaches the model phase: say so first
+    assert run.entries and run.entries[0].result.status.value == "ok", stops
+    assert stops.get("model", "").startswith("iterations"), stops
     results = {t.name: json.loads(t.result) for t in tools if t.name != "submit"}
     assert results["compile"]["status"] == "compile_error"
     assert results["check"]["status"] in ("ok", "compiled") and results["check"]["checks"]["passed"] > 0
