@@ -135,6 +135,23 @@ def test_an_endpoint_that_refuses_tools_midway_keeps_the_calls_made_so_far(https
     assert [(e.id, e.result.status.value) for e in run.entries] == [("c0000", "ok"), ("c0001", "ok")]
 
 
+def test_a_baseline_the_sandbox_cannot_check_stops_the_setup_before_any_session_and_says_why(
+        httpserver, tmp_path, monkeypatch):
+    # what the GPU sandbox raises where the reference worker runs out of device memory on the baseline's checks
+    from sandbox.host.fake import FakeSandbox
+    from sandbox.tasks.task import TaskError
+
+    def out_of_memory(self, task, candidate, sizes=None, timing=True):
+        raise TaskError(f"{task.folder}/reference.py: reference() raised OutOfMemoryError: Out of memory")
+
+    monkeypatch.setattr(FakeSandbox, "evaluate", out_of_memory)
+    run, script = _run(httpserver, tmp_path, [calls(("read_task", {}))], 2)
+    events = read_events(run.path)
+    assert not script.requests and not [e for e in events if isinstance(e, (ToolCallEvent, ModelCallEvent))]
+    assert list(run.summary.stops) == ["setup"] and "OutOfMemoryError" in run.summary.stops["setup"].message
+    assert run.entries == []
+
+
 def test_tools_with_parallel_requests_is_one_clear_error():
     with pytest.raises(ConfigError, match="parallel = 1"):
         build({"model": {"name": "m", "tools": True}, "parallel": 2})
