@@ -86,6 +86,26 @@ def test_a_jsonl_file_pairs_relative_to_itself_and_bad_lines_are_one_error(tmp_p
         pairs_for(tmp_path / "p.py", tmp_path)
 
 
+def test_a_saved_verdict_is_reused_only_for_the_same_problem_solution_and_options(tmp_path):
+    from agent.cli.judge import pair_digest
+    from sandbox.pytorch.modelnew_judge import JudgeOptions
+    from sandbox.pytorch.modelnew_pairs import Pair
+
+    problem, solution = tmp_path / "1_p.py", tmp_path / "1_s.py"
+    problem.write_text("class Model: pass\n")
+    solution.write_text((SOLUTIONS / "written.py").read_text())
+    pair, options = Pair(problem, solution, "p"), JudgeOptions(device="cpu")
+    first = pair_digest(pair, options)
+    assert pair_digest(pair, options) == first
+    solution.write_text((SOLUTIONS / "raises.py").read_text())    # the same file name, other code: judged again
+    edited = pair_digest(pair, options)
+    assert edited != first
+    assert pair_digest(pair, JudgeOptions(device="cpu", rounds=options.rounds + 1)) != edited
+    problem.write_text("class Model: pass  # edited\n")
+    assert pair_digest(pair, options) != edited
+    assert pair_digest(Pair(problem, None, "p"), options) != pair_digest(pair, options)
+
+
 def test_fast_p_counts_every_problem_and_each_rule_counts_what_it_says():
     from agent.report.judge_table import Row, summarize
 

@@ -3,6 +3,7 @@ protocol as every candidate, one pair, two folders or a JSON-lines file of pairs
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import asdict
@@ -27,9 +28,29 @@ def _task_for(pair, tasks_dir: Path):
         return load_task(pair.problem)
     name = task_name(pair.problem)
     folder = tasks_dir / name
-    if not (folder / "task.toml").is_file():
-        import_problem(pair.problem, tasks_dir, name=name)
+    imported = folder / "problem.py"
+    if not (folder / "task.toml").is_file() or not imported.is_file() \
+            or imported.read_bytes() != pair.problem.read_bytes():   # a problem edited since: imported anew
+        import_problem(pair.problem, tasks_dir, name=name, replace=folder.exists())
     return load_task(folder)
+
+
+def pair_digest(pair, options) -> str:
+    """What a saved verdict was judged from: the problem's and the solution's bytes and the options. A saved row is
+    reused only under the same digest, so an edited solution or problem, or other options, is judged again."""
+    h = hashlib.sha256(repr(sorted(vars(options).items())).encode())
+    for path in (pair.problem, pair.solution):
+        for name, data in _contents(path):
+            h.update(name.encode() + b"\0" + data + b"\0")
+    return h.hexdigest()
+
+
+def _contents(path: Path | None) -> list[tuple[str, bytes]]:
+    if path is None:
+        return [("", b"-")]
+    if path.is_dir():
+        return [(str(p.relative_to(path)), p.read_bytes()) for p in sorted(path.rglob("*")) if p.is_file()]
+    return [("", path.read_bytes())]
 
 
 def judge_pair(pair, tasks_dir: Path, options):
@@ -102,13 +123,16 @@ def judge(first: Annotated[Path, typer.Argument(help="A problem (.py or an impor
         for i, pair in enumerate(pairs, 1):
             saved = results / f"{pair.name}.json"
             t0 = time.perf_counter()
-            if saved.is_file():
-                row = Row(**json.loads(saved.read_text())["row"])
+            digest = pair_digest(pair, options)
+            record = _saved(saved)
+            if record is not None and record.get("digest") == digest:
+                row = Row(**record["row"])
                 how = "resumed"
             else:
                 row, result = judge_pair(pair, out / "tasks", options)
-                _save(saved, row, result)
-                how = f"{time.perf_counter() - t0:.0f} s"
+                _save(saved, row, result, digest)
+                how = f"{time.perf_counter() - t0:.0f} s" + (", judged again: the problem, the solution or the options "
+                                                             "changed" if record is not None else "")
             rows.append(row)
             if not as_json:
                 _progress(i, len(pairs), row, how)
@@ -123,10 +147,20 @@ def judge(first: Annotated[Path, typer.Argument(help="A problem (.py or an impor
     raise typer.Exit(ExitCode.OK if all(r.holds_up for r in rows) else ExitCode.FAILED)
 
 
-def _save(path: Path, row, result) -> None:
+def _saved(path: Path) -> dict | None:
+    """A saved verdict, or None where there is none or it cannot be read (then the pair is judged again)."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("row"), dict) else None
+
+
+def _save(path: Path, row, result, digest: str) -> None:
     from sandbox.plumbing.files import atomic_write
 
-    record = {"row": asdict(row), "result": json.loads(result.to_json()) if result is not None else None}
+    record = {"digest": digest, "row": asdict(row),
+              "result": json.loads(result.to_json()) if result is not None else None}
     atomic_write(path, json.dumps(record, indent=2))
 
 
