@@ -121,6 +121,8 @@ def from_reply(task, solution: ModelNewSolution, reply: dict) -> Result:
     cost = Cost(compile_s=float(split.get("build", 0.0)), check_gpu_s=float(split.get("checks", 0.0)),
                 time_gpu_s=float(split.get("timing", 0.0)))
     detail = reply.get("detail", "")
+    if reply.get("benchmark_note"):
+        detail = (detail + "\n" if detail else "") + reply["benchmark_note"]
     if reply.get("printed"):
         detail = (detail + "\n" if detail else "") + "it printed: " + reply["printed"][:500]
     error = reply.get("error", "")

@@ -9,6 +9,7 @@ it into a ``Result`` with one verdict line per check of this format.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -33,6 +34,11 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
     try:
         task = load_task(task_folder)
         rt = TorchRuntime(task)
+        if device == "cpu" and not options.get("benchmark"):
+            options = {**options, "benchmark": cpu_benchmark(task), "heldout": False}
+            reply["benchmark_note"] = (f"judged on the CPU at the largest check size {options['benchmark']} in place "
+                                       "of the benchmark size, and not at the held-out sizes: CPU timings, which say "
+                                       "nothing of a GPU")
         built = load_solution(source, key, extensions_dir, float(options.get("build_deadline_s", 600)))
         reply["split_s"]["build"] = built.seconds
         reply["builds"] = built.builds
@@ -83,6 +89,12 @@ def _private_caches() -> None:
     os.environ["CUPY_CACHE_DIR"] = os.path.join(home, "cupy")
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"   # compiles in this process: no pool of workers to reach
     tempfile.tempdir = None   # TMPDIR was set for this call after the process that forked it had read its own
+
+
+def cpu_benchmark(task) -> dict[str, int]:
+    """The size a judgement on the CPU times: the task's largest check size (a KernelBench benchmark size holds
+    gigabytes, and its float64 reference on a CPU runs for minutes or out of memory)."""
+    return dict(max(task.spec.sizes.check, key=lambda s: math.prod(s.values()) if s else 0))
 
 
 def _timing(task, rt, built, kernels, device, options, reply, rng) -> None:
