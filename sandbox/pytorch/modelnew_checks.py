@@ -251,11 +251,8 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
         try:
             trials = _trials(task, rt, ns, sizes, seeds, device)
         except Exception as exc:
-            if _sticky(exc) or _out_of_memory(exc):
-                status = "too_large" if _out_of_memory(exc) else "crashed"
-                stage.failure = dict(status=status, error=f"{label}: {_line(exc)}", detail="")
+            if _fails_the_stage(exc, stage, label, label):
                 return stage
-            stage.refused_at[label] = f"{type(exc).__name__}: {_line(exc)}"
             continue
         new, cases = trials
         order = list(range(len(cases))) * 2
@@ -273,11 +270,8 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
             try:
                 outs = call_watched(new, args, device, stage, where)
             except Exception as exc:
-                if _sticky(exc) or _out_of_memory(exc):
-                    status = "too_large" if _out_of_memory(exc) else "crashed"
-                    stage.failure = dict(status=status, error=f"{where}: {_line(exc)}", detail="")
+                if _fails_the_stage(exc, stage, label, where):
                     return stage
-                stage.refused_at[label] = f"{type(exc).__name__}: {_line(exc)}"
                 break
             if stage.inputs_written:
                 w = stage.inputs_written[0]
@@ -315,6 +309,17 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
             stage.holds_at.append(label)
         del new
     return stage
+
+
+def _fails_the_stage(exc: Exception, stage, label: str, where: str) -> bool:
+    """A solution's exception at ``label``: a sticky CUDA error or running out of memory ends the stage (True);
+    anything else is a size the solution refuses, noted, and the stage goes on to the next size (False)."""
+    if _sticky(exc) or _out_of_memory(exc):
+        status = "too_large" if _out_of_memory(exc) else "crashed"
+        stage.failure = dict(status=status, error=f"{where}: {_line(exc)}", detail="")
+        return True
+    stage.refused_at[label] = f"{type(exc).__name__}: {_line(exc)}"
+    return False
 
 
 def _trials(task, rt, ns, sizes, seeds, device):
