@@ -1,7 +1,8 @@
 """Problem code runs only here: ``call(target, ...)`` runs a ``sandbox`` function in a child process that is
 confined before the problem is executed (sandbox.worker.problem_child: its own network namespace, Landlock, a
 seccomp filter that denies every socket, ptrace and io_uring, a scrubbed environment with no key or token
-variables, a private home that is removed afterwards) and returns what the function returned. The importer and ``check-task`` reach problem.py only through it.
+variables, a private home that is removed afterwards) and returns what the function returned. The importer and
+``check-task`` reach problem.py only through it.
 
 Whatever goes wrong in the child comes back as one ``ProblemCodeError`` line naming the problem: the
 function's refusal (a ProblemError), an exception the problem raised, ``sys.exit``, an exit without a reply,

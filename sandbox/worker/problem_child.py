@@ -59,11 +59,16 @@ def flags(argv: list[str], at: int = 3) -> tuple[bool, bool]:
     return flag[0] == "1", flag[1] == "1"
 
 
+def gpu_granted(write) -> bool:
+    """Whether a call may write the GPU's device files: it is to run CUDA."""
+    return any(str(w).startswith("/dev/nvidia") for w in write)
+
+
 def grants(write: list[str], whole_dev: bool) -> list[str]:
     """``write`` with what starting CUDA needs where it grants a GPU device file: the process's own ``/proc/self``
     (the driver writes there: without it ``cuInit`` fails with 304 under Landlock, as bisected on an H100), and
     ``/dev`` where ``whole_dev`` is on."""
-    if not any(str(w).startswith("/dev/nvidia") for w in write):
+    if not gpu_granted(write):
         return list(write)
     return [*write, "/proc/self", *(["/dev"] if whole_dev else [])]
 
@@ -82,7 +87,7 @@ def confine(home: Path, extra: list[str], writable: list[str] = ()) -> dict:
         state = {"landlock": False, "reason": f"Landlock unavailable: {exc}"}
     except OSError as exc:
         state = {"landlock": False, "reason": f"Landlock failed: {exc}"}
-    if any(str(w).startswith("/dev/nvidia") for w in writable):
+    if gpu_granted(writable):
         state["cuda"] = start_cuda()
     return state | seccomp.install()
 
