@@ -15,7 +15,7 @@ answer had no code block), a candidate that failed carries its Result's status.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from sandbox.candidates.candidate import Candidate
 from sandbox.judging.result import Result
@@ -39,6 +39,9 @@ class Usage:
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(*(getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__))
+
+    def __sub__(self, other: "Usage") -> "Usage":
+        return Usage(*(getattr(self, f) - getattr(other, f) for f in self.__dataclass_fields__))
 
     def as_dict(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -84,6 +87,22 @@ class ProposalRequest:
     extra: dict[str, Any] = field(default_factory=dict)
     id: str = ""                     # the request's id in the trace (``r0003``); empty outside a run
     inspirations: list[Inspiration] = field(default_factory=list)   # shown beside the parent
+    # Inside a run: ``journal(kind, fields)`` writes a tool-calling session's model call ("model_call") or tool call
+    # ("tool_call") to the trace as it happens; ``replay`` holds the calls a killed run recorded for this request
+    # (``ModelCallEvent``s and ``ToolCallEvent``s, in order), which the session goes on from.
+    journal: Callable[[str, dict], None] | None = field(default=None, repr=False, compare=False)
+    replay: list | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class Journaled:
+    """What a request with a ``journal`` wrote to the trace itself: its answered model calls (those replayed from a
+    killed run included), the GPU-seconds of the tool calls it ran in this run, and the usage of the replayed model
+    calls, which the run that made them already counted."""
+
+    model_calls: int = 0
+    gpu_s: float = 0.0
+    replayed: Usage = field(default_factory=Usage)
 
 
 @dataclass
@@ -112,14 +131,17 @@ def score_of(result: Result) -> float | None:
 class ProposerFailed(RuntimeError):
     """A proposer that cannot answer, for good (a model endpoint that refused or is down): the loop records the
     failed proposal's ``attempts`` (its model calls), ``tools`` (the tool calls its session had made, each as
-    ``ToolCallEvent`` fields) and ``usage`` (what they cost) and stops the phase."""
+    ``ToolCallEvent`` fields) and ``usage`` (what they cost) and stops the phase. Where the session wrote its calls
+    to the trace as they happened, ``attempts`` and ``tools`` hold only those it did not, and ``journaled`` says
+    what the others were."""
 
     def __init__(self, message: str, attempts: list[dict] | None = None, usage: Usage | None = None,
-                 tools: list[dict] | None = None):
+                 tools: list[dict] | None = None, journaled: "Journaled | None" = None):
         super().__init__(message)
         self.attempts = list(attempts or [])
         self.usage = usage or Usage()
         self.tools = list(tools or [])
+        self.journaled = journaled   # the calls already in the trace, where the request had a journal
 
 
 @runtime_checkable

@@ -23,7 +23,8 @@ from .budget import Budget, Totals
 from ..config import SelectionConfig
 from .judge import diagnose
 from .pipeline import Item, Pipeline
-from ..protocols import Entry, Lineage, Proposal, ProposalRequest, Proposer, ProposerFailed, score
+from ..protocols import (Entry, Journaled, Lineage, Proposal, ProposalRequest, Proposer, ProposerFailed, Usage,
+                         score)
 from ..trace.events import (BestEvent, ErrorEvent, EvaluationEvent, ModelCallEvent, PhaseEvent, ProposalEvent,
                             RequestEvent, ScreenedConfig, ScreenEvent, SkipEvent, StopEvent, ToolCallEvent)
 from ..trace.fold import Pending
@@ -43,6 +44,7 @@ class Loop:
         self.next_candidate = len(lineage.entries())
         self.next_request = 0
         self.cut_off: list[RequestEvent] = []   # a resumed run asks these again first, as they were (``resume``)
+        self.sessions: dict[str, list] = {}     # and their tool-calling sessions go on from what they recorded
         self.last: Entry | None = None
         self.phase = "setup"
 
@@ -149,11 +151,19 @@ class Loop:
         extra = {"sandbox": self.sandbox.kind, "phase": phase, "since_improvement": self.totals.since_improvement,
                  "model_spend": dict(self.totals.by_model)}
         request = ProposalRequest(self.task, parents, self.lineage.best(), self.lineage.baseline(), failures,
-                                  self.sandbox.device, iteration, extra, id=rid, inspirations=inspirations)
+                                  self.sandbox.device, iteration, extra, id=rid, inspirations=inspirations,
+                                  journal=self.journal(rid), replay=self.sessions.pop(rid, None))
         self.trace.event(RequestEvent(request=rid, iteration=request.iteration, phase=phase,
                                       parents=[p.id for p in parents], why=why, island=island,
                                       inspirations=[f"{i.entry.id}: {i.why}" for i in inspirations] or None))
         return request
+
+    def journal(self, rid: str):
+        """How request ``rid``'s tool-calling session writes each model call and tool call as it happens."""
+        def write(kind: str, fields: dict) -> None:
+            self.trace.event(ModelCallEvent(request=rid, **fields) if kind == "model_call"
+                             else ToolCallEvent(request=rid, **fields))
+        return write
 
     def send(self, proposer: Proposer, request: ProposalRequest, inbox: dict, arrived: threading.Condition) -> ProposalRequest:
         def work():
@@ -192,13 +202,8 @@ class Loop:
         """Record one of an answer's ``answer_proposals`` proposals; returns its candidate's id (None without one)."""
         rid = request.id
         exchange = proposal.exchange or {}
-        for attempt in exchange.get("attempts", []):
-            self.trace.event(ModelCallEvent(request=rid, **attempt))
-        for call in exchange.get("tools", []):
-            self.trace.event(ToolCallEvent(request=rid, **call))
-            self.totals.gpu_s += call["gpu_s"]
-        self.totals.usage = self.totals.usage + proposal.usage
-        self.totals.spent_by(exchange.get("answered_by"), proposal.usage)
+        journaled = self.spent(rid, exchange.get("attempts", []), exchange.get("tools", []), proposal.usage,
+                               exchange.get("journaled"), exchange.get("answered_by"))
         entry_id = None
         if proposal.candidate is not None:
             entry_id = f"c{self.next_candidate:04d}"
@@ -212,20 +217,31 @@ class Loop:
                                        error=proposal.error, usage=proposal.usage, answer=answer,
                                        candidate=CandidateRecord.of(proposal.candidate) if proposal.candidate else None,
                                        answer_proposals=answer_proposals, answered_by=exchange.get("answered_by"),
-                                       model_rule=exchange.get("model_rule")))
+                                       model_rule=exchange.get("model_rule"),
+                                       model_calls=journaled.model_calls + len(exchange.get("attempts", []))
+                                       if exchange else None))
         self.on_progress("proposal", self)
         return entry_id
 
     def record_failure(self, request: ProposalRequest, error: ProposerFailed) -> None:
         """The model calls and tool calls of a request the proposer failed for good (its endpoint), and what they
         cost: a session cut off midway leaves what it measured in the trace and the totals."""
-        for attempt in error.attempts:
-            self.trace.event(ModelCallEvent(request=request.id, **{"response": "", **attempt}))
-        for call in error.tools:
-            self.trace.event(ToolCallEvent(request=request.id, **call))
-            self.totals.gpu_s += call["gpu_s"]
-        self.totals.usage = self.totals.usage + error.usage
-        self.totals.spent_by(getattr(error, "answered_by", None), error.usage)
+        self.spent(request.id, [{"response": "", **a} for a in error.attempts], error.tools, error.usage,
+                   error.journaled, getattr(error, "answered_by", None))
+
+    def spent(self, rid: str, attempts: list[dict], tools: list[dict], usage: Usage, journaled: Journaled | None,
+              answered_by: str | None) -> Journaled:
+        """Write a request's model and tool calls not yet in the trace, and count what the request cost in this
+        run: its usage but that of calls replayed from a killed run, and its tool calls' GPU-seconds."""
+        journaled = journaled or Journaled()
+        for attempt in attempts:
+            self.trace.event(ModelCallEvent(request=rid, **attempt))
+        for call in tools:
+            self.trace.event(ToolCallEvent(request=rid, **call))
+        self.totals.gpu_s += journaled.gpu_s + sum(call["gpu_s"] for call in tools)
+        self.totals.usage = self.totals.usage + (usage - journaled.replayed)
+        self.totals.spent_by(answered_by, usage - journaled.replayed)
+        return journaled
 
     # ---- screen, evaluate + record --------------------------------------------------------------
 

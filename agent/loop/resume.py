@@ -5,7 +5,9 @@ never evaluated (``RunState.pending``) are evaluated first; their tokens are spe
 
 A request the kill cut off (asked, its answer never recorded) is asked again under its own id, with its recorded
 parents and iteration: a replayed run's answers and a model's prompt depend on them, and its pick is replayed like
-any other, so the draws that follow are those of a run that never stopped. Runs resumed before this was so asked
+any other, so the draws that follow are those of a run that never stopped. A tool-calling session the kill cut off
+goes on from the model calls and tool calls it recorded (``agent.proposers.session``): nothing it did is done or
+paid for again. Runs resumed before this was so asked
 such a request again under a new id; the request they left behind is superseded and its pick not replayed."""
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def restore(loop: Loop, events: list[Event]) -> RunState:
     loop.next_candidate = max(loop.next_candidate, state.next_candidate)
     loop.last = None
     loop.cut_off = state.cut_off
+    loop.sessions = dict(state.sessions)
     return state
 
 

@@ -18,7 +18,6 @@ with a one-line message naming the endpoint. Everything the endpoint sends back 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 import threading
@@ -28,7 +27,6 @@ from typing import Any
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from . import prompts, roles
-from .tools import TOOLS, ToolBox, ToolCall
 from .answer import FormatError, split_reasoning
 from .formats import answer_format
 from ..config import ModelConfig, Price, api_key as key_for
@@ -109,7 +107,7 @@ class LLMProposer(Proposer):
                     p.usage = p.usage + exc.usage
                     refused = [{"response": "", **a} for a in exc.attempts]
                     p.exchange = {**(p.exchange or {}), "attempts": refused + (p.exchange or {}).get("attempts", []),
-                                  "tools": exc.tools}
+                                  "tools": exc.tools, **({"journaled": exc.journaled} if exc.journaled else {})}
                 return plain
             raise
         self.tools_supported = True
@@ -149,56 +147,10 @@ class LLMProposer(Proposer):
     # ---- a tool-calling session --------------------------------------------------------------------
 
     def _session(self, request: ProposalRequest) -> list[Proposal]:
-        """A conversation with tools (``agent.proposers.tools``) that ends when the model submits a candidate (or
-        answers with one), or after ``max_tool_calls`` calls; each call and its result go into the exchange."""
-        edits = self._edits(request)
-        conversation = prompts.messages(request, edits=edits)
-        conversation[0] = {**conversation[0], "content": conversation[0]["content"] + "\n" + prompts.render(
-            "tools", max_tool_calls=self.config.max_tool_calls)}
-        box = ToolBox(self.sandbox, request, edits)
-        attempts: list[dict] = []
-        usage = Usage()
-        state = {"max_tokens": self.config.max_tokens, "sent": 0}
-        parent_ids = [p.id for p in request.parents[:1]]
+        """A conversation with tools (``agent.proposers.session``)."""
+        from .session import ToolSession
 
-        def done(candidate=None, note="", error=""):
-            exchange = {**self._exchange(attempts), "tools": [dataclasses.asdict(c) for c in box.calls]}
-            return [Proposal(candidate, parent_ids, self.name, note=note, error=error, usage=usage, exchange=exchange)]
-
-        retries = 0
-        for turn in range(self.config.max_tool_calls + 1 + self.config.semantic_retries):
-            try:
-                reply = self._ask(conversation, state, tools=TOOLS)
-            except ModelEndpointError as exc:
-                raise ModelEndpointError(str(exc), attempts + exc.attempts, usage,
-                                         [dataclasses.asdict(c) for c in box.calls]) from None
-            usage = usage + reply["usage_obj"]
-            attempts.append(reply["record"])
-            calls = reply["tool_calls"]
-            if not calls:
-                try:
-                    candidate, note = self._accept(reply, request, conversation, state)
-                    return done(candidate, note)
-                except FormatError as exc:
-                    retries += 1
-                    if retries > self.config.semantic_retries:
-                        return done(error=f"unusable answer: {exc.problem}")
-                    continue
-            conversation.append({"role": "assistant", "content": reply["content"] or None, "tool_calls": [
-                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                for c in calls]})
-            for c in calls:
-                if len(box.calls) >= self.config.max_tool_calls and c["name"] != "submit":
-                    call = ToolCall(c["name"], {}, '{"error": "no tool calls left: submit your candidate now"}', "limit")
-                    box.calls.append(call)
-                else:
-                    call = box.run(c["name"], c["arguments"])
-                call.turn = turn
-                conversation.append({"role": "tool", "tool_call_id": c["id"], "content": call.result})
-                if c["name"] == "submit" and call.status == "ok":
-                    candidate, note = box.candidate(call.arguments)
-                    return done(candidate, note or (reply["content"] or "").strip()[:2000])
-        return done(error=f"the session made {len(box.calls)} tool calls and never submitted a candidate")
+        return ToolSession(self, request).run()
 
     def _tools_refused(self, exc: ModelEndpointError) -> bool:
         """Whether the endpoint refused the request for its ``tools`` (then the run goes on with plain requests)."""

@@ -87,6 +87,7 @@ class ModelCallEvent(_Event):
     http: list[dict[str, Any]] = Field(default_factory=list)   # each HTTP attempt (the SDK's retries included)
     error: str | None = None         # why the answer could not be used (then the model is asked again)
     tool_calls: list[dict[str, Any]] | None = None   # a tool-calling session's calls asked for (id, name, arguments)
+    turn: int | None = None          # a tool-calling session's answered call, counted from 0 (written as it happens)
 
 
 class ToolCallEvent(_Event):
@@ -119,6 +120,9 @@ class ProposalEvent(_Event):
     answer_proposals: int | None = None  # how many proposals its request's answer recorded (None: an older trace)
     answered_by: str | None = None   # with [model.roles]: the model that answered (main, or its [model.others] name)
     model_rule: str | None = None    # and the rule that chose it (agent.proposers.roles)
+    # the request's model calls its ``usage`` covers: the last ones recorded for the request (None, an older trace:
+    # all of them); the usage of calls it does not cover (an answer that never came) is counted from their events
+    model_calls: int | None = None
 
 
 class EvaluationEvent(_Event):

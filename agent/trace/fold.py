@@ -21,8 +21,8 @@ from sandbox.candidates.candidate import Candidate, CandidateError
 from sandbox.judging.result import Interval
 
 from ..protocols import Entry, Proposal, Usage, score
-from .events import (BestEvent, EvaluationEvent, Event, PhaseEvent, ProposalEvent, RequestEvent, SanitizeEvent,
-                     ScreenEvent, SkipEvent, ToolCallEvent, TraceError)
+from .events import (BestEvent, EvaluationEvent, Event, ModelCallEvent, PhaseEvent, ProposalEvent, RequestEvent,
+                     SanitizeEvent, ScreenEvent, SkipEvent, ToolCallEvent, TraceError)
 
 
 @dataclass
@@ -81,7 +81,7 @@ class RunState:
     steps: list[Step] = field(default_factory=list)
     unevaluated: list[Unevaluated] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)     # every proposal's, model calls of failed requests aside
+    usage: Usage = field(default_factory=Usage)     # every proposal's, and every model call's no proposal covers
     by_model: dict[str, Usage] = field(default_factory=dict)   # the same per model, where proposals name it
     model_answers: int = 0                          # proposals of the model phase (its iterations)
     screened: int = 0
@@ -91,6 +91,8 @@ class RunState:
     next_request: int = 0
     next_candidate: int = 0
     cut_off: list[RequestEvent] = field(default_factory=list)   # asked, never answered: asked again on resume
+    # the model and tool calls a cut-off tool-calling session recorded, by request: its conversation so far
+    sessions: dict[str, list[Event]] = field(default_factory=dict)
 
 
 def fold(events: list[Event], events_file: Path | str = "events.jsonl", replay: Replay | None = None) -> RunState:
@@ -101,6 +103,7 @@ def fold(events: list[Event], events_file: Path | str = "events.jsonl", replay: 
     settled: set[str] = set()
     state.cut_off, superseded = open_requests(events)
     picked: set[str] = set()
+    calls: dict[str, list[ModelCallEvent]] = {}   # model calls no proposal has covered yet, by request
     gpu_s = 0.0
     best: Entry | None = None  # the winner after each evaluation: the baseline, then what the run's best events say
     for ev in events:
@@ -111,8 +114,14 @@ def fold(events: list[Event], events_file: Path | str = "events.jsonl", replay: 
                 picked.add(ev.request)  # a request asked again was picked once
                 if replay is not None:
                     replay.picked()
+        elif isinstance(ev, ModelCallEvent):
+            calls.setdefault(ev.request, []).append(ev)
         elif isinstance(ev, ProposalEvent):
             state.usage = state.usage + ev.usage
+            uncovered = calls.pop(ev.request, []) if ev.request else []
+            if ev.model_calls is not None:
+                for call in uncovered[:max(0, len(uncovered) - ev.model_calls)]:
+                    state.usage = state.usage + call.usage
             if ev.answered_by:
                 state.by_model[ev.answered_by] = state.by_model.get(ev.answered_by, Usage()) + ev.usage
             state.model_answers += ev.phase == "model"
@@ -168,7 +177,21 @@ def fold(events: list[Event], events_file: Path | str = "events.jsonl", replay: 
             sanitized.result.record_sanitize(ev.report)
     state.pending = [_pending(p, f"{events_file}: line {p.seq + 1}") for cid, p in proposals.items()
                      if cid not in settled and p.candidate is not None]
+    for uncovered in calls.values():
+        for call in uncovered:
+            state.usage = state.usage + call.usage
+    open_ids = {r.request for r in state.cut_off}
+    state.sessions = {rid: session for rid in open_ids if (session := _session(events, rid))}
     return state
+
+
+def _session(events: list[Event], rid: str) -> list[Event]:
+    """The conversation a tool-calling session of request ``rid`` recorded: its answered model calls from the
+    last one that began a conversation (turn 0), and the tool calls they asked for, in order."""
+    mine = [ev for ev in events if getattr(ev, "request", None) == rid and (
+        isinstance(ev, ToolCallEvent) or isinstance(ev, ModelCallEvent) and ev.turn is not None)]
+    starts = [i for i, ev in enumerate(mine) if isinstance(ev, ModelCallEvent) and ev.turn == 0]
+    return mine[starts[-1]:] if starts else []
 
 
 def open_requests(events: list[Event]) -> tuple[list[RequestEvent], set[str]]:

@@ -18,6 +18,7 @@ import hashlib
 import os
 import re
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ class Trace:
         self._sources: dict[str, str] = {}  # candidate id -> SHA-256 of its candidate.cu as last written
         self._wall0 = time.monotonic() - wall_offset
         self._file = None
+        self._writing = threading.Lock()   # a tool-calling session writes its calls from its own thread
 
     # ---- opening -------------------------------------------------------------------------------
 
@@ -98,6 +100,10 @@ class Trace:
 
     def event(self, event: Event) -> Event:
         """Number, time-stamp and append ``event``; it is on disk when this returns."""
+        with self._writing:
+            return self._append(event)
+
+    def _append(self, event: Event) -> Event:
         update = {"seq": self._seq, "t": round(time.time(), 3), "wall_s": round(self.wall_s, 3)}
         if isinstance(event, EvaluationEvent) and event.source_sha256 is None:
             update["source_sha256"] = self._sources.get(event.candidate_id)
