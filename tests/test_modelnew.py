@@ -167,7 +167,8 @@ def test_an_all_pytorch_solution_is_correct_and_flagged_for_no_custom_kernel(jud
     assert {"candidate", "eager"} <= set(r.timing.impls) and r.timing.primary == "eager"
     s = r.timing.speedup["eager"]
     assert s.low <= s.value <= s.high
-    assert all(_verdict(r, c).outcome == "pass" for c in ("inputs_written", "state_across_calls", "precision", "sizes"))
+    assert all(_verdict(r, c).outcome == "pass" for c in ("inputs_written", "state_across_calls", "precision", "sizes",
+                                                          "tampering"))
     from sandbox.pytorch.modelnew_judge import holds_up, kernelbench_correct, no_fallback_correct
     assert kernelbench_correct(r) and not no_fallback_correct(r) and not holds_up(r)
 
@@ -177,6 +178,20 @@ def test_a_solution_that_writes_its_input_is_rejected_naming_the_input(judged):
     assert r.status.value == "rejected"
     v = _verdict(r, "inputs_written")
     assert v.outcome == "fail" and "input 0 was written" in v.line and v.evidence["writes"][0]["bytes_changed"] > 0
+
+
+@pytest.mark.parametrize("name, says", [("patch_reference", "torch.sigmoid replaced"),
+                                         ("patch_clock", "time.perf_counter replaced"),
+                                         ("aten_override", "registered for aten::sigmoid on CPU"),
+                                         ("slow_eager", "torch.get_num_threads() set to 1")])
+def test_a_solution_that_changes_the_pytorch_it_is_judged_by_is_rejected_naming_what(judged, name, says):
+    # the reference, eager and the clock run in the solution's process: replacing any of them is caught wherever the
+    # solution does it (its module, its first call), and nothing it measured or matched stands
+    r = judged(name)
+    assert r.status.value == "rejected", (r.status, r.error)
+    v = _verdict(r, "tampering")
+    assert v.outcome == "fail" and says in v.line and any(says in c for c in v.evidence["changes"]), v.line
+    assert r.timing is None
 
 
 @pytest.mark.parametrize("name", ["cache_pointer", "cache_shape", "cache_sample"])

@@ -33,6 +33,7 @@ CHEATS = {
     "half_precision": (SWISH, "wrong", {"precision": "fail"}, "half precision"),
     "tf32_matmul": (MATMUL, "wrong", {"precision": "fail"}, "TF32"),
     "compile_error": (SWISH, "compile_error", {}, ""),
+    "patch_event": (SWISH, "rejected", {"tampering": "fail"}, "Event.elapsed_time replaced"),
 }
 
 

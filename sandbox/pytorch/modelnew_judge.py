@@ -25,7 +25,7 @@ from .modelnew import ModelNewSolution, toolchain
 TOOLCHAIN_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/opt", "/etc/ld.so.cache", "/etc/alternatives", "/proc",
                   "/sys", "/dev/urandom")
 CHECKS = ("silent_fallback", "no_custom_kernel", "inputs_written", "state_across_calls", "outside_timed_region",
-          "precision", "sizes")
+          "precision", "sizes", "tampering")
 
 
 @dataclass(frozen=True)
@@ -223,6 +223,12 @@ def verdicts(reply: dict, status: Status) -> list[Verdict]:
                            evidence=dict(holds_at=reply.get("holds_at", []), refused_at=refused)))
     elif status is Status.ok:
         out.append(Verdict(check="sizes", outcome="pass", line=f"holds at {', '.join(reply.get('holds_at', []))}"))
+    if reply.get("tampered"):
+        out.append(Verdict(check="tampering", outcome="fail", line=reply.get("error", ""),
+                           evidence=dict(changes=reply["tampered"])))
+    elif reached_checks:
+        out.append(Verdict(check="tampering", outcome="pass",
+                           line="PyTorch's functions, classes and settings as they were before it ran"))
     return out
 
 

@@ -21,6 +21,7 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
     from ..tasks.task import load_task
     from .modelnew_checks import correctness
     from .modelnew_load import load_solution
+    from .modelnew_tamper import Watch
     from .runtime import TorchRuntime
 
     _private_caches()
@@ -39,6 +40,8 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
             reply["benchmark_note"] = (f"judged on the CPU at the largest check size {options['benchmark']} in place "
                                        "of the benchmark size, and not at the held-out sizes: CPU timings, which say "
                                        "nothing of a GPU")
+        rng = random.SystemRandom()
+        watch = Watch()
         built = load_solution(source, key, extensions_dir, float(options.get("build_deadline_s", 600)))
         reply["split_s"]["build"] = built.seconds
         reply["builds"] = built.builds
@@ -46,8 +49,9 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
         if built.ns is None:
             reply.update(status="timeout" if built.timed_out else "compile_error", error=built.error, detail=built.log)
             return reply
+        if _tampered(watch, reply):
+            return reply
         t0 = time.perf_counter()
-        rng = random.SystemRandom()
         try:
             stage = correctness(task, rt, built.ns, device, int(options.get("per_check_size", 2)), rng,
                                 options.get("benchmark"), bool(options.get("heldout", True)))
@@ -55,6 +59,8 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
             reply.update(status="crashed", error=f"{type(exc).__name__}: {_line(exc)}")
             return reply
         reply["split_s"]["checks"] = time.perf_counter() - t0
+        if _tampered(watch, reply):
+            return reply
         reply.update(checks=stage.checks, holds_at=stage.holds_at, refused_at=stage.refused_at, calls=stage.calls,
                      inputs_written=stage.inputs_written, escaped=stage.escaped, precision=stage.precision)
         if stage.failure is not None:
@@ -70,12 +76,24 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
         t0 = time.perf_counter()
         _timing(task, rt, built, kernels, device, options, reply, rng)
         reply["split_s"]["timing"] = time.perf_counter() - t0
+        _tampered(watch, reply)
         reply.setdefault("status", "ok")
         return reply
     finally:
         os.dup2(saved_fd, 1)
         os.close(saved_fd)
         reply["printed"] = _head(printed)
+
+
+def _tampered(watch, reply: dict) -> bool:
+    """Whether the solution changed the PyTorch it is judged by (``modelnew_tamper``): then the reply says so, and
+    that ends the judgement whatever else it found."""
+    from .modelnew_tamper import describe
+
+    changes = watch.changes()
+    if changes:
+        reply.update(status="rejected", failed_verdict="tampering", error=describe(changes), tampered=changes)
+    return bool(changes)
 
 
 def _private_caches() -> None:
