@@ -17,7 +17,8 @@ modes, the default dtype, the thread count) and the kernels registered over ``at
 Attributes added are not looked at (PyTorch loads submodules lazily).
 
 Not reached: native code writing the process's own memory (ctypes, a kernel registered over an ``aten`` operator
-from C++), which no check inside one process can rule out; a time below the hardware's floor is flagged by
+from C++) and code reading the judge's heap or frames (gc, ``sys._getframe``), which no check inside one process can
+rule out; a time below the hardware's floor is flagged by
 ``sandbox.host.floor`` whatever produced it.
 """
 
