@@ -15,19 +15,17 @@ Outside a run (no journal) every call goes into the proposal's ``exchange`` for 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import Any
 
 from . import prompts
 from .answer import FormatError
 from .tools import TOOLS, ToolBox, ToolCall
-from ..protocols import Journaled, Proposal, ProposalRequest, Usage
-
-if TYPE_CHECKING:
-    from .llm import LLMProposer
+from ..protocols import Journaled, Proposal, ProposalRequest, ProposerFailed, Usage
 
 
 class ToolSession:
-    def __init__(self, proposer: "LLMProposer", request: ProposalRequest):
+    def __init__(self, proposer: Any, request: ProposalRequest):
+        """``proposer``: the ``LLMProposer`` whose endpoint, prompts and answer parsing the session uses."""
         self.proposer, self.request, self.config = proposer, request, proposer.config
         self.edits = proposer._edits(request)
         self.box = ToolBox(proposer.sandbox, request, self.edits)
@@ -42,13 +40,11 @@ class ToolSession:
         self.answer = ""                    # the last answer's text
 
     def run(self) -> list[Proposal]:
-        from .llm import ModelEndpointError
-
         done = self._replay() if self.request.replay else self._open()
         while done is None and self.turn < self.config.max_tool_calls + 1 + self.config.semantic_retries:
             try:
                 reply = self.proposer._ask(self.conversation, self.state, tools=TOOLS)
-            except ModelEndpointError as exc:
+            except ProposerFailed as exc:   # the endpoint's ModelEndpointError
                 raise self._failed(exc) from None
             self.usage = self.usage + reply["usage_obj"]
             done = self._answer(reply, recorded=[])
@@ -150,11 +146,9 @@ class ToolSession:
         return [Proposal(candidate, [p.id for p in self.request.parents[:1]], self.proposer.name, note=note,
                          error=error, usage=self.usage, exchange=exchange)]
 
-    def _failed(self, exc):
-        """The endpoint failed for good: what the session had done goes with the error, for the trace and totals."""
-        from .llm import ModelEndpointError
-
+    def _failed(self, exc: ProposerFailed) -> ProposerFailed:
+        """The endpoint failed for good: the same error, with what the session had done, for the trace and totals."""
         if self.journal is None:
-            return ModelEndpointError(str(exc), self.attempts + exc.attempts, self.usage,
-                                      [dataclasses.asdict(c) for c in self.box.calls])
-        return ModelEndpointError(str(exc), exc.attempts, self.usage, [], self.journaled)
+            return type(exc)(str(exc), self.attempts + exc.attempts, self.usage,
+                             [dataclasses.asdict(c) for c in self.box.calls])
+        return type(exc)(str(exc), exc.attempts, self.usage, [], self.journaled)
