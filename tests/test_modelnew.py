@@ -320,3 +320,44 @@ def test_a_reply_with_escaped_outputs_becomes_a_rejected_result_with_that_verdic
     v = next(v for v in r.verdicts if v.check == "outside_timed_region")
     assert v.outcome == "fail" and v.evidence["outputs"][0]["label"] == "benchmark#0"
     assert "fail: benchmark#0: the output changed" in r.summary()
+
+
+@pytest.fixture(scope="module")
+def norm_judged(tmp_path_factory):
+    """Solutions of a layer norm, whose weight 1 and bias 0 the task draws in some trials."""
+    from sandbox.pytorch import confined
+    from sandbox.pytorch.importer import import_problem
+    from sandbox.pytorch.modelnew import load_modelnew
+    from sandbox.pytorch.modelnew_judge import JudgeOptions, judge_modelnew
+    from sandbox.tasks.task import load_task
+
+    os.environ.setdefault("KERNELWRIGHT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    problem = ROOT / "tests" / "fixtures" / "kernelbench" / "fair" / "40_layer_norm.py"
+    task = load_task(import_problem(problem, tmp_path_factory.mktemp("norm")).folder)
+    options = JudgeOptions(device="cpu", baselines=("eager",), heldout=False, rounds=6, budget_s=1.0)
+    with confined.Session():
+        yield lambda name: judge_modelnew(task, load_modelnew(SOLUTIONS / "norm" / f"{name}.py"), options)
+
+
+@pytest.mark.parametrize("name", ["honest", "renamed"])
+def test_a_solution_is_given_the_parameters_a_trial_draws_and_an_honest_one_is_right_with_them(norm_judged, name):
+    r = norm_judged(name)
+    assert r.status.value == "ok", r.error
+    v = _verdict(r, "parameters")
+    assert v.outcome == "pass" and "ln_weight" in v.line and "ln_bias" in v.line, v.line
+    assert any("ln_weight: drawn" in c.distribution for c in r.checks)
+
+
+def test_a_solution_that_ignores_its_parameters_is_wrong_where_a_trial_draws_them(norm_judged):
+    r = norm_judged("hardcoded")
+    assert r.status.value == "wrong"
+    assert ": drawn)" in r.error or ": drawn;" in r.error, r.error
+
+
+def test_a_solution_without_parameters_is_flagged_naming_those_it_has_no_counterpart_for(norm_judged):
+    r = norm_judged("paramless")
+    assert r.status.value == "ok", r.error
+    v = _verdict(r, "parameters")
+    assert v.outcome == "flag" and "ln_weight" in v.line and v.evidence["undrawn"] == ["ln_weight", "ln_bias"]
+    from sandbox.pytorch.modelnew_judge import holds_up
+    assert not holds_up(r)

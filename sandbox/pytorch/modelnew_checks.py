@@ -43,6 +43,8 @@ class Stage:
     escaped: list[dict] = field(default_factory=list)
     calls: int = 0
     precision: str = ""
+    drawn: dict[str, list[str]] = field(default_factory=dict)   # size label -> parameters given drawn values there
+    undrawn: list[str] = field(default_factory=list)   # parameters the task draws that ModelNew has no counterpart for
 
 
 def labelled(task, benchmark: dict | None = None) -> list[tuple[str, dict]]:
@@ -249,7 +251,7 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
         count = distribution_count(task) if label == "benchmark" else max(per_check_size, distribution_count(task))
         seeds = [rng.getrandbits(31) for _ in range(count)]
         try:
-            trials = _trials(task, rt, ns, sizes, seeds, device)
+            trials = _trials(task, rt, ns, sizes, seeds, device, stage, label)
         except Exception as exc:
             if _fails_the_stage(exc, stage, label, label):
                 return stage
@@ -268,7 +270,7 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
                 args = shared
             where = f"{label}#{k} ({_sizes(sizes)}; {case['dists']})"
             try:
-                outs = call_watched(new, args, device, stage, where)
+                outs = call_watched(case.get("new", new), args, device, stage, where)
             except Exception as exc:
                 if _fails_the_stage(exc, stage, label, where):
                     return stage
@@ -322,10 +324,13 @@ def _fails_the_stage(exc: Exception, stage, label: str, where: str) -> bool:
     return False
 
 
-def _trials(task, rt, ns, sizes, seeds, device):
+def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str):
     """One ``Model`` and one ``ModelNew`` at ``sizes`` (from the first seed), and a case per seed: the forward
-    arguments ``get_inputs()`` draws from it (redrawn from the trial's distribution) and their float64 reference."""
+    arguments ``get_inputs()`` draws from it (redrawn from the trial's distribution) and their float64 reference. A
+    trial that draws the module's parameters has a pair of its own, given them (``modelnew_params``)."""
     import torch
+
+    from .modelnew_params import give, trial_parameters
 
     model, new, _ = build_pair(rt, ns, sizes, device, seeds[0])
     problem_ns = rt.problem.namespace(rt.overrides(sizes))
@@ -335,6 +340,19 @@ def _trials(task, rt, ns, sizes, seeds, device):
             torch.manual_seed(seed)
             args = list(problem_ns["get_inputs"]())
         args, dists = trial_args(task, rt, args, sizes, k, seed, device)
+        drawn = trial_parameters(task, rt, sizes, k, seed)
+        if drawn:
+            own_model, own_new, _ = build_pair(rt, ns, sizes, device, seeds[0])
+            missing = give(own_model, own_new, drawn)
+            if missing:   # the trial runs on the module's own values
+                stage.undrawn.extend(n for n in missing if n not in stage.undrawn)
+                del own_model, own_new
+            else:
+                names = [name for _, name in drawn.values()]
+                stage.drawn.setdefault(label, []).extend(n for n in names if n not in stage.drawn.get(label, []))
+                cases.append(dict(model=own_model, new=own_new, drawn=drawn, args=args,
+                                  ref=_kept(reference(own_model, args)), dists=dists + "; " + ", ".join(f"{n}: drawn" for n in names)))
+                continue
         cases.append(dict(model=model, args=args, ref=_kept(reference(model, args)), dists=dists))
     near = perturbed(cases[0]["args"], seeds[-1])
     cases.append(dict(model=model, args=near, ref=_kept(reference(model, near)), dists=cases[0]["dists"] + " (one "
@@ -374,8 +392,12 @@ def _fresh_is_right(rt, ns, sizes, device, seed, case, tolerances) -> bool:
 
     from .problem import run_forward
 
+    from .modelnew_params import give
+
     try:
-        _, fresh, _ = build_pair(rt, ns, sizes, device, seed)
+        model, fresh, _ = build_pair(rt, ns, sizes, device, seed)
+        if case.get("drawn"):
+            give(model, fresh, case["drawn"])
         args = [a.clone() if isinstance(a, torch.Tensor) else a for a in case["args"]]
         outs = run_forward(fresh, args)
         _sync(device)

@@ -25,7 +25,7 @@ from .modelnew import ModelNewSolution, toolchain
 TOOLCHAIN_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/opt", "/etc/ld.so.cache", "/etc/alternatives", "/proc",
                   "/sys", "/dev/urandom")
 CHECKS = ("silent_fallback", "no_custom_kernel", "inputs_written", "state_across_calls", "outside_timed_region",
-          "precision", "sizes", "tampering")
+          "precision", "sizes", "parameters", "tampering")
 
 
 @dataclass(frozen=True)
@@ -223,6 +223,16 @@ def verdicts(reply: dict, status: Status) -> list[Verdict]:
                            evidence=dict(holds_at=reply.get("holds_at", []), refused_at=refused)))
     elif status is Status.ok:
         out.append(Verdict(check="sizes", outcome="pass", line=f"holds at {', '.join(reply.get('holds_at', []))}"))
+    if reply.get("undrawn"):
+        out.append(Verdict(check="parameters", outcome="flag",
+                           line=f"it has no parameter of the name or shape of {', '.join(reply['undrawn'])}, which the "
+                                "module initialises to one value: checked on that one value only",
+                           evidence=dict(undrawn=reply["undrawn"])))
+    elif reply.get("drawn") and status is Status.ok:
+        names = sorted({n for names in reply["drawn"].values() for n in names})
+        out.append(Verdict(check="parameters", outcome="pass",
+                           line=f"right with {', '.join(names)} drawn (not the module's one value) at "
+                                f"{len(reply['drawn'])} size(s)", evidence=dict(drawn=reply["drawn"])))
     if reply.get("tampered"):
         out.append(Verdict(check="tampering", outcome="fail", line=reply.get("error", ""),
                            evidence=dict(changes=reply["tampered"])))

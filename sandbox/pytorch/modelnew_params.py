@@ -1,0 +1,73 @@
+"""A ModelNew solution's parameters in the trials that draw them (sandbox.pytorch.modelnew_checks).
+
+An imported task draws the parameters and buffers its module initialises to one value (a norm's weight 1 and bias 0,
+running statistics; ``sandbox.pytorch.parameters``) in some of its trials: a kernel that hard-codes them is right on
+that one value only. A ModelNew solution gets the same trials: a fresh ``Model`` and ``ModelNew`` pair per such
+trial, the drawn values written into ``Model`` and into ``ModelNew``'s counterpart of each before its first call.
+The counterpart is the tensor of the same name and shape, else the next one of the same shape and dtype in
+declaration order (a solution that keeps ``self.weight`` where ``Model`` has ``self.ln.weight``). A solution with no
+counterpart for one of them is not given drawn values; the verdict names the parameters it has none for.
+"""
+
+from __future__ import annotations
+
+
+def trial_parameters(task, rt, sizes: dict, k: int, seed: int) -> dict[str, tuple]:
+    """{state key: (values, the task's input name)} for the parameters trial ``k`` draws (its distribution of that
+    input is not the module's own)."""
+    import numpy as np
+
+    from ..tasks.dtypes import to_compute
+    from ..tasks.inputs import generate, input_seed, input_specs
+
+    specs = input_specs(task, sizes, k)
+    index = {s["name"]: i for i, s in enumerate(specs)}
+    out = {}
+    for name, key in rt.spec.parameters.items():
+        i = index.get(name)
+        if i is None or specs[i]["dist"] == "module":
+            continue
+        out[key] = (to_compute(np, generate(np, specs[i], input_seed(seed, i)), specs[i]["dtype"]), name)
+    return out
+
+
+def counterparts(model, new) -> dict[str, object]:
+    """``ModelNew``'s tensor for each of ``Model``'s parameters and buffers that has one: the same name and shape,
+    else the first unused one of the same shape and dtype, in declaration order."""
+    mine = [*model.named_parameters(), *model.named_buffers()]
+    theirs = [*new.named_parameters(), *new.named_buffers()]
+    by_name = dict(theirs)
+    used, out = set(), {}
+    for key, t in mine:
+        other = by_name.get(key)
+        if other is not None and other.shape == t.shape and other.dtype == t.dtype:
+            out[key] = other
+            used.add(key)
+    for key, t in mine:
+        if key in out:
+            continue
+        for name, other in theirs:
+            if name not in used and other.shape == t.shape and other.dtype == t.dtype:
+                out[key] = other
+                used.add(name)
+                break
+    return out
+
+
+def give(model, new, drawn: dict[str, tuple]) -> list[str]:
+    """Write ``drawn`` into ``Model`` and ``ModelNew``'s counterparts; the input names of those without one (then
+    nothing is written: the trial runs on the module's own values)."""
+    import numpy as np
+    import torch
+
+    state = dict([*model.named_parameters(), *model.named_buffers()])
+    found = counterparts(model, new)
+    missing = [name for key, (_, name) in drawn.items() if key not in found or key not in state]
+    if missing:
+        return missing
+    with torch.no_grad():
+        for key, (values, _) in drawn.items():
+            t = torch.from_numpy(np.ascontiguousarray(values)).reshape(state[key].shape)
+            state[key].copy_(t.to(state[key].dtype))
+            found[key].copy_(t.to(found[key].dtype))
+    return []
