@@ -361,3 +361,19 @@ def test_a_solution_without_parameters_is_flagged_naming_those_it_has_no_counter
     assert v.outcome == "flag" and "ln_weight" in v.line and v.evidence["undrawn"] == ["ln_weight", "ln_bias"]
     from sandbox.pytorch.modelnew_judge import holds_up
     assert not holds_up(r)
+
+
+def test_torch_compile_runs_as_a_baseline_in_the_confined_process_and_is_no_tampering(task, tmp_path):
+    # torch.compile starts its compiler's steps through sys.executable (a virtual environment's bin/python), and
+    # installs its own wrappers on first use: neither may make the baseline unavailable or look like tampering
+    from sandbox.pytorch import confined
+    from sandbox.pytorch.modelnew import load_modelnew
+    from sandbox.pytorch.modelnew_judge import JudgeOptions, judge_modelnew
+
+    options = JudgeOptions(device="cpu", baselines=("eager", "compile"), benchmark={"rows": 257, "cols": 257},
+                           heldout=False, rounds=6, budget_s=1.0)
+    with confined.Session():
+        r = judge_modelnew(task, load_modelnew(SOLUTIONS / "plain_torch.py"), options)
+    assert r.status.value == "ok", r.error
+    assert "compile" in r.timing.impls, r.timing.unavailable
+    assert _verdict(r, "tampering").outcome == "pass"

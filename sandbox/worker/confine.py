@@ -43,13 +43,21 @@ def allowed_folders(home: Path) -> tuple[list[str], list[str]]:
 
 def python_folders() -> list[str]:
     """What a confined Python process reads: the standard library, site-packages, the ``sandbox`` package, the
-    folders of the shared libraries it has loaded, and ``/dev/urandom``."""
+    folders of the shared libraries it has loaded, the interpreter's folder and ``/dev/urandom``."""
     paths = sysconfig.get_paths()
     read = [paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"], *site.getsitepackages(),
-            str(Path(__file__).resolve().parents[1]), *loaded_library_folders(), "/dev/urandom"]
+            str(Path(__file__).resolve().parents[1]), *loaded_library_folders(), "/dev/urandom",
+            *interpreter_folders()]
     if site.ENABLE_USER_SITE and site.getusersitepackages() in sys.path:
         read.append(site.getusersitepackages())
     return read
+
+
+def interpreter_folders() -> list[str]:
+    """The interpreter's folder, as started (a virtual environment's ``bin``) and resolved: what starts another Python
+    (``torch.compile`` runs its compiler's steps through ``sys.executable``)."""
+    exe = Path(sys.executable)
+    return sorted({str(exe.parent), str(exe.resolve().parent)}) if sys.executable else []
 
 
 def loaded_library_folders() -> list[str]:
