@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 import agent
+from agent.report import views
 from agent.trace.events import ModelCallEvent, ProposalEvent, ToolCallEvent, read_events
+from agent.trace.reader import read
 from agent.trace.writer import Trace
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
@@ -93,6 +95,8 @@ def test_a_tool_session_killed_after_any_event_resumes_without_asking_or_running
             isinstance(e, ProposalEvent) and e.request == events[-1].request for e in events
             if getattr(events[-1], "request", None))
         mid_session += open_session
+        shown = read(stopped)   # what show and the report read, on a folder a kill left mid-session
+        views.summary_view(shown), views.lineage_lines(shown), views.cost(shown)
         script.steps, script.requests = list(STEPS[answered:]), []
         final = agent.optimize(resume=stopped, traces=stops)
         assert final.stop is not None and not final.stop.reason.failed, (stopped.name, final.stop)
