@@ -138,45 +138,18 @@ class FakeSandbox(CompileOnlySandbox):
         except PlanError as exc:
             return new_result(task, candidate, Status.launch_error, error=str(exc), **base)
         notes = annotations(candidate.source)
-        failure = next((status for key, status in _FAILURES.items() if key in notes), None)
-        if failure is None and "heldout_wrong" in notes and sizes is not None and sizes in task.spec.sizes.heldout:
-            failure = Status.wrong
-        if failure is None and "check_wrong" in notes:
-            out = task.spec.outputs[0].name
-            checks = [_check(labelled[0][1], labelled[0][0], out, False)]
-            return new_result(task, candidate, Status.wrong, checks=checks,
-                              error=f"{labelled[0][0]} ({describe_sizes(labelled[0][1])}): output {out!r} is wrong: "
-                                    "1 mismatches, first at [0]: got 0.0, expected 1.0 (simulated by a "
-                                    "'// fake: check_wrong' annotation)", **base)
-        if failure is Status.wrong:
-            out = task.spec.outputs[0].name
-            checks = [_check(s, label, out, True) for label, s in labelled[:-1]] + [_check(bench, "benchmark", out, False)]
-            return new_result(task, candidate, Status.wrong, checks=checks,
-                              error=f"benchmark ({describe_sizes(bench)}): output {out!r} is wrong: 1 mismatches, "
-                                    f"first at [0]: got 0.0, expected 1.0 (simulated by a '// fake: wrong' annotation)",
-                              **base)
-        if failure is not None:
-            return new_result(task, candidate, failure, error=f"simulated {failure.value} ('// fake: {failure.value}' annotation)", **base)
+        scripted = _scripted(task, candidate, notes, labelled, sizes, base)
+        if scripted is not None:
+            return scripted
         checks = [_check(s, label, t.name, True) for label, s in labelled for t in task.spec.outputs]
         if not timing:
             return new_result(task, candidate, Status.ok, checks=checks, **base)
         if sizes is not None and sizes != task.spec.sizes.benchmark:   # a build's simulated speed is one at every size
             plans = plans[:-1] + [resolve(task, candidate, compiled.compile, task.spec.sizes.benchmark)]
         digest = _digest(compiled.compile, plans)
-        speed = self._speedup(task, candidate, notes, digest)
-        if sizes is not None and sizes != task.spec.sizes.benchmark:
-            speed = _speedup_at(task, speed, sizes)
-            digest = hashlib.sha256(digest + json.dumps(sizes, sort_keys=True).encode()).digest()
-        if alone:
-            digest = hashlib.sha256(digest + b"alone").digest()
-            speed = float(notes.get("alone") or speed)
-        rec, floor = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
-        base["cost"].time_gpu_s = sum(sum(i["samples_ms"]) for i in rec["impls"].values()) / 1e3
-        timed = Timing.model_validate(rec)
-        status, error, timed.below_roofline = judge_floors(task, timed, SIM_CEILINGS, REJECT_FACTOR)
-        if status is not Status.ok:
-            error += " (simulated)"
-        elif timed.below_roofline is not None:   # the stronger check: every check and held-out size
+        speed, digest = _where(task, self._speedup(task, candidate, notes, digest), digest, notes, sizes, alone)
+        status, error, timed = self._timed(task, bench, speed, notes, digest, base)
+        if status is Status.ok and timed.below_roofline is not None:   # the stronger check: every check and held-out size
             if "heldout_wrong" in notes and task.spec.sizes.heldout:
                 status = Status.wrong
                 error = (f"{timed.below_roofline.line()}; the stronger check it triggered failed: heldout[0] is "
@@ -212,35 +185,16 @@ class FakeSandbox(CompileOnlySandbox):
                     verdicts=[Verdict(check=c, outcome="not run", line="simulated: the FakeSandbox runs nothing")
                               for c in CHECKS])
         notes = annotations(solution.source)
-        failure = next((status for key, status in _FAILURES.items() if key in notes), None)
-        if failure is None and "heldout_wrong" in notes and sizes is not None and sizes in task.spec.sizes.heldout:
-            failure = Status.wrong
-        out = task.spec.outputs[0].name
-        if failure is Status.wrong:
-            checks = [_check(s, label, out, True) for label, s in labelled[:-1]] + [_check(bench, "benchmark", out, False)]
-            return new_result(task, solution, failure, checks=checks, error=f"benchmark ({describe_sizes(bench)}): "
-                              f"output {out!r} is wrong: 1 mismatches, first at [0]: got 0.0, expected 1.0 (simulated "
-                              "by a '// fake: wrong' annotation)", **base)
-        if failure is not None:
-            return new_result(task, solution, failure,
-                              error=f"simulated {failure.value} ('// fake: {failure.value}' annotation)", **base)
+        scripted = _scripted(task, solution, notes, labelled, sizes, base)
+        if scripted is not None:
+            return scripted
         checks = [_check(s, label, t.name, True) for label, s in labelled for t in task.spec.outputs]
         if not timing:
             return new_result(task, solution, Status.ok, checks=checks, **base)
         digest = hashlib.sha256(f"modelnew:{solution.key}".encode()).digest()
         speed = float(notes["speedup"]) if notes.get("speedup") else 0.8 + 0.4 * int.from_bytes(digest[:8], "big") / 2**64
-        if alone:
-            speed = float(notes["alone"]) if notes.get("alone") else speed
-            digest = hashlib.sha256(digest + b"alone").digest()
-        if sizes is not None and sizes != task.spec.sizes.benchmark:
-            speed = _speedup_at(task, speed, sizes)
-            digest = hashlib.sha256(digest + json.dumps(sizes, sort_keys=True).encode()).digest()
-        rec, _ = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
-        base["cost"].time_gpu_s = sum(sum(i["samples_ms"]) for i in rec["impls"].values()) / 1e3
-        timed = Timing.model_validate(rec)
-        status, error, timed.below_roofline = judge_floors(task, timed, SIM_CEILINGS, REJECT_FACTOR)
-        if status is not Status.ok:
-            error += " (simulated)"
+        speed, digest = _where(task, speed, digest, notes, sizes, alone)
+        status, error, timed = self._timed(task, bench, speed, notes, digest, base)
         return new_result(task, solution, status, checks=checks, timing=timed, error=error, **base)
 
     def screen(self, task: Task, candidates: list[Candidate], rounds: int = 15, batch: int = 16,
@@ -339,6 +293,17 @@ class FakeSandbox(CompileOnlySandbox):
             return 1.0
         return 0.8 + 0.4 * int.from_bytes(digest[:8], "big") / 2**64
 
+    def _timed(self, task: Task, bench: dict, speed: float, notes: dict, digest: bytes,
+               base: dict) -> tuple[Status, str, Timing]:
+        """The simulated timing at ``bench`` (its GPU time added to ``base``'s cost), judged against the floors."""
+        rec, _ = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
+        base["cost"].time_gpu_s = sum(sum(i["samples_ms"]) for i in rec["impls"].values()) / 1e3
+        timed = Timing.model_validate(rec)
+        status, error, timed.below_roofline = judge_floors(task, timed, SIM_CEILINGS, REJECT_FACTOR)
+        if status is not Status.ok:
+            error += " (simulated)"
+        return status, error, timed
+
     def _timing(self, task: Task, bench: dict, speed: float, noise: float, digest: bytes) -> tuple[dict, float | None]:
         peak = SIM_CEILINGS.peak_flops(task.spec.roofline.compute)
         t_mem = task.bytes(bench) / SIM_CEILINGS.copy_bytes_per_s
@@ -365,6 +330,44 @@ class FakeSandbox(CompileOnlySandbox):
                    roofline_ms=floor_ms or None, bound="memory" if t_mem >= t_cmp else "compute",
                    torch_tf32=self.config.torch_tf32 if task.spec.torch else None)
         return rec, floor_ms or None
+
+def _scripted(task: Task, candidate, notes: dict, labelled: list[tuple[str, dict]], sizes: dict[str, int] | None,
+              base: dict) -> Result | None:
+    """The Result an annotation scripts (wrong at the benchmark, at the first check size or at a held-out size; a
+    crash, a timeout, a rejection), or None."""
+    failure = next((status for key, status in _FAILURES.items() if key in notes), None)
+    if failure is None and "heldout_wrong" in notes and sizes is not None and sizes in task.spec.sizes.heldout:
+        failure = Status.wrong
+    out = task.spec.outputs[0].name
+    if failure is None and "check_wrong" in notes:
+        label, first = labelled[0]
+        return new_result(task, candidate, Status.wrong, checks=[_check(first, label, out, False)],
+                          error=f"{label} ({describe_sizes(first)}): output {out!r} is wrong: 1 mismatches, first at "
+                                "[0]: got 0.0, expected 1.0 (simulated by a '// fake: check_wrong' annotation)", **base)
+    if failure is Status.wrong:
+        bench = labelled[-1][1]
+        checks = [_check(s, label, out, True) for label, s in labelled[:-1]] + [_check(bench, "benchmark", out, False)]
+        return new_result(task, candidate, Status.wrong, checks=checks,
+                          error=f"benchmark ({describe_sizes(bench)}): output {out!r} is wrong: 1 mismatches, first at "
+                                "[0]: got 0.0, expected 1.0 (simulated by a '// fake: wrong' annotation)", **base)
+    if failure is not None:
+        return new_result(task, candidate, failure,
+                          error=f"simulated {failure.value} ('// fake: {failure.value}' annotation)", **base)
+    return None
+
+
+def _where(task: Task, speed: float, digest: bytes, notes: dict, sizes: dict[str, int] | None,
+           alone: bool) -> tuple[float, bytes]:
+    """A build's simulated speedup and the hash its noise is drawn from, at ``sizes`` (other than the benchmark
+    size: ``_speedup_at``, noise drawn afresh) or timed alone (a second draw, at ``// fake: alone=X`` if given)."""
+    if sizes is not None and sizes != task.spec.sizes.benchmark:
+        speed = _speedup_at(task, speed, sizes)
+        digest = hashlib.sha256(digest + json.dumps(sizes, sort_keys=True).encode()).digest()
+    if alone:
+        digest = hashlib.sha256(digest + b"alone").digest()
+        speed = float(notes.get("alone") or speed)
+    return speed, digest
+
 
 def _work_ms(task: Task, sizes: dict) -> float:
     """The baseline's simulated time at ``sizes`` without a launch's fixed cost."""
