@@ -354,8 +354,9 @@ def test_a_solution_that_ignores_its_parameters_is_wrong_where_a_trial_draws_the
     assert ": drawn)" in r.error or ": drawn;" in r.error, r.error
 
 
-def test_a_solution_without_parameters_is_flagged_naming_those_it_has_no_counterpart_for(norm_judged):
-    r = norm_judged("paramless")
+@pytest.mark.parametrize("name", ["paramless", "ambiguous"])
+def test_a_solution_without_parameters_beyond_doubt_is_flagged_naming_them_and_never_made_wrong(norm_judged, name):
+    r = norm_judged(name)
     assert r.status.value == "ok", r.error
     v = _verdict(r, "parameters")
     assert v.outcome == "flag" and "ln_weight" in v.line and v.evidence["undrawn"] == ["ln_weight", "ln_bias"]

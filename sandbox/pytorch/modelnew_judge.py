@@ -225,8 +225,8 @@ def verdicts(reply: dict, status: Status) -> list[Verdict]:
         out.append(Verdict(check="sizes", outcome="pass", line=f"holds at {', '.join(reply.get('holds_at', []))}"))
     if reply.get("undrawn"):
         out.append(Verdict(check="parameters", outcome="flag",
-                           line=f"it has no parameter of the name or shape of {', '.join(reply['undrawn'])}, which the "
-                                "module initialises to one value: checked on that one value only",
+                           line=f"none of its tensors is, by name or shape beyond doubt, {', '.join(reply['undrawn'])}, "
+                                "which the module initialises to one value: checked on that one value only",
                            evidence=dict(undrawn=reply["undrawn"])))
     elif reply.get("drawn") and status is Status.ok:
         names = sorted({n for names in reply["drawn"].values() for n in names})

@@ -4,9 +4,10 @@ An imported task draws the parameters and buffers its module initialises to one 
 running statistics; ``sandbox.pytorch.parameters``) in some of its trials: a kernel that hard-codes them is right on
 that one value only. A ModelNew solution gets the same trials: a fresh ``Model`` and ``ModelNew`` pair per such
 trial, the drawn values written into ``Model`` and into ``ModelNew``'s counterpart of each before its first call.
-The counterpart is the tensor of the same name and shape, else the next one of the same shape and dtype in
-declaration order (a solution that keeps ``self.weight`` where ``Model`` has ``self.ln.weight``). A solution with no
-counterpart for one of them is not given drawn values; the verdict names the parameters it has none for.
+The counterpart is the tensor of the same name and shape, else the one tensor of that shape whose last name part
+agrees, or the only one of that shape (a solution that keeps ``self.weight`` where ``Model`` has ``self.ln.weight``).
+A solution with no counterpart beyond doubt for one of them is not given drawn values for it; the verdict names the
+parameters it has none for.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ def trial_parameters(task, rt, sizes: dict, k: int, seed: int) -> dict[str, tupl
 
 
 def counterparts(model, new) -> dict[str, object]:
-    """``ModelNew``'s tensor for each of ``Model``'s parameters and buffers that has one: the same name and shape,
-    else the first unused one of the same shape and dtype, in declaration order."""
+    """``ModelNew``'s tensor for each of ``Model``'s parameters and buffers that has one beyond doubt: the one of the
+    same name, shape and dtype; else, among its unused tensors of that shape and dtype, the only one whose last name
+    part agrees (``norm.weight`` for ``ln.weight``), or the only one there is. Where several could be it (two vectors
+    of one length named their own way), it has none: a wrong guess would make an honest solution wrong."""
     mine = [*model.named_parameters(), *model.named_buffers()]
     theirs = [*new.named_parameters(), *new.named_buffers()]
     by_name = dict(theirs)
@@ -46,11 +49,13 @@ def counterparts(model, new) -> dict[str, object]:
     for key, t in mine:
         if key in out:
             continue
-        for name, other in theirs:
-            if name not in used and other.shape == t.shape and other.dtype == t.dtype:
-                out[key] = other
-                used.add(name)
-                break
+        fits = [(name, other) for name, other in theirs
+                if name not in used and other.shape == t.shape and other.dtype == t.dtype]
+        named = [(name, other) for name, other in fits if name.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
+        pick = named if len(named) == 1 else fits if len(fits) == 1 else []
+        if pick:
+            out[key] = pick[0][1]
+            used.add(pick[0][0])
     return out
 
 
