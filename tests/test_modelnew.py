@@ -348,10 +348,16 @@ def test_a_solution_is_given_the_parameters_a_trial_draws_and_an_honest_one_is_r
     assert any("ln_weight: drawn" in c.distribution for c in r.checks)
 
 
-def test_a_solution_that_ignores_its_parameters_is_wrong_where_a_trial_draws_them(norm_judged):
+def test_a_solution_that_ignores_its_parameters_is_flagged_where_a_trial_draws_them(norm_judged):
+    # right with the module's own values, as KernelBench checks it; wrong once they are drawn: a flag with the evidence
+    # (a solution that folds its parameters into other state when it is built is wrong there too, and not a cheat)
     r = norm_judged("hardcoded")
-    assert r.status.value == "wrong"
-    assert ": drawn)" in r.error or ": drawn;" in r.error, r.error
+    assert r.status.value == "ok", r.error
+    v = _verdict(r, "parameters")
+    assert v.outcome == "flag" and "right only with the module's own parameter values" in v.line, v.line
+    assert ": drawn" in v.line and v.evidence["wrong"]
+    from sandbox.pytorch.modelnew_judge import holds_up, kernelbench_correct
+    assert kernelbench_correct(r) and not holds_up(r)
 
 
 @pytest.mark.parametrize("name", ["paramless", "ambiguous"])

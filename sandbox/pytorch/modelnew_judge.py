@@ -223,7 +223,11 @@ def verdicts(reply: dict, status: Status) -> list[Verdict]:
                            evidence=dict(holds_at=reply.get("holds_at", []), refused_at=refused)))
     elif status is Status.ok:
         out.append(Verdict(check="sizes", outcome="pass", line=f"holds at {', '.join(reply.get('holds_at', []))}"))
-    if reply.get("undrawn"):
+    if reply.get("drawn_wrong"):
+        out.append(Verdict(check="parameters", outcome="flag",
+                           line=f"right only with the module's own parameter values: wrong where they are drawn, "
+                                f"{reply['drawn_wrong'][0]}", evidence=dict(wrong=reply["drawn_wrong"])))
+    elif reply.get("undrawn"):
         out.append(Verdict(check="parameters", outcome="flag",
                            line=f"none of its tensors is, by name or shape beyond doubt, {', '.join(reply['undrawn'])}, "
                                 "which the module initialises to one value: checked on that one value only",

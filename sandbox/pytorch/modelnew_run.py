@@ -63,7 +63,7 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
             return reply
         reply.update(checks=stage.checks, holds_at=stage.holds_at, refused_at=stage.refused_at, calls=stage.calls,
                      inputs_written=stage.inputs_written, escaped=stage.escaped, precision=stage.precision,
-                     drawn=stage.drawn, undrawn=stage.undrawn)
+                     drawn=stage.drawn, undrawn=stage.undrawn, drawn_wrong=stage.drawn_wrong)
         if stage.failure is not None:
             reply.update(status=stage.failure["status"], error=stage.failure["error"],
                          detail=stage.failure.get("detail", ""), failed_verdict=stage.failure.get("verdict", ""))
