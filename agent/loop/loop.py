@@ -239,8 +239,9 @@ class Loop:
         for call in tools:
             self.trace.event(ToolCallEvent(request=rid, **call))
         self.totals.gpu_s += journaled.gpu_s + sum(call["gpu_s"] for call in tools)
-        self.totals.usage = self.totals.usage + (usage - journaled.replayed)
-        self.totals.spent_by(answered_by, usage - journaled.replayed)
+        new = usage - journaled.replayed
+        self.totals.usage = self.totals.usage + new
+        self.totals.spent_by(answered_by, new)
         return journaled
 
     # ---- screen, evaluate + record --------------------------------------------------------------

@@ -34,7 +34,7 @@ class ToolSession:
         self.state = {"max_tokens": self.config.max_tokens, "sent": 0}
         self.attempts: list[dict] = []      # model calls for the exchange (without a journal, all of them)
         self.usage = Usage()                # the request's, replayed calls included
-        self.journaled = Journaled()
+        self.journaled = Journaled()        # with a journal: the tool calls' GPU-seconds, the replayed usage
         self.retries = 0                    # answers that could not be used
         self.turn = 0                       # answered model calls so far
         self.answer = ""                    # the last answer's text
@@ -74,8 +74,7 @@ class ToolSession:
         self.box.calls = [ToolCall(ev.name, dict(ev.arguments), ev.result, ev.status, ev.gpu_s, ev.seconds, ev.turn)
                           for ev in self.request.replay if not isinstance(ev, ModelCallEvent)]
         self.state = {"max_tokens": asked[-1].max_tokens, "sent": len(self.conversation)}
-        self.turn = len(asked) - 1
-        self.journaled.model_calls = len(asked) - 1   # _answer counts the last one again
+        self.turn = len(asked) - 1   # _answer counts the last one again
         last = asked[-1]
         reply = {"content": last.response, "finish_reason": last.finish_reason, "usage_obj": Usage(),
                  "tool_calls": last.tool_calls or [], "record": {}, "replayed": True}
@@ -89,12 +88,13 @@ class ToolSession:
             try:
                 candidate, note = self.proposer._accept(reply, self.request, self.conversation, self.state)
             except FormatError as exc:
-                self._answered(reply)
-                self.retries += 1
-                return self._proposal(error=f"unusable answer: {exc.problem}") \
-                    if self.retries > self.config.semantic_retries else None
+                candidate, problem = None, exc.problem
             self._answered(reply)
-            return self._proposal(candidate, note)
+            if candidate is not None:
+                return self._proposal(candidate, note)
+            self.retries += 1
+            return self._proposal(error=f"unusable answer: {problem}") \
+                if self.retries > self.config.semantic_retries else None
         turn = self._answered(reply)
         self.conversation.append({"role": "assistant", "content": reply["content"] or None, "tool_calls": [
             {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
@@ -124,13 +124,10 @@ class ToolSession:
         turn = self.turn
         self.turn += 1
         self.answer = reply["record"].get("response", reply["content"])   # as recorded (a long one is cut)
-        if reply.get("replayed"):
-            self.journaled.model_calls += 1
-        elif self.journal is not None:
-            self.journal("model_call", {**reply["record"], "turn": turn})
-            self.journaled.model_calls += 1
-        else:
+        if self.journal is None:
             self.attempts.append(reply["record"])
+        elif not reply.get("replayed"):
+            self.journal("model_call", {**reply["record"], "turn": turn})
         return turn
 
     # ---- what the session gives back -------------------------------------------------------------
@@ -139,7 +136,7 @@ class ToolSession:
         exchange = self.proposer._exchange(self.attempts)
         if self.journal is None:
             return {**exchange, "tools": [dataclasses.asdict(c) for c in self.box.calls]}
-        return {**exchange, "tools": [], "journaled": self.journaled}
+        return {**exchange, "tools": [], "journaled": self._journaled()}
 
     def _proposal(self, candidate=None, note: str = "", error: str = "") -> list[Proposal]:
         exchange = {**self._exchange(), "answer": self.answer}
@@ -151,4 +148,8 @@ class ToolSession:
         if self.journal is None:
             return type(exc)(str(exc), self.attempts + exc.attempts, self.usage,
                              [dataclasses.asdict(c) for c in self.box.calls])
-        return type(exc)(str(exc), exc.attempts, self.usage, [], self.journaled)
+        return type(exc)(str(exc), exc.attempts, self.usage, [], self._journaled())
+
+    def _journaled(self) -> Journaled:
+        """What is in the trace already: every answered model call (replayed ones too), with what it cost."""
+        return dataclasses.replace(self.journaled, model_calls=self.turn)

@@ -192,7 +192,7 @@ class FakeSandbox(CompileOnlySandbox):
         if not timing:
             return new_result(task, solution, Status.ok, checks=checks, **base)
         digest = hashlib.sha256(f"modelnew:{solution.key}".encode()).digest()
-        speed = float(notes["speedup"]) if notes.get("speedup") else 0.8 + 0.4 * int.from_bytes(digest[:8], "big") / 2**64
+        speed = float(notes["speedup"]) if notes.get("speedup") else _hashed_speedup(digest)
         speed, digest = _where(task, speed, digest, notes, sizes, alone)
         status, error, timed = self._timed(task, bench, speed, notes, digest, base)
         return new_result(task, solution, status, checks=checks, timing=timed, error=error, **base)
@@ -237,7 +237,7 @@ class FakeSandbox(CompileOnlySandbox):
 
     def _screen_one(self, task: Task, speed: float, noise: float, digest: bytes, rounds: int,
                     best: float | None) -> Screened:
-        base_ms = self._timing(task, task.spec.sizes.benchmark, speed, noise, digest)[0]["impls"]["baseline"]["median_ms"]
+        base_ms = self._timing(task, task.spec.sizes.benchmark, speed, noise, digest)["impls"]["baseline"]["median_ms"]
         rng = np.random.default_rng(int.from_bytes(digest[16:24], "big"))
         cand = np.maximum(base_ms / speed * (1 + noise * rng.standard_normal(rounds)), 1e-6).tolist()
         base = np.maximum(base_ms * (1 + noise * rng.standard_normal(rounds)), 1e-6).tolist()
@@ -291,12 +291,12 @@ class FakeSandbox(CompileOnlySandbox):
         if baseline is not None and (strip_plan(candidate.source).strip() == strip_plan(baseline.source).strip()
                 and candidate.flags == baseline.flags and candidate.knob_values == baseline.knob_values):
             return 1.0
-        return 0.8 + 0.4 * int.from_bytes(digest[:8], "big") / 2**64
+        return _hashed_speedup(digest)
 
     def _timed(self, task: Task, bench: dict, speed: float, notes: dict, digest: bytes,
                base: dict) -> tuple[Status, str, Timing]:
         """The simulated timing at ``bench`` (its GPU time added to ``base``'s cost), judged against the floors."""
-        rec, _ = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
+        rec = self._timing(task, bench, speed, float(notes.get("noise") or DEFAULT_NOISE), digest)
         base["cost"].time_gpu_s = sum(sum(i["samples_ms"]) for i in rec["impls"].values()) / 1e3
         timed = Timing.model_validate(rec)
         status, error, timed.below_roofline = judge_floors(task, timed, SIM_CEILINGS, REJECT_FACTOR)
@@ -304,7 +304,7 @@ class FakeSandbox(CompileOnlySandbox):
             error += " (simulated)"
         return status, error, timed
 
-    def _timing(self, task: Task, bench: dict, speed: float, noise: float, digest: bytes) -> tuple[dict, float | None]:
+    def _timing(self, task: Task, bench: dict, speed: float, noise: float, digest: bytes) -> dict:
         peak = SIM_CEILINGS.peak_flops(task.spec.roofline.compute)
         t_mem = task.bytes(bench) / SIM_CEILINGS.copy_bytes_per_s
         t_cmp = task.flops(bench) / peak if peak else 0.0
@@ -329,7 +329,13 @@ class FakeSandbox(CompileOnlySandbox):
                    faster_than={k: v["low"] > 1.0 for k, v in speedup.items()}, primary=task.baselines[0],
                    roofline_ms=floor_ms or None, bound="memory" if t_mem >= t_cmp else "compute",
                    torch_tf32=self.config.torch_tf32 if task.spec.torch else None)
-        return rec, floor_ms or None
+        return rec
+
+
+def _hashed_speedup(digest: bytes) -> float:
+    """A build's simulated speedup where no annotation gives one: in [0.8, 1.2), from the hash of what it is."""
+    return 0.8 + 0.4 * int.from_bytes(digest[:8], "big") / 2**64
+
 
 def _scripted(task: Task, candidate, notes: dict, labelled: list[tuple[str, dict]], sizes: dict[str, int] | None,
               base: dict) -> Result | None:

@@ -342,7 +342,7 @@ def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str):
     trial that draws the module's parameters has a pair of its own, given them (``modelnew_params``)."""
     import torch
 
-    from .modelnew_params import give, trial_parameters
+    from .modelnew_params import give, trial_parameters, unmatched
 
     model, new, _ = build_pair(rt, ns, sizes, device, seeds[0])
     problem_ns = rt.problem.namespace(rt.overrides(sizes))
@@ -353,18 +353,18 @@ def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str):
             args = list(problem_ns["get_inputs"]())
         args, dists = trial_args(task, rt, args, sizes, k, seed, device)
         drawn = trial_parameters(task, rt, sizes, k, seed)
-        if drawn:
+        missing = unmatched(model, new, drawn) if drawn else []
+        stage.undrawn += [n for n in missing if n not in stage.undrawn]
+        if drawn and not missing:   # else the trial runs on the module's own values
             own_model, own_new, _ = build_pair(rt, ns, sizes, device, seeds[0])
-            missing = give(own_model, own_new, drawn)
-            if missing:   # the trial runs on the module's own values
-                stage.undrawn.extend(n for n in missing if n not in stage.undrawn)
-                del own_model, own_new
-            else:
-                names = [name for _, name in drawn.values()]
-                stage.drawn.setdefault(label, []).extend(n for n in names if n not in stage.drawn.get(label, []))
-                cases.append(dict(model=own_model, new=own_new, drawn=drawn, args=args,
-                                  ref=_kept(reference(own_model, args)), dists=dists + "; " + ", ".join(f"{n}: drawn" for n in names)))
-                continue
+            give(own_model, own_new, drawn)
+            names = [name for _, name in drawn.values()]
+            given = stage.drawn.setdefault(label, [])
+            given += [n for n in names if n not in given]
+            cases.append(dict(model=own_model, new=own_new, drawn=drawn, args=args,
+                              ref=_kept(reference(own_model, args)),
+                              dists=dists + "; " + ", ".join(f"{n}: drawn" for n in names)))
+            continue
         cases.append(dict(model=model, args=args, ref=_kept(reference(model, args)), dists=dists))
     near = perturbed(cases[0]["args"], seeds[-1])
     cases.append(dict(model=model, args=near, ref=_kept(reference(model, near)), dists=cases[0]["dists"] + " (one "
@@ -402,9 +402,8 @@ def _fresh_is_right(rt, ns, sizes, device, seed, case, tolerances) -> bool:
     been called before answered wrong: then the wrong answer came from state kept across calls."""
     import torch
 
-    from .problem import run_forward
-
     from .modelnew_params import give
+    from .problem import run_forward
 
     try:
         model, fresh, _ = build_pair(rt, ns, sizes, device, seed)

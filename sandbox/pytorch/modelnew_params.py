@@ -59,20 +59,23 @@ def counterparts(model, new) -> dict[str, object]:
     return out
 
 
-def give(model, new, drawn: dict[str, tuple]) -> list[str]:
-    """Write ``drawn`` into ``Model`` and ``ModelNew``'s counterparts; the input names of those without one (then
-    nothing is written: the trial runs on the module's own values)."""
+def unmatched(model, new, drawn: dict[str, tuple]) -> list[str]:
+    """The input names of the parameters in ``drawn`` that ``ModelNew`` has no counterpart for."""
+    found = counterparts(model, new)
+    return [name for key, (_, name) in drawn.items() if key not in found]
+
+
+def give(model, new, drawn: dict[str, tuple]) -> None:
+    """Write ``drawn`` into ``Model`` and into ``ModelNew``'s counterparts (``unmatched`` says where there are
+    none: those are left as they are)."""
     import numpy as np
     import torch
 
     state = dict([*model.named_parameters(), *model.named_buffers()])
     found = counterparts(model, new)
-    missing = [name for key, (_, name) in drawn.items() if key not in found or key not in state]
-    if missing:
-        return missing
     with torch.no_grad():
         for key, (values, _) in drawn.items():
-            t = torch.from_numpy(np.ascontiguousarray(values)).reshape(state[key].shape)
-            state[key].copy_(t.to(state[key].dtype))
-            found[key].copy_(t.to(found[key].dtype))
-    return []
+            if key in found:
+                t = torch.from_numpy(np.ascontiguousarray(values)).reshape(state[key].shape)
+                state[key].copy_(t.to(state[key].dtype))
+                found[key].copy_(t.to(found[key].dtype))
