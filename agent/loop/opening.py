@@ -1,17 +1,25 @@
 """What a session opens before its first evaluation, and what it says of a cluster at the end: the run id, the
-task's starting kernel checked, this machine's sandbox or a Ray cluster's, the model phase's window of requests."""
+task's starting kernel checked, this machine's sandbox or a Ray cluster's, the proposer (a model, a replay or the
+built-in search) with its endpoint checked and its redactor, the model phase's window of requests."""
 
 from __future__ import annotations
 
 import datetime as dt
 import secrets as pysecrets
+from typing import TYPE_CHECKING
 
 from sandbox import open_sandbox
 from sandbox.candidates.candidate import CandidateError, load_candidate, validate_for_task
 from sandbox.protocol import Sandbox
 from sandbox.tasks.task import Task
 
-from ..config import ConfigError, RunConfig
+from ..config import ConfigError, RunConfig, api_key
+from ..protocols import Proposer
+from ..redact import Redactor
+from ..trace.records import ProposerInfo
+
+if TYPE_CHECKING:
+    from ..tune.proposer import TunerProposer
 
 
 def new_run_id(task: Task) -> str:
@@ -61,3 +69,46 @@ def check_baseline(task: Task) -> None:
         validate_for_task(load_candidate(task.baseline_path), task)
     except CandidateError as exc:
         raise ConfigError(f"{task.baseline_path}: the task's starting kernel does not fit the task: {exc}") from None
+
+
+def tuner(cfg: RunConfig, sandbox: Sandbox | None = None) -> TunerProposer:
+    try:
+        from ..tune.proposer import TunerProposer
+    except ImportError as exc:
+        raise ConfigError(f"the built-in search (agent.tune.proposer) is not available: {exc}") from None
+    return TunerProposer(strategy=cfg.tune.strategy, max_evaluations=cfg.tune.max_evaluations, seed=cfg.tune.seed,
+                         flags=cfg.tune.flags, sandbox=sandbox, finalists=cfg.tune.finalists)
+
+
+def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, replay: str | None,
+                    start: int, sandbox: Sandbox | None = None) -> tuple[Proposer, str, ProposerInfo]:
+    """(proposer, main phase, what run.json records about it)."""
+    if proposer is not None:
+        return proposer, "model", ProposerInfo(kind="custom", name=proposer.name)
+    if replay:
+        from ..proposers.replay import ReplayProposer
+
+        return ReplayProposer(replay, start=start), "model", ProposerInfo(kind="replay", replay=str(replay))
+    if cfg.model is not None:
+        from ..proposers.llm import LLMProposer
+
+        return (LLMProposer(cfg.model, api_key(cfg.model, key), cfg.price(), redactor=redactor(cfg, key)), "model",
+                ProposerInfo(kind="llm"))
+    return tuner(cfg, sandbox), "search", ProposerInfo(kind="tuner")
+
+
+def reachable(cfg: RunConfig, key: str | None) -> None:
+    """The model endpoint accepts a connection, checked before the sandbox opens (``EndpointUnreachable``)."""
+    from ..config import redact_url
+    from ..proposers.reach import check
+
+    url = cfg.model.base_url
+    check(url, redact_url(url) if url else None)
+
+
+def redactor(cfg: RunConfig, key: str | None) -> Redactor:
+    """What the run keeps off the screen, the trace and the prompts: keys, the endpoint URL's credentials."""
+    model = cfg.model
+    others = [[o.extra_body, o.base_url] for o in model.others.values()] if model else []
+    return Redactor.for_run(model.base_url if model else None, model.api_key_env if model else None, key,
+                            [model.extra_body, others] if model else None)

@@ -28,19 +28,19 @@ from ..claims.claim import Claimant
 from ..claims.retime import concurrent
 from ..config import ConfigError, RunConfig, api_key, run_name
 from ..protocols import Entry, Proposal, Proposer
-from ..redact import Redactor
 from . import summary as summary_mod
 from ..trace.events import EndEvent, Event, ProposalEvent, ScreenEvent, StopEvent, read_events
 from ..trace.fold import Pending
 from ..trace.lock import FolderLock
 from ..trace.reader import read_record, verify_run
-from ..trace.records import CandidateRecord, ProposerInfo, RunInfo, SandboxInfo, SessionInfo, Summary, TaskInfo
+from ..trace.records import CandidateRecord, RunInfo, SandboxInfo, SessionInfo, Summary, TaskInfo
 from ..trace.writer import Trace
 from . import progress
 from .budget import Budget, Totals
 from .lineage import MemoryLineage
 from .loop import Loop
-from .opening import check_baseline, cluster_notes, model_window, new_run_id, open_run_sandbox
+from .opening import (check_baseline, choose_proposer, cluster_notes, model_window, new_run_id, open_run_sandbox,
+                      reachable, redactor, tuner)
 from .resume import FastForward, recorded_search, restore
 from ..stops import Stop, StopReason
 
@@ -66,32 +66,6 @@ class Session:
     screened: list[ScreenEvent] = field(default_factory=list)   # a resumed run's recorded screenings (tuners reuse them)
     events: list[Event] = field(default_factory=list)   # what a resumed run had recorded
     searching: TunerProposer | None = None   # the built-in search now running (its progress against its budget)
-
-
-def tuner(cfg: RunConfig, sandbox: Sandbox | None = None) -> TunerProposer:
-    try:
-        from ..tune.proposer import TunerProposer
-    except ImportError as exc:
-        raise ConfigError(f"the built-in search (agent.tune.proposer) is not available: {exc}") from None
-    return TunerProposer(strategy=cfg.tune.strategy, max_evaluations=cfg.tune.max_evaluations, seed=cfg.tune.seed,
-                         flags=cfg.tune.flags, sandbox=sandbox, finalists=cfg.tune.finalists)
-
-
-def choose_proposer(cfg: RunConfig, key: str | None, proposer: Proposer | None, replay: str | None,
-                    start: int, sandbox: Sandbox | None = None) -> tuple[Proposer, str, ProposerInfo]:
-    """(proposer, main phase, what run.json records about it)."""
-    if proposer is not None:
-        return proposer, "model", ProposerInfo(kind="custom", name=proposer.name)
-    if replay:
-        from ..proposers.replay import ReplayProposer
-
-        return ReplayProposer(replay, start=start), "model", ProposerInfo(kind="replay", replay=str(replay))
-    if cfg.model is not None:
-        from ..proposers.llm import LLMProposer
-
-        return (LLMProposer(cfg.model, api_key(cfg.model, key), cfg.price(), redactor=redactor(cfg, key)), "model",
-                ProposerInfo(kind="llm"))
-    return tuner(cfg, sandbox), "search", ProposerInfo(kind="tuner")
 
 
 def start(task_ref: str | Path, cfg: RunConfig, traces: Path, run_id: str | None = None, key: str | None = None,
@@ -214,23 +188,6 @@ def progress_hook(session: Session, on_progress: Callable[[str, dict], None]) ->
         on_progress(kind, progress.snapshot(session, clock))
 
     return hook
-
-
-def reachable(cfg: RunConfig, key: str | None) -> None:
-    """The model endpoint accepts a connection, checked before the sandbox opens (``EndpointUnreachable``)."""
-    from ..config import redact_url
-    from ..proposers.reach import check
-
-    url = cfg.model.base_url
-    check(url, redact_url(url) if url else None)
-
-
-def redactor(cfg: RunConfig, key: str | None) -> Redactor:
-    """What the run keeps off the screen, the trace and the prompts: keys, the endpoint URL's credentials."""
-    model = cfg.model
-    others = [[o.extra_body, o.base_url] for o in model.others.values()] if model else []
-    return Redactor.for_run(model.base_url if model else None, model.api_key_env if model else None, key,
-                            [model.extra_body, others] if model else None)
 
 
 # ---- driving a session ---------------------------------------------------------------------------
