@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - start
     ordered = [rows[p.name] for p in pairs]
     summary = summarize(ordered)
-    (args.out / "summary.json").write_text(json.dumps(dict(summary, wall_s=wall, workers=args.workers), indent=2))
+    (args.out / "summary.json").write_text(json.dumps(dict(summary.to_json(), wall_s=wall, workers=args.workers), indent=2))
     for line in text_lines(summary):
         print(line)
     parts = {k: sum((r.split_s or {}).get(k, 0.0) for r in ordered) for k in ("build", "checks", "timing")}

@@ -117,11 +117,12 @@ def test_fast_p_counts_every_problem_and_each_rule_counts_what_it_says():
                 no_fallback=True, holds_up=True),
             Row("wrong", "p", "s", "wrong"), Row("missing", "p", None, "no solution")]
     s = summarize(rows)
-    fast = s["fast_p"]["eager"]
+    fast = s.fast_p["eager"]
     assert fast["kernelbench"]["0.0"] == 3 / 5 and fast["kernelbench"]["1.2"] == 3 / 5
     assert fast["no_fallback"]["1.2"] == 2 / 5
     assert fast["ours"]["1.2"] == 1 / 5 and fast["ours"]["0.0"] == 2 / 5
-    assert s["holds_up"] == 2 and s["problems"] == 5
+    assert s.holds_up == 2 and s.problems == 5
+    assert s.to_json()["fast_p"]["eager"]["ours"]["1.2"] == 1 / 5 and len(s.to_json()["rows"]) == 5
 
 
 # ---- judged in the confined process, on the CPU ---------------------------------------------------------------

@@ -140,7 +140,7 @@ def judge(first: Annotated[Path, typer.Argument(help="A problem (.py or an impor
     if html:
         html.write_text(html_page(summary))
     if as_json:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(summary.to_json(), indent=2))
     else:
         for line in text_lines(summary):
             console.print(line)

@@ -74,47 +74,64 @@ def geomean_ci(values: list[float], resamples: int = 2000, seed: int = 0):
             math.exp(means[int(0.975 * (resamples - 1))]))
 
 
-def summarize(rows: list[Row]) -> dict:
-    out = {"problems": len(rows), "correct": sum(r.correct for r in rows),
-           "holds_up": sum(r.holds_up for r in rows), "fast_p": {}, "geomean": {}}
+@dataclass
+class Table:
+    """Over every problem given: how many are correct at the benchmark size and hold up, fast_p per baseline, rule
+    and threshold (``fast_p[against][rule][str(p)]``), the geometric mean speedup over the correct ones with its
+    interval (or None), and the rows."""
+    problems: int
+    correct: int
+    holds_up: int
+    fast_p: dict[str, dict[str, dict[str, float]]]
+    geomean: dict[str, tuple[float, float, float] | None]
+    rows: list[Row]
+
+    def to_json(self) -> dict:
+        return dict(problems=self.problems, correct=self.correct, holds_up=self.holds_up, fast_p=self.fast_p,
+                    geomean={k: list(g) if g else None for k, g in self.geomean.items()},
+                    rows=[asdict(r) for r in self.rows])
+
+
+def summarize(rows: list[Row]) -> Table:
+    fast: dict = {}
+    geomean: dict = {}
     for against in ("eager", "compile"):
-        out["fast_p"][against] = {rule: {str(p): fast_p(rows, against, p, rule) for p in PS}
-                                  for rule in ("kernelbench", "no_fallback", "ours")}
-        out["geomean"][against] = geomean_ci([r.speedup[against][0] for r in rows
-                                              if r.correct and against in r.speedup])
-    out["rows"] = [asdict(r) for r in rows]
-    return out
+        fast[against] = {rule: {str(p): fast_p(rows, against, p, rule) for p in PS}
+                         for rule in ("kernelbench", "no_fallback", "ours")}
+        geomean[against] = geomean_ci([r.speedup[against][0] for r in rows if r.correct and against in r.speedup])
+    return Table(problems=len(rows), correct=sum(r.correct for r in rows), holds_up=sum(r.holds_up for r in rows),
+                 fast_p=fast, geomean=geomean, rows=list(rows))
 
 
 def _interval(s) -> str:
     return f"{s[0]:.2f}x [{s[1]:.2f}, {s[2]:.2f}]" if s else "-"
 
 
-def text_lines(summary: dict) -> list[str]:
-    """The summary as plain lines (the per-solution rows are printed as they finish)."""
-    n = summary["problems"]
-    lines = [f"{n} problems; correct at the benchmark size {summary['correct']} of {n}; holds up (every check) "
-             f"{summary['holds_up']} of {n}"]
+def text_lines(table: Table) -> list[str]:
+    """The table's totals as plain lines (the per-solution rows are printed as they finish)."""
+    n = table.problems
+    lines = [f"{n} problems; correct at the benchmark size {table.correct} of {n}; holds up (every check) "
+             f"{table.holds_up} of {n}"]
     for against in ("eager", "compile"):
         lines.append(f"fast_p vs {against}   " + "  ".join(f"p={p:g}" for p in PS))
         for rule, label in (("kernelbench", "KernelBench's rule (mean)"), ("no_fallback", "no-fallback rule"),
                             ("ours", "ours (every check, interval low end)")):
-            cells = "  ".join(f"{summary['fast_p'][against][rule][str(p)]:.2f}" for p in PS)
+            cells = "  ".join(f"{table.fast_p[against][rule][str(p)]:.2f}" for p in PS)
             lines.append(f"  {label:<38} {cells}")
-        g = summary["geomean"][against]
-        lines.append(f"  geomean speedup over the correct: " + (_interval(g) if g else "-"))
+        g = table.geomean[against]
+        lines.append("  geomean speedup over the correct: " + (_interval(g) if g else "-"))
     return lines
 
 
-def html_page(summary: dict, title: str = "kernelwright judge") -> str:
+def html_page(table: Table, title: str = "kernelwright judge") -> str:
     """A self-contained HTML page of the table; every value escaped."""
     e = html.escape
-    head = "".join(f"<p>{e(line)}</p>" for line in text_lines(summary))
+    head = "".join(f"<p>{e(line)}</p>" for line in text_lines(table))
     rows = "".join(
         "<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in (
-            r["name"], r["status"], _interval(r["speedup"].get("eager")), _interval(r["speedup"].get("compile")),
-            "yes" if r["holds_up"] else "no", "; ".join(r["flags"]) or r["error"])) + "</tr>"
-        for r in summary["rows"])
+            r.name, r.status, _interval(r.speedup.get("eager")), _interval(r.speedup.get("compile")),
+            "yes" if r.holds_up else "no", "; ".join(r.flags) or r.error)) + "</tr>"
+        for r in table.rows)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title></head><body>"
             f"<h1>{e(title)}</h1>{head}<table border='1'><tr><th>solution</th><th>verdict</th><th>vs eager</th>"
             f"<th>vs compile</th><th>holds up</th><th>flags</th></tr>{rows}</table></body></html>")
