@@ -167,9 +167,9 @@ class Session:
             shutil.rmtree(home, ignore_errors=True)
 
     def _call(self, home: Path, target: str, args, kwargs, label: str, deadline_s: float, read, write=()) -> Outcome:
-        request = {"id": self.calls, "home": str(home), "target": target, "args": list(args), "kwargs": kwargs,
-                   "read": [str(Path(r).resolve()) for r in read], "write": [str(Path(w).resolve()) for w in write]}
-        os.write(self._cmd, json.dumps(request).encode() + b"\n")
+        call = wire.Call(id=self.calls, home=str(home), target=target, args=list(args), kwargs=kwargs,
+                         read=[str(Path(r).resolve()) for r in read], write=[str(Path(w).resolve()) for w in write])
+        os.write(self._cmd, call.to_line())
         end = time.monotonic() + deadline_s
         started = self._next(lambda e: e.get("id") == self.calls, time.monotonic() + START_S)
         if started is None:
@@ -206,20 +206,18 @@ def _outcome(home: Path, code: int, label: str) -> Outcome:
             raise ProblemCodeError(f"{label}: crashed ({signal.Signals(-code).name})")
         raise ProblemCodeError(f"{label}: exited (code {code}) before it finished")
     try:
-        reply = wire.loads(data)
-    except (ValueError, KeyError, TypeError):
+        reply = wire.Reply.from_bytes(data)
+    except ValueError:
         raise ProblemCodeError(f"{label}: its process sent an unreadable reply") from None
-    if not isinstance(reply, dict) or "ok" not in reply:
-        raise ProblemCodeError(f"{label}: its process sent an unreadable reply")
-    if not reply["ok"]:
-        error = str(reply.get("error") or "failed").splitlines()[0]
-        if reply.get("kind") == "refused":
+    if not reply.ok:
+        error = (reply.error or "failed").splitlines()[0]
+        if reply.kind == "refused":
             raise ProblemCodeError(error)
-        raise ProblemCodeError(f"{label}: raised {error}" if reply.get("kind") == "raised" else f"{label}: {error}")
+        raise ProblemCodeError(f"{label}: raised {error}" if reply.kind == "raised" else f"{label}: {error}")
     printed = _first_printed(home / "stdout.log")
     if printed is not None:
         raise ProblemCodeError(f"{label}: printed {printed!r} (a problem must not write to stdout)")
-    return Outcome(reply.get("result"), reply.get("confinement") or {})
+    return Outcome(reply.result, reply.confinement)
 
 
 def _kill(proc: subprocess.Popen) -> None:

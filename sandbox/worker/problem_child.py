@@ -32,6 +32,8 @@ import select
 import sys
 from pathlib import Path
 
+from ..pytorch.wire import Call, Reply
+
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 PR_SET_PDEATHSIG = 1
 WARM = ("numpy", "torch", "torch.func", "torch.utils.flop_counter", "torch.nn.functional", "torch._dynamo",
@@ -127,12 +129,11 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def serve(request: dict, offline: str, whole_dev: bool = False) -> None:
-    """In the forked child: confine, run the request, write the reply; never returns."""
-    from ..pytorch import wire
+def serve(call: Call, offline: str, whole_dev: bool = False) -> None:
+    """In the forked child: confine, run the call, write the reply; never returns."""
     from ..tasks.task import TaskError
 
-    home = Path(request["home"])
+    home = Path(call.home)
     _die_with_parent()
     os.setsid()
     for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
@@ -140,25 +141,25 @@ def serve(request: dict, offline: str, whole_dev: bool = False) -> None:
     os.chdir(home)
     os.environ.update(HOME=str(home), TMPDIR=str(home / "tmp"))
     try:
-        fn = _target(request["target"])
+        fn = _target(call.target)
         _one_call_only()
     except Exception as exc:
-        reply = {"ok": False, "kind": "setup", "error": _first_line(exc)}
+        reply = Reply(ok=False, kind="setup", error=_first_line(exc))
     else:
-        state = confine(home, request.get("read", []), grants(request.get("write", []), whole_dev))
+        state = confine(home, call.read, grants(call.write, whole_dev))
         state["network"] = "none (own namespace)" if not offline else f"host's ({offline})"
         try:
-            reply = {"ok": True, "result": fn(*request.get("args", []), **request.get("kwargs", {}))}
+            reply = Reply(ok=True, result=fn(*call.args, **call.kwargs))
         except SystemExit as exc:
-            reply = {"ok": False, "kind": "exit", "error": f"it called sys.exit({exc.code!r})"}
+            reply = Reply(ok=False, kind="exit", error=f"it called sys.exit({exc.code!r})")
         except BaseException as exc:  # the problem's own code, or a refusal (a ProblemError) naming what failed
             kind = "refused" if isinstance(exc, TaskError) else "raised"
-            reply = {"ok": False, "kind": kind, "error": str(exc) if kind == "refused" else _first_line(exc)}
-        reply["confinement"] = state
+            reply = Reply(ok=False, kind=kind, error=str(exc) if kind == "refused" else _first_line(exc))
+        reply.confinement = state
     try:
-        data = wire.dumps(reply)
+        data = reply.to_bytes()
     except (TypeError, ValueError) as exc:
-        data = wire.dumps({"ok": False, "kind": "setup", "error": f"the reply cannot be sent: {exc}"})
+        data = Reply(ok=False, kind="setup", error=f"the reply cannot be sent: {exc}").to_bytes()
     sys.stdout.flush()
     (home / "reply.part").write_bytes(data)
     os.replace(home / "reply.part", home / "reply.json")
@@ -211,14 +212,14 @@ def main(argv: list[str]) -> None:
         buffer += chunk
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
-            request = json.loads(line)
+            call = Call.from_line(line)
             pid = os.fork()
             if pid == 0:
                 os.close(cmd_fd)
                 events.close()
-                serve(request, offline, whole_dev)
+                serve(call, offline, whole_dev)
             alive.add(pid)
-            send(id=request["id"], pid=pid)
+            send(id=call.id, pid=pid)
     os._exit(0)
 
 
