@@ -184,7 +184,11 @@ def test_a_solution_that_writes_its_input_is_rejected_naming_the_input(judged):
 @pytest.mark.parametrize("name, says", [("patch_reference", "torch.sigmoid replaced"),
                                          ("patch_clock", "time.perf_counter replaced"),
                                          ("aten_override", "registered for aten::sigmoid on CPU"),
-                                         ("slow_eager", "torch.get_num_threads() set to 1")])
+                                         ("slow_eager", "torch.get_num_threads() set to 1"),
+                                         ("patch_judge", "sandbox.pytorch.modelnew_checks.compare replaced"),
+                                         ("code_swap", "sandbox.pytorch.modelnew_checks.compare.__code__ replaced"),
+                                         ("shadow_method", "torch.Tensor.__sub__ replaced"),
+                                         ("forge_timing", "it called gc.get_objects")])
 def test_a_solution_that_changes_the_pytorch_it_is_judged_by_is_rejected_naming_what(judged, name, says):
     # the reference, eager and the clock run in the solution's process: replacing any of them is caught wherever the
     # solution does it (its module, its first call), and nothing it measured or matched stands

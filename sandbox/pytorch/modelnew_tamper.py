@@ -1,25 +1,36 @@
-"""What a ModelNew solution may not change in the process that judges it (sandbox.pytorch.modelnew_run).
+"""What a ModelNew solution may not change, or read, in the process that judges it (sandbox.pytorch.modelnew_run).
 
-The solution's Python runs in the same process as its float64 reference, PyTorch eager, ``torch.compile`` and the
-timer, as KernelBench runs it, and Python there can replace any of them: a ``torch.nn.functional.gelu`` that
-returns what the solution returns makes the reference agree with it; an eager layer that sleeps, or cuDNN turned
-off, makes every speedup larger; a ``torch.cuda.Event.elapsed_time`` that divides makes the timing lie.
+The solution's Python runs in the same process as its float64 reference, PyTorch eager, ``torch.compile``, the timer
+and the judge's own code, as KernelBench runs it, and Python there can replace any of them: a
+``torch.nn.functional.gelu`` that returns what the solution returns makes the reference agree with it; an eager layer
+that sleeps, or cuDNN turned off, makes every speedup larger; a ``torch.cuda.Event.elapsed_time`` that divides makes
+the timing lie; the judge's own comparison replaced, or its code swapped, passes anything.
 
 ``Watch`` takes a fingerprint of what the judgement relies on before the solution's module runs, and compares it
 after the module ran, after the correctness stage and after the timing. The fingerprint holds every function,
 class and submodule of PyTorch's namespaces that a module's ``forward`` reaches (``torch``, ``torch.nn.functional``
-and the ``torch._C`` modules it calls, ``linalg``, ``fft``, ``special``, ``cuda``), the methods and descriptors of
-``torch.Tensor``, ``torch.nn.Module``, every ``torch.nn`` layer and the CUDA event and stream, ``time``'s clocks and
-``random`` (which orders the calls),
-the settings that would slow eager or change the reference (reduced-precision reductions, cuDNN on, deterministic
-modes, the default dtype, the thread count) and the kernels registered over ``aten`` operators through
-``torch.library``. Whatever was replaced, removed or set differently is named, and the solution is ``rejected``.
-Attributes added are not looked at (PyTorch loads submodules lazily).
+and the ``torch._C`` modules it calls, ``linalg``, ``fft``, ``special``, ``cuda``), of the judge's own modules (every
+``sandbox`` module, the judge's imported first) and of the standard modules the judge computes and replies with
+(``builtins``, ``math``, ``json``, ``os``, ``statistics``, ``copy``, ``dataclasses``, ``time``, ``random``, NumPy);
+every attribute a class resolves through its bases for ``torch.Tensor``, ``torch.nn.Module``, every ``torch.nn``
+layer, the CUDA event and stream and the judge's own classes (so a method added to ``torch.Tensor`` that shadows one it
+inherits is a change); the code, defaults and keyword defaults of every Python function among them (so code swapped
+into a function that stays the same object is a change); the settings that would slow eager or change the
+reference (reduced-precision reductions, cuDNN on, deterministic modes, the default dtype, the thread count) and the
+kernels registered over ``aten`` operators through ``torch.library``. Whatever was replaced, removed or set
+differently is named, and the solution is ``rejected``. Names added that resolved to nothing before are not looked at
+(PyTorch loads submodules lazily).
+
+From the moment the watch is made, an audit hook (``sys.addaudithook``, which no Python code can remove) refuses in
+this process the calls that read its heap or other threads' frames or that would run code on every call the judge
+makes: ``gc.get_objects``, ``gc.get_referrers``, ``gc.get_referents``, ``sys._current_frames``, ``sys.settrace``,
+``sys.setprofile`` and any further audit hook. A refused call raises ``RuntimeError`` where it was made, and is named
+as a change. The judge and PyTorch make none of these calls.
 
 Not reached: native code writing the process's own memory (ctypes, a kernel registered over an ``aten`` operator
-from C++) and code reading the judge's heap or frames (gc, ``sys._getframe``), which no check inside one process can
-rule out; a time below the hardware's floor is flagged by
-``sandbox.host.floor`` whatever produced it.
+from C++) and code reading or writing the judge's frames through a frame it can reach (``sys._getframe``, a
+traceback's ``tb_frame``, which PyTorch and the standard library use too), which no check inside one process can rule
+out; a time below the hardware's floor is flagged by ``sandbox.host.floor`` whatever produced it.
 """
 
 from __future__ import annotations
@@ -30,7 +41,14 @@ import sys
 import types
 
 MODULES = ("torch", "torch.nn.functional", "torch._C._nn", "torch._C._linalg", "torch._C._fft", "torch._C._special",
-           "torch.linalg", "torch.fft", "torch.special", "torch.nn.init", "torch.cuda", "torch.autograd", "time", "random")
+           "torch.linalg", "torch.fft", "torch.special", "torch.nn.init", "torch.cuda", "torch.autograd", "time", "random",
+           "builtins", "math", "json", "json.encoder", "json.decoder", "os", "statistics", "copy", "dataclasses", "numpy")
+JUDGE = ("sandbox.pytorch.modelnew_run", "sandbox.pytorch.modelnew_checks", "sandbox.pytorch.modelnew_timing",
+         "sandbox.pytorch.modelnew_params", "sandbox.pytorch.modelnew_load", "sandbox.pytorch.problem",
+         "sandbox.pytorch.runtime", "sandbox.pytorch.wire", "sandbox.tasks.inputs", "sandbox.tasks.task",
+         "sandbox.worker.problem_child")
+REFUSED = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
+           "sys.setprofile", "sys.addaudithook")
 _DESCRIPTORS = (property, staticmethod, classmethod, types.MemberDescriptorType, types.GetSetDescriptorType)
 
 
@@ -41,9 +59,40 @@ def _classes() -> list[type]:
 
     layers = {cls for mod in (torch.nn, torch.nn.modules) for cls in vars(mod).values()
               if inspect.isclass(cls) and issubclass(cls, torch.nn.Module)}
+    judge = {cls for name, mod in list(sys.modules.items()) if name.startswith("sandbox.") and mod is not None
+             for cls in list(vars(mod).values()) if inspect.isclass(cls) and cls.__module__ == name}
     out = [torch.Tensor, torch.nn.Module, torch.nn.Parameter, torch.autograd.Function, torch.cuda.Event,
-           torch.cuda.Stream, random.Random, random.SystemRandom, *sorted(layers, key=lambda c: c.__qualname__)]
+           torch.cuda.Stream, random.Random, random.SystemRandom, *sorted(layers, key=lambda c: c.__qualname__),
+           *sorted(judge, key=lambda c: f"{c.__module__}.{c.__qualname__}")]
     return list(dict.fromkeys(out))
+
+
+def _resolved(cls: type) -> dict[str, object]:
+    """What each name resolves to on ``cls`` through its bases (first in the MRO), callables and descriptors only."""
+    out: dict[str, object] = {}
+    for base in cls.__mro__:
+        if base is object:
+            continue
+        for attr, value in list(vars(base).items()):
+            if attr not in out and (callable(value) or isinstance(value, _DESCRIPTORS)):
+                out[attr] = value
+    return out
+
+
+def _function_parts(name: str, value, objects: dict[str, object]) -> None:
+    """A Python function's code, defaults and keyword defaults, each held beside it."""
+    for wrapper in (staticmethod, classmethod):
+        if isinstance(value, wrapper):
+            value = value.__func__
+    if isinstance(value, property):
+        for part in ("fget", "fset", "fdel"):
+            if getattr(value, part) is not None:
+                _function_parts(f"{name}.{part}", getattr(value, part), objects)
+        return
+    if isinstance(value, types.FunctionType):
+        objects[f"{name}.__code__"] = value.__code__
+        objects[f"{name}.__defaults__"] = value.__defaults__
+        objects[f"{name}.__kwdefaults__"] = value.__kwdefaults__
 
 
 def _settings() -> dict[str, object]:
@@ -72,41 +121,77 @@ def _aten_overrides() -> set[str]:
     return {i for i in getattr(torch.library, "_impls", set()) if str(i).startswith("aten/")}
 
 
+def _modules() -> list[str]:
+    for name in JUDGE:
+        importlib.import_module(name)
+    judge = sorted(name for name, mod in list(sys.modules.items()) if name.startswith("sandbox.") and mod is not None)
+    return list(dict.fromkeys([*MODULES, *judge]))
+
+
 def fingerprint() -> tuple[dict[str, object], dict[str, object], set[str]]:
     """(objects by name, settings by name, aten overrides): the objects themselves are held, so that identity
     compares them (an id could be reused once an object is freed)."""
     objects: dict[str, object] = {}
-    for name in MODULES:
+    for name in _modules():
         module = sys.modules.get(name) or importlib.import_module(name)
         for attr, value in list(vars(module).items()):
             if callable(value) or isinstance(value, types.ModuleType):
                 objects[f"{name}.{attr}"] = value
+                _function_parts(f"{name}.{attr}", value, objects)
     for cls in _classes():
         where = f"{cls.__module__}.{cls.__qualname__}"
-        for attr, value in list(vars(cls).items()):
-            if callable(value) or isinstance(value, _DESCRIPTORS):
-                objects[f"{where}.{attr}"] = value
+        for attr, value in _resolved(cls).items():
+            objects[f"{where}.{attr}"] = value
+            _function_parts(f"{where}.{attr}", value, objects)
     return objects, _settings(), _aten_overrides()
 
 
 class Watch:
-    """A fingerprint taken now; ``changes()`` names what differs from it since. What PyTorch itself installs on its
-    first ``torch.compile`` (dynamo's wrapper of ``nn.Module.__init__``) is installed first, so that it is part of the
+    """A fingerprint taken now, and from now on the refused calls (``REFUSED``) refused; ``changes()`` names what
+    differs from the fingerprint since, and every call refused. What PyTorch itself installs on its first
+    ``torch.compile`` (dynamo's wrapper of ``nn.Module.__init__``) is installed first, so that it is part of the
     fingerprint rather than a change."""
 
     def __init__(self):
         _compile_installed()
         self.objects, self.settings, self.overrides = fingerprint()
+        self.refused = _refuse()
+        self.already = len(self.refused)
 
     def changes(self) -> list[str]:
         objects, settings, overrides = fingerprint()
-        out = [f"{name} replaced" if name in objects else f"{name} removed" for name, value in self.objects.items()
-               if objects.get(name) is not value]
+        differ = [name for name, value in self.objects.items() if objects.get(name) is not value]
+        whole = set(differ)
+        out = [f"{name} replaced" if name in objects else f"{name} removed" for name in differ
+               if name.rpartition(".")[0] not in whole]   # a function replaced: not its code again
         out += [f"{name} set to {settings[name]!r} (was {value!r})" for name, value in self.settings.items()
                 if settings[name] != value]
         out += [f"a kernel of its own registered for {o.replace('/', '::', 1).replace('/', ' on ')}"
                 for o in sorted(overrides - self.overrides)]
+        out += [f"it called {event}, which the judging process refuses" for event in dict.fromkeys(self.refused[self.already:])]
         return out
+
+
+_refused: list[str] | None = None
+
+
+def _refuse() -> list[str]:
+    """The calls refused so far in this process, with the audit hook that refuses ``REFUSED`` installed (once, for
+    good: no Python code can remove it, and the confined child that judges a solution judges only that one)."""
+    global _refused
+    if _refused is not None:
+        return _refused
+    record: list[str] = []
+    refused = frozenset(REFUSED)
+
+    def hook(event: str, args) -> None:
+        if event in refused:
+            record.append(event)
+            raise RuntimeError(f"{event} is refused in the process that judges a solution")
+
+    sys.addaudithook(hook)
+    _refused = record
+    return record
 
 
 def _compile_installed() -> None:
@@ -120,5 +205,5 @@ def _compile_installed() -> None:
 def describe(changes: list[str]) -> str:
     """One line for the verdict."""
     more = f" (and {len(changes) - 3} more)" if len(changes) > 3 else ""
-    return (f"it changed the judging process's PyTorch: {'; '.join(changes[:3])}{more}: the reference, the baselines "
-            "and the timer it relies on are no longer PyTorch's own")
+    return (f"it changed the judging process: {'; '.join(changes[:3])}{more}: the reference, the baselines, the timer "
+            "and the judge's own code it relies on are no longer their own")
