@@ -143,8 +143,9 @@ def _timing(task, rt, built, kernels, device, options, reply, rng) -> None:
     names = [b for b in rt.spec.baselines if b in options.get("baselines", rt.spec.baselines)]
     fns, unavailable = baselines(model, names, options.get("tf32", "off"))
     tolerances = [task.output_tolerance(name) for name in rt.spec.outputs]
+    owned = {x.untyped_storage().data_ptr() for m in (model, new) for x in (*m.parameters(), *m.buffers())}
     timed = interleave({"candidate": candidate, **fns}, make_args, device, tolerances,
-                       int(options.get("rounds", 30)), float(options.get("budget_s", 20.0)), rng)
+                       int(options.get("rounds", 30)), float(options.get("budget_s", 20.0)), rng, owned)
     timed["unavailable"].update(unavailable)
     timed["sizes"] = sizes
     reply["timing"] = timed

@@ -4,8 +4,9 @@
 shuffled order of implementations, each call after an L2 flush, on a rotating set of inputs (enough sets that their
 inputs are twice the L2, at most four), each call measured two ways: CUDA events on the current stream (what
 KernelBench times) and the wall time to a device-wide synchronisation (which includes work left on other streams
-or graphs). Every timed output of the solution is compared with eager's for the same inputs. On the CPU (no
-device) both are the wall time.
+or graphs). Every timed output of the solution is compared with eager's for the same inputs, computed after it;
+no correct output is held, in the judge or in memory the allocator reuses, while the solution runs; after the first
+pass over the sets each round draws its inputs anew. On the CPU (no device) both are the wall time.
 
 ``census`` says which kernels ran during ``forward`` (torch.profiler's kernel names and device times) and what
 share of the device time was in kernels the solution declared in its own CUDA source.
@@ -59,8 +60,16 @@ def _input_bytes(args: list) -> int:
 
 
 def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int, budget_s: float,
-               rng: random.Random | None = None) -> dict:
-    """Time ``fns`` ({name: fn(args)}, ``candidate`` among them) interleaved; ``make_args(i)`` draws input set i."""
+               rng: random.Random | None = None, protect: set[int] = frozenset()) -> dict:
+    """Time ``fns`` ({name: fn(args)}, ``candidate`` among them) interleaved; ``make_args(i)`` draws input set i;
+    ``protect`` holds the storages (of the modules' parameters and buffers) that an output may share and that are
+    never overwritten.
+
+    No correct output exists in the process while the solution runs: eager's answer for a round is computed after
+    the solution's call (untimed) and compared with it, and every output the judge drops is overwritten first
+    (``poison``), so neither the judge's frames nor a block the allocator hands out again holds one. After the first
+    pass over the sets, each round draws its set anew (``make_args`` with a new index), so that no two rounds see
+    the same values: a cache keyed on the tensors or on their contents answers from a call before, and is wrong."""
     import torch
 
     from .modelnew_checks import compare
@@ -74,15 +83,13 @@ def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int,
         free, _ = torch.cuda.mem_get_info()
         sets_wanted = max(1, min(sets_wanted, int(0.25 * free // per_set)))
     sets = [first] + [make_args(i) for i in range(1, sets_wanted)]
+    keep = set(protect) | _storages(sets)
     flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
     unavailable = {}
-    expected = []
-    for s in sets:
-        expected.append([o.detach().clone() for o in _outs(fns["eager"](s))])
     for name in list(fns):   # warm-up, untimed: torch.compile compiles here
         try:
             for s in sets[:2]:
-                fns[name](s)
+                poison(fns[name](s), keep)
             _sync(device)
         except Exception as exc:
             if name == "candidate" or name == "eager":
@@ -97,6 +104,9 @@ def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int,
     r = 0
     while r < rounds and (r < 5 or time.perf_counter() - start < budget_s):
         k = r % len(sets)
+        if r >= len(sets):
+            sets[k] = make_args(r)
+            keep = set(protect) | _storages(sets)
         order = list(fns)
         rng.shuffle(order)
         for name in order:
@@ -106,15 +116,43 @@ def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int,
             samples[name].append(ms)
             walls[name].append(wall_ms)
             if name == "candidate" and wrong is None:
-                for i, (o, e, tol) in enumerate(zip(_outs(out), expected[k], tolerances)):
+                expected = fns["eager"](sets[k])
+                for i, (o, e, tol) in enumerate(zip(_outs(out), _outs(expected), tolerances)):
                     found = compare(o, e, 2 * tol.atol, 2 * tol.rtol, 2 * tol.spread)
                     if not found["passed"]:
                         wrong = dict(round=r, output=i, **found)
                         break
+                poison(expected, keep)
+                del expected
+            poison(out, keep)
+            del out
         set_of_round.append(k)
         r += 1
     return dict(samples_ms=samples, wall_ms=walls, set_of_round=set_of_round, rounds=r, rotating_sets=len(sets),
                 unavailable=unavailable, wrong=wrong, l2_bytes=int(l2))
+
+
+def _storages(sets: list) -> set[int]:
+    import torch
+
+    return {t.untyped_storage().data_ptr() for s in sets for t in s if isinstance(t, torch.Tensor)}
+
+
+def poison(value, keep: set[int]) -> None:
+    """Overwrite the outputs in ``value`` (NaN; integers and booleans inverted) before they are dropped, except
+    those that share storage with a tensor in ``keep`` (an input a module returns or writes)."""
+    import torch
+
+    for o in _outs(value):
+        if not isinstance(o, torch.Tensor) or o.untyped_storage().data_ptr() in keep or not o.numel():
+            continue
+        o = o.detach()
+        if o.is_floating_point() or o.is_complex():
+            o.fill_(float("nan"))
+        elif o.dtype == torch.bool:
+            o.logical_not_()
+        else:
+            o.bitwise_not_()
 
 
 def _one(fn, args, device: str):
