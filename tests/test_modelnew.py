@@ -207,6 +207,14 @@ def test_an_output_cached_across_calls_is_wrong_and_named_state_across_calls(jud
     assert "state kept across calls" in r.error
 
 
+def test_a_solution_that_answers_with_the_judges_own_reference_finds_none_and_is_wrong(judged):
+    # it walks up the frames from its own for a case whose arguments are its input: the references of a size are
+    # computed only after the solution's calls there, and dropped before a new instance is tried on a wrong one
+    r = judged("frame_reference")
+    assert r.status.value == "wrong", (r.status, r.error)
+    assert r.error.startswith("check[") and "state kept across calls" not in r.error
+
+
 def test_half_precision_for_a_float32_task_is_wrong_and_the_verdict_says_half_precision(judged):
     r = judged("half")
     assert r.status.value == "wrong"

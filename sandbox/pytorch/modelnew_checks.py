@@ -3,8 +3,9 @@
 At every check size, held-out size and the benchmark size, for every input distribution of the task, the
 solution's ``ModelNew`` (built as KernelBench builds it: the same seed as ``Model``, the task's init inputs;
 ``Model``'s parameters and buffers copied in where names and shapes agree) is compared with ``Model`` run in
-float64 on the same inputs, with the task's tolerance. On the way it watches for what this format is known to
-hide:
+float64 on the same inputs, with the task's tolerance. The references of a size are computed only once the
+solution's calls there are over, so that no correct output exists in the process while it runs. On the way it
+watches for what this format is known to hide:
 
 - inputs written: every input's bits before and after every call;
 - state across calls: one instance per size is called on every trial at that size in a shuffled order, half of
@@ -241,8 +242,6 @@ def precision_of(model, args: list, outs: list, ref: list, tolerances: list, dev
 def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: random.Random | None = None,
                 benchmark: dict | None = None, heldout: bool = True) -> Stage:
     """Run the stage; the first wrong output, written input or escaped work ends it."""
-    import torch
-
     rng = rng or random.SystemRandom()
     stage = Stage()
     tolerances = [task.output_tolerance(name) for name in rt.spec.outputs]
@@ -260,37 +259,68 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
         new, cases = trials
         order = list(range(len(cases))) * 2
         rng.shuffle(order)
-        shared = [a.clone() if isinstance(a, torch.Tensor) else a for a in cases[0]["args"]]
-        off: set[int] = set()   # drawn-parameter trials it was wrong on: not called again
-        for n, k in enumerate(order):
-            if k in off:
-                continue
-            case = cases[k]
-            args = case["args"]
-            if n % 2:   # the same tensors as other calls, new values: a cache keyed on the pointer answers wrong
-                for s, a in zip(shared, args):
-                    if isinstance(s, torch.Tensor):
-                        s.copy_(a)
-                args = shared
-            where = f"{label}#{k} ({_sizes(sizes)}; {case['dists']})"
-            try:
-                outs = call_watched(case.get("new", new), args, device, stage, where)
-            except Exception as exc:
-                if _fails_the_stage(exc, stage, label, where):
-                    return stage
-                break
-            if stage.inputs_written:
-                w = stage.inputs_written[0]
-                stage.failure = dict(status="rejected", verdict="inputs_written",
-                                     error=f"{w['label']}: input {w['input']} was written by forward "
-                                           f"({w['bytes_changed']} bytes changed)", detail="")
-                return stage
-            if stage.escaped:
-                stage.failure = dict(status="rejected", verdict="outside_timed_region",
-                                     error=f"{stage.escaped[0]['label']}: {stage.escaped[0]['note']}", detail="")
-                return stage
+        calls, refused = _calls(new, cases, order, device, stage, label, sizes)
+        if calls is None:
+            return stage
+        del new
+        if not _compared(task, rt, ns, sizes, seeds, device, stage, label, cases, calls, tolerances):
+            return stage   # a wrong output, even before a call it refused
+        if not refused:
+            stage.holds_at.append(label)
+    return stage
+
+
+def _calls(new, cases: list[dict], order: list[int], device: str, stage: Stage, label: str, sizes: dict):
+    """Every call of the size, in ``order``, before any reference exists: ([(call number, trial, where, outputs
+    kept)], whether a call was refused: the calls before it), or (None, True) where the stage ends (a written input,
+    escaped work, a sticky error). No correct output is held while the solution runs, so none can be read from the
+    judge."""
+    import torch
+
+    shared = [a.clone() if isinstance(a, torch.Tensor) else a for a in cases[0]["args"]]
+    limit = KEEP_ON_DEVICE_BYTES // max(1, len(order))
+    out = []
+    for n, k in enumerate(order):
+        case = cases[k]
+        args = case["args"]
+        if n % 2:   # the same tensors as other calls, new values: a cache keyed on the pointer answers wrong
+            for s, a in zip(shared, args):
+                if isinstance(s, torch.Tensor):
+                    s.copy_(a)
+            args = shared
+        where = f"{label}#{k} ({_sizes(sizes)}; {case['dists']})"
+        try:
+            outs = call_watched(case.get("new", new), args, device, stage, where)
+        except Exception as exc:
+            return (None, True) if _fails_the_stage(exc, stage, label, where) else (out, True)
+        if stage.inputs_written:
+            w = stage.inputs_written[0]
+            stage.failure = dict(status="rejected", verdict="inputs_written",
+                                 error=f"{w['label']}: input {w['input']} was written by forward "
+                                       f"({w['bytes_changed']} bytes changed)", detail="")
+            return None, True
+        if stage.escaped:
+            stage.failure = dict(status="rejected", verdict="outside_timed_region",
+                                 error=f"{stage.escaped[0]['label']}: {stage.escaped[0]['note']}", detail="")
+            return None, True
+        kept = [o.detach().clone() for o in outs]
+        if sum(o.numel() * o.element_size() for o in kept) > limit:
+            kept = [o.cpu() for o in kept]
+        out.append((n, k, where, kept))
+    return out, False
+
+
+def _compared(task, rt, ns, sizes, seeds, device, stage: Stage, label: str, cases: list[dict], calls: list,
+              tolerances: list) -> bool:
+    """Each trial's reference computed (once its calls are over) and compared with the outputs of its calls;
+    False where a wrong output ends the stage."""
+    for k, case in enumerate(cases):
+        if not any(c[1] == k for c in calls):
+            continue
+        case["ref"] = _kept(reference(case["model"], case["args"]))
+        for n, _, where, outs in (c for c in calls if c[1] == k):
             wrong = None
-            for i, (name, o, r, tol) in enumerate(zip(rt.spec.outputs, outs, case["ref"], tolerances)):
+            for name, o, r, tol in zip(rt.spec.outputs, outs, case["ref"], tolerances):
                 found = compare(o, r, tol.atol, tol.rtol, tol.spread)
                 stage.checks.append(dict(sizes=dict(sizes), label=f"{label}#{k}" + (" same tensors" if n % 2 else ""),
                                          output=name, distribution=case["dists"], **found))
@@ -305,10 +335,10 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
                 # module's own values, in the trials beside it, still fails the stage
                 name, found = wrong
                 stage.drawn_wrong.append(f"{where}: output {name!r}: {_mismatch(found)}")
-                off.add(k)
-                continue
+                break
             if wrong is not None:
                 name, found = wrong
+                r = None
                 stage.precision = precision_of(case["model"], case["args"], outs, case["ref"], tolerances, device) \
                     if len(outs) == len(case["ref"]) else ""
                 verdict = "precision" if stage.precision else "state_across_calls" if _fresh_is_right(
@@ -318,11 +348,9 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
                 stage.failure = dict(status="wrong", verdict=verdict,
                                      error=f"{where}: output {name!r} is wrong{why}: {_mismatch(found)}",
                                      detail=stage.precision)
-                return stage
-        else:
-            stage.holds_at.append(label)
-        del new
-    return stage
+                return False
+        case["ref"] = None
+    return True
 
 
 def _fails_the_stage(exc: Exception, stage, label: str, where: str) -> bool:
@@ -338,8 +366,9 @@ def _fails_the_stage(exc: Exception, stage, label: str, where: str) -> bool:
 
 def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str):
     """One ``Model`` and one ``ModelNew`` at ``sizes`` (from the first seed), and a case per seed: the forward
-    arguments ``get_inputs()`` draws from it (redrawn from the trial's distribution) and their float64 reference. A
-    trial that draws the module's parameters has a pair of its own, given them (``modelnew_params``)."""
+    arguments ``get_inputs()`` draws from it (redrawn from the trial's distribution); its float64 reference is
+    computed only once the solution's calls at the size are over (``_compared``). A trial that draws the module's
+    parameters has a pair of its own, given them (``modelnew_params``)."""
     import torch
 
     from .modelnew_params import give, trial_parameters, unmatched
@@ -362,13 +391,11 @@ def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str):
             given = stage.drawn.setdefault(label, [])
             given += [n for n in names if n not in given]
             cases.append(dict(model=own_model, new=own_new, drawn=drawn, args=args,
-                              ref=_kept(reference(own_model, args)),
                               dists=dists + "; " + ", ".join(f"{n}: drawn" for n in names)))
             continue
-        cases.append(dict(model=model, args=args, ref=_kept(reference(model, args)), dists=dists))
+        cases.append(dict(model=model, args=args, dists=dists))
     near = perturbed(cases[0]["args"], seeds[-1])
-    cases.append(dict(model=model, args=near, ref=_kept(reference(model, near)), dists=cases[0]["dists"] + " (one "
-                      "element changed)"))
+    cases.append(dict(model=model, args=near, dists=cases[0]["dists"] + " (one element changed)"))
     return new, cases
 
 
@@ -405,6 +432,7 @@ def _fresh_is_right(rt, ns, sizes, device, seed, case, tolerances) -> bool:
     from .modelnew_params import give
     from .problem import run_forward
 
+    case["ref"] = None   # no reference while the new instance runs; computed again after it
     try:
         model, fresh, _ = build_pair(rt, ns, sizes, device, seed)
         if case.get("drawn"):
@@ -414,6 +442,8 @@ def _fresh_is_right(rt, ns, sizes, device, seed, case, tolerances) -> bool:
         _sync(device)
     except Exception:
         return False
+    finally:
+        case["ref"] = _kept(reference(case["model"], case["args"]))
     return len(outs) == len(case["ref"]) and all(
         compare(o, r, t.atol, t.rtol, t.spread)["passed"] for o, r, t in zip(outs, case["ref"], tolerances))
 
