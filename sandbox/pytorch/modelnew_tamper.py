@@ -28,9 +28,10 @@ makes: ``gc.get_objects``, ``gc.get_referrers``, ``gc.get_referents``, ``sys._cu
 as a change. The judge and PyTorch make none of these calls.
 
 Not reached: native code writing the process's own memory (ctypes, a kernel registered over an ``aten`` operator
-from C++) and code reading or writing the judge's frames through a frame it can reach (``sys._getframe``, a
-traceback's ``tb_frame``, which PyTorch and the standard library use too), which no check inside one process can rule
-out; a time below the hardware's floor is flagged by ``sandbox.host.floor`` whatever produced it.
+from C++) and code changing what the judge keeps through a frame it can reach (``sys._getframe``, a traceback's
+``tb_frame``, which PyTorch and the standard library use too), which no check inside one process can rule out; it
+finds no answer to copy there (the checks and the timing hold none while the solution runs). A time below the
+hardware's floor is flagged by ``sandbox.host.floor`` whatever produced it.
 """
 
 from __future__ import annotations
