@@ -361,6 +361,18 @@ def test_a_solution_is_given_the_parameters_a_trial_draws_and_an_honest_one_is_r
     assert any("ln_weight: drawn" in c.distribution for c in r.checks)
 
 
+def test_a_one_pass_variance_is_wrong_where_the_values_centre_far_from_zero_and_an_honest_sequential_sum_is_not(
+        norm_judged):
+    # the import gives a normalization an input variant centred far from zero against its spread (64 to 1), where
+    # E[x^2] - E[x]^2 in float32 cancels; a wrong answer there is never put down to parameters drawn beside it
+    r = norm_judged("one_pass")
+    assert r.status.value == "wrong", (r.status, r.error)
+    assert "x: offset" in r.error and "drawn" not in r.error.split("):")[0]
+    honest = norm_judged("sequential")
+    assert honest.status.value == "ok", honest.error
+    assert any("x: offset" in c.distribution and c.passed for c in honest.checks)
+
+
 def test_a_solution_that_ignores_its_parameters_is_flagged_where_a_trial_draws_them(norm_judged):
     # right with the module's own values, as KernelBench checks it; wrong once they are drawn: a flag with the evidence
     # (a solution that folds its parameters into other state when it is built is wrong there too, and not a cheat)

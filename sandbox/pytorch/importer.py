@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..tasks import expr
 from ..tasks.dtypes import itemsize
-from .numerics import FLOOR, PARAMETERS, RTOL, VARIANTS, Numerics, measure
+from .numerics import FLOOR, OFFSET, OFFSETS, PARAMETERS, RTOL, VARIANTS, Numerics, measure
 from .problem import Problem, ProblemError
 from .shapes import Analysis, analyse
 from .sizes import SizePlan, Sizer, plan_sizes
@@ -186,13 +186,15 @@ class _Builder:
 
     def distributions(self, key: str) -> list:
         """An input's distributions: the problem's own values, then the variants the import kept for it (forward's
-        floating arguments: normal, wide, kinks; a parameter or buffer initialised to one value: drawn)."""
+        floating arguments: normal, wide, kinks, and for a normalization an offset far from zero; a parameter or
+        buffer initialised to one value: drawn)."""
         if key.startswith("param:"):
             drawn = self.n.drawn.get(key[6:])
             return ["module", drawn] if drawn and PARAMETERS in self.n.variants else ["module"]
         if self.a.base.dtypes[key] not in RTOL:
             return ["module"]
-        return ["module", *[v for v in self.n.variants if v != PARAMETERS]]
+        return ["module", *[dict(name=v, **OFFSETS[v]) if v in OFFSETS else v
+                            for v in self.n.variants if v != PARAMETERS]]
 
     def spread(self, key: str) -> float:
         """An output's ``Tolerance.spread``: its atol floor's share of the output's spread, at every size and input
@@ -217,7 +219,8 @@ class _Builder:
         forward_variants = [v for v in self.n.variants if v != PARAMETERS] if self.n else []
         if forward_variants:
             text += (f" Floating forward arguments are also drawn from the input variants {', '.join(forward_variants)} "
-                     "(same shapes and dtypes).")
+                     "(same shapes and dtypes" + (f"; offset: N({OFFSETS[OFFSET]['offset']:g}, 1), a centre far from zero "
+                                                  "against the spread" if OFFSET in forward_variants else "") + ").")
         drawn = [n for n, k in self.parameters.items() if k in self.n.drawn] if self.n and PARAMETERS in self.n.variants else []
         if drawn:
             text += (f" The parameters and buffers the module initialises to one value ({', '.join(drawn)}) are also "
@@ -313,7 +316,8 @@ def survey(source: str, path: str, name: str, category_: str | None = None, own_
             raise ProblemError(f"{path}: no size of it can be varied ({why}), and its benchmark size is too large to "
                                f"check on the CPU at import ({sizer.largest_tensor(plan.benchmark):,} elements in its "
                                "largest tensor)")
-    builder.n = measure(problem, a, plan.check if a.symbols else [plan.benchmark], () if own_inputs else VARIANTS)
+    variants = () if own_inputs else VARIANTS + ((OFFSET,) if builder.category == "normalization" else ())
+    builder.n = measure(problem, a, plan.check if a.symbols else [plan.benchmark], variants)
     summary = Summary(list(a.symbols), plan.benchmark, plan.check, plan.heldout, builder.n.reference_dtype,
                       {k: [*t, builder.spread(k)] for k, t in builder.n.tolerance.items()}, a.flops,
                       [f"{c} = {a.origin[c]} ({why})" for c, why in a.fixed.items()])

@@ -392,6 +392,10 @@ def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str):
             given += [n for n in names if n not in given]
             cases.append(dict(model=own_model, new=own_new, drawn=drawn, args=args,
                               dists=dists + "; " + ", ".join(f"{n}: drawn" for n in names)))
+            if any(not d.endswith(": module") for d in dists.split(", ") if d):
+                # the same arguments with the module's own parameters too: a wrong answer on an input variant is
+                # never put down to the parameters drawn beside it
+                cases.append(dict(model=model, args=args, dists=dists))
             continue
         cases.append(dict(model=model, args=args, dists=dists))
     near = perturbed(cases[0]["args"], seeds[-1])
