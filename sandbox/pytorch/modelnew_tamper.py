@@ -11,7 +11,8 @@ after the module ran, after the correctness stage and after the timing. The fing
 class and submodule of PyTorch's namespaces that a module's ``forward`` reaches (``torch``, ``torch.nn.functional``
 and the ``torch._C`` modules it calls, ``linalg``, ``fft``, ``special``, ``cuda``), of the judge's own modules (every
 ``sandbox`` module, the judge's imported first) and of the standard modules the judge computes and replies with
-(``builtins``, ``math``, ``json``, ``os``, ``statistics``, ``copy``, ``dataclasses``, ``time``, ``random``, NumPy);
+(``builtins``, ``math``, ``json``, ``os``, ``pathlib``, ``statistics``, ``copy``, ``dataclasses``, ``time``,
+``random``, NumPy, and the process's main module, which writes the reply);
 every attribute a class resolves through its bases for ``torch.Tensor``, ``torch.nn.Module``, every ``torch.nn``
 layer, the CUDA event and stream and the judge's own classes (so a method added to ``torch.Tensor`` that shadows one it
 inherits is a change); the code, defaults and keyword defaults of every Python function among them (so code swapped
@@ -27,7 +28,8 @@ makes: ``gc.get_objects``, ``gc.get_referrers``, ``gc.get_referents``, ``sys._cu
 ``sys.setprofile`` and any further audit hook. A refused call raises ``RuntimeError`` where it was made, and is named
 as a change. The judge and PyTorch make none of these calls.
 
-Not reached: native code writing the process's own memory (ctypes, a kernel registered over an ``aten`` operator
+Not reached: a thread the solution leaves running, which can act after the last check; native code writing the
+process's own memory (ctypes, a kernel registered over an ``aten`` operator
 from C++) and code changing what the judge keeps through a frame it can reach (``sys._getframe``, a traceback's
 ``tb_frame``, which PyTorch and the standard library use too), which no check inside one process can rule out; it
 finds no answer to copy there (the checks and the timing hold none while the solution runs). A time below the
@@ -43,17 +45,18 @@ import types
 
 MODULES = ("torch", "torch.nn.functional", "torch._C._nn", "torch._C._linalg", "torch._C._fft", "torch._C._special",
            "torch.linalg", "torch.fft", "torch.special", "torch.nn.init", "torch.cuda", "torch.autograd", "time", "random",
-           "builtins", "math", "json", "json.encoder", "json.decoder", "os", "statistics", "copy", "dataclasses", "numpy")
+           "builtins", "math", "json", "json.encoder", "json.decoder", "os", "statistics", "copy", "dataclasses", "numpy",
+           "pathlib", "__main__")
 JUDGE = ("sandbox.pytorch.modelnew_run", "sandbox.pytorch.modelnew_checks", "sandbox.pytorch.modelnew_timing",
          "sandbox.pytorch.modelnew_params", "sandbox.pytorch.modelnew_load", "sandbox.pytorch.problem",
-         "sandbox.pytorch.runtime", "sandbox.pytorch.wire", "sandbox.tasks.inputs", "sandbox.tasks.task",
-         "sandbox.worker.problem_child")
+         "sandbox.pytorch.runtime", "sandbox.pytorch.wire", "sandbox.tasks.inputs", "sandbox.tasks.task")
 REFUSED = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
            "sys.setprofile", "sys.addaudithook")
 _DESCRIPTORS = (property, staticmethod, classmethod, types.MemberDescriptorType, types.GetSetDescriptorType)
 
 
 def _classes() -> list[type]:
+    import pathlib
     import random
 
     import torch
@@ -63,7 +66,8 @@ def _classes() -> list[type]:
     judge = {cls for name, mod in list(sys.modules.items()) if name.startswith("sandbox.") and mod is not None
              for cls in list(vars(mod).values()) if inspect.isclass(cls) and cls.__module__ == name}
     out = [torch.Tensor, torch.nn.Module, torch.nn.Parameter, torch.autograd.Function, torch.cuda.Event,
-           torch.cuda.Stream, random.Random, random.SystemRandom, *sorted(layers, key=lambda c: c.__qualname__),
+           torch.cuda.Stream, random.Random, random.SystemRandom, pathlib.Path, type(pathlib.Path()),
+           *sorted(layers, key=lambda c: c.__qualname__),
            *sorted(judge, key=lambda c: f"{c.__module__}.{c.__qualname__}")]
     return list(dict.fromkeys(out))
 
