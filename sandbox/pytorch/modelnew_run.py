@@ -19,7 +19,7 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
     import torch
 
     from ..tasks.task import load_task
-    from .modelnew_checks import correctness
+    from .modelnew_checks import correctness, labelled
     from .modelnew_load import load_solution
     from .modelnew_tamper import Watch
     from .runtime import TorchRuntime
@@ -41,7 +41,9 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
                                        "of the benchmark size, and not at the held-out sizes: CPU timings, which say "
                                        "nothing of a GPU")
         rng = random.SystemRandom()
-        watch = Watch()
+        for _, sizes in labelled(task, options.get("benchmark")):   # every namespace the judgement uses, made now
+            rt.problem.namespace(rt.overrides(sizes))
+        watch = Watch(rt.problem)
         built = load_solution(source, key, extensions_dir, float(options.get("build_deadline_s", 600)))
         reply["split_s"]["build"] = built.seconds
         reply["builds"] = built.builds

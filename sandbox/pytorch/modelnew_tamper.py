@@ -7,7 +7,9 @@ that sleeps, or cuDNN turned off, makes every speedup larger; a ``torch.cuda.Eve
 the timing lie; the judge's own comparison replaced, or its code swapped, passes anything.
 
 ``Watch`` takes a fingerprint of what the judgement relies on before the solution's module runs, and compares it
-after the module ran, after the correctness stage and after the timing. The fingerprint holds every function,
+after the module ran, after the correctness stage and after the timing. The fingerprint holds the problem itself
+(its state, and every namespace of it the judgement will use, executed first: ``Model`` and what it resolves through
+its bases, ``get_inputs``, ``get_init_inputs``, their code), every function,
 class and submodule of PyTorch's namespaces that a module's ``forward`` reaches (``torch``, ``torch.nn.functional``
 and the ``torch._C`` modules it calls, ``linalg``, ``fft``, ``special``, ``cuda``), of the judge's own modules (every
 ``sandbox`` module, the judge's imported first) and of the standard modules the judge computes and replies with
@@ -50,6 +52,7 @@ MODULES = ("torch", "torch.nn.functional", "torch._C._nn", "torch._C._linalg", "
 JUDGE = ("sandbox.pytorch.modelnew_run", "sandbox.pytorch.modelnew_checks", "sandbox.pytorch.modelnew_timing",
          "sandbox.pytorch.modelnew_params", "sandbox.pytorch.modelnew_load", "sandbox.pytorch.problem",
          "sandbox.pytorch.runtime", "sandbox.pytorch.wire", "sandbox.tasks.inputs", "sandbox.tasks.task")
+PROBLEM_STATE = ("source", "path", "tree", "constants", "ties", "_cache")   # what defines the problem
 REFUSED = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
            "sys.setprofile", "sys.addaudithook")
 _DESCRIPTORS = (property, staticmethod, classmethod, types.MemberDescriptorType, types.GetSetDescriptorType)
@@ -126,6 +129,22 @@ def _aten_overrides() -> set[str]:
     return {i for i in getattr(torch.library, "_impls", set()) if str(i).startswith("aten/")}
 
 
+def _problem_parts(problem, objects: dict[str, object]) -> None:
+    for attr in PROBLEM_STATE:
+        objects[f"the problem's {attr}"] = getattr(problem, attr, None)
+    for key, ns in list(problem._cache.items()):
+        where = f"the problem at {dict(key) or 'its own sizes'}"
+        objects[f"{where}: its namespace"] = ns
+        for attr, value in list(ns.items()):
+            if callable(value) or isinstance(value, types.ModuleType):
+                objects[f"{where}: {attr}"] = value
+                _function_parts(f"{where}: {attr}", value, objects)
+            if inspect.isclass(value) and value.__module__ == ns.get("__name__"):
+                for name, part in _resolved(value).items():
+                    objects[f"{where}: {attr}.{name}"] = part
+                    _function_parts(f"{where}: {attr}.{name}", part, objects)
+
+
 def _modules() -> list[str]:
     for name in JUDGE:
         importlib.import_module(name)
@@ -133,10 +152,14 @@ def _modules() -> list[str]:
     return list(dict.fromkeys([*MODULES, *judge]))
 
 
-def fingerprint() -> tuple[dict[str, object], dict[str, object], set[str]]:
+def fingerprint(problem=None) -> tuple[dict[str, object], dict[str, object], set[str]]:
     """(objects by name, settings by name, aten overrides): the objects themselves are held, so that identity
-    compares them (an id could be reused once an object is freed)."""
+    compares them (an id could be reused once an object is freed). With ``problem`` (a ``sandbox.pytorch.problem.
+    Problem``), also its state and every namespace it has executed: their functions and classes (``Model``,
+    ``get_inputs``, ``get_init_inputs``, helpers) as for the modules."""
     objects: dict[str, object] = {}
+    if problem is not None:
+        _problem_parts(problem, objects)
     for name in _modules():
         module = sys.modules.get(name) or importlib.import_module(name)
         for attr, value in list(vars(module).items()):
@@ -157,14 +180,15 @@ class Watch:
     ``torch.compile`` (dynamo's wrapper of ``nn.Module.__init__``) is installed first, so that it is part of the
     fingerprint rather than a change."""
 
-    def __init__(self):
+    def __init__(self, problem=None):
         _compile_installed()
-        self.objects, self.settings, self.overrides = fingerprint()
+        self.problem = problem
+        self.objects, self.settings, self.overrides = fingerprint(problem)
         self.refused = _refuse()
         self.already = len(self.refused)
 
     def changes(self) -> list[str]:
-        objects, settings, overrides = fingerprint()
+        objects, settings, overrides = fingerprint(self.problem)
         differ = [name for name, value in self.objects.items() if objects.get(name) is not value]
         whole = set(differ)
         out = [f"{name} replaced" if name in objects else f"{name} removed" for name in differ
