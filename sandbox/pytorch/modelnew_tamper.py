@@ -15,7 +15,8 @@ and the ``torch._C`` modules it calls, ``linalg``, ``fft``, ``special``, ``cuda`
 ``sandbox`` module, the judge's imported first) and of the standard modules the judge computes and replies with
 (``builtins``, ``math``, ``json``, ``os``, ``pathlib``, ``statistics``, ``copy``, ``dataclasses``, ``time``,
 ``random``, NumPy, and the process's main module, which writes the reply);
-every attribute a class resolves through its bases for ``torch.Tensor``, ``torch.nn.Module``, every ``torch.nn``
+the constants of the judge's modules (a distribution's parameters, a tolerance rule, a dtype table, and what their
+dicts and lists hold); every attribute a class resolves through its bases for ``torch.Tensor``, ``torch.nn.Module``, every ``torch.nn``
 layer, the CUDA event and stream and the judge's own classes (so a method added to ``torch.Tensor`` that shadows one it
 inherits is a change); the code, defaults and keyword defaults of every Python function among them (so code swapped
 into a function that stays the same object is a change); the settings that would slow eager or change the
@@ -85,6 +86,18 @@ def _resolved(cls: type) -> dict[str, object]:
             if attr not in out and (callable(value) or isinstance(value, _DESCRIPTORS)):
                 out[attr] = value
     return out
+
+
+def _data_parts(name: str, value, objects: dict[str, object]) -> None:
+    """A judge module's constant (a tolerance rule, a distribution's parameters, a table of dtypes): the value, and
+    for a dict, list or set each item it holds, so that one changed in place is a change too."""
+    objects[name] = value
+    if isinstance(value, dict):
+        for key, item in list(value.items()):
+            objects[f"{name}[{key!r}]"] = item
+    elif isinstance(value, (list, set)):
+        for i, item in enumerate(list(value)):
+            objects[f"{name}[{i}]"] = item
 
 
 def _function_parts(name: str, value, objects: dict[str, object]) -> None:
@@ -166,6 +179,8 @@ def fingerprint(problem=None) -> tuple[dict[str, object], dict[str, object], set
             if callable(value) or isinstance(value, types.ModuleType):
                 objects[f"{name}.{attr}"] = value
                 _function_parts(f"{name}.{attr}", value, objects)
+            elif name.startswith("sandbox.") and name != __name__ and not attr.startswith("__"):
+                _data_parts(f"{name}.{attr}", value, objects)
     for cls in _classes():
         where = f"{cls.__module__}.{cls.__qualname__}"
         for attr, value in _resolved(cls).items():
