@@ -190,7 +190,8 @@ def test_a_solution_that_writes_its_input_is_rejected_naming_the_input(judged):
                                          ("shadow_method", "torch.Tensor.__sub__ replaced"),
                                          ("forge_timing", "it called gc.get_objects"),
                                          ("patch_problem", "Model.forward replaced"),
-                                         ("patch_constant", "sandbox.tasks.inputs.WIDE_SCALE replaced")])
+                                         ("patch_constant", "sandbox.tasks.inputs.WIDE_SCALE replaced"),
+                                         ("function_mode", "torch function modes in force set to 1")])
 def test_a_solution_that_changes_the_pytorch_it_is_judged_by_is_rejected_naming_what(judged, name, says):
     # the reference, eager and the clock run in the solution's process: replacing any of them is caught wherever the
     # solution does it (its module, its first call), and nothing it measured or matched stands

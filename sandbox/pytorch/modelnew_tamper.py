@@ -20,8 +20,10 @@ dicts and lists hold); every attribute a class resolves through its bases for ``
 layer, the CUDA event and stream and the judge's own classes (so a method added to ``torch.Tensor`` that shadows one it
 inherits is a change); the code, defaults and keyword defaults of every Python function among them (so code swapped
 into a function that stays the same object is a change); the settings that would slow eager or change the
-reference (reduced-precision reductions, cuDNN on, deterministic modes, the default dtype, the thread count) and the
-kernels registered over ``aten`` operators through ``torch.library``. Whatever was replaced, removed or set
+reference (reduced-precision reductions, cuDNN on, deterministic modes, the default dtype, the thread count, a torch
+function or dispatch mode left in force, which sees every call the reference makes); the signal handlers and interval
+timers (a handler runs Python between any two of the judge's steps) and the kernels registered over ``aten``
+operators through ``torch.library``. Whatever was replaced, removed or set
 differently is named, and the solution is ``rejected``. Names added that resolved to nothing before are not looked at
 (PyTorch loads submodules lazily).
 
@@ -31,7 +33,7 @@ makes: ``gc.get_objects``, ``gc.get_referrers``, ``gc.get_referents``, ``sys._cu
 ``sys.setprofile`` and any further audit hook. A refused call raises ``RuntimeError`` where it was made, and is named
 as a change. The judge and PyTorch make none of these calls.
 
-Not reached: a thread the solution leaves running, which can act after the last check; native code writing the
+Not reached: code of the solution that runs after the last check (a thread it leaves running, a finalizer); native code writing the
 process's own memory (ctypes, a kernel registered over an ``aten`` operator
 from C++) and code changing what the judge keeps through a frame it can reach (``sys._getframe``, a traceback's
 ``tb_frame``, which PyTorch and the standard library use too), which no check inside one process can rule out; it
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import signal
 import sys
 import types
 
@@ -133,7 +136,27 @@ def _settings() -> dict[str, object]:
         "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled(),
         "torch.get_default_dtype()": torch.get_default_dtype(),
         "torch.get_num_threads()": torch.get_num_threads(),
+        "torch function modes in force": torch._C._len_torch_function_stack(),
+        "torch dispatch modes in force": _dispatch_modes(),
+        "an interval timer armed": any(signal.getitimer(t) != (0.0, 0.0)
+                                       for t in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)),
+        **{f"the handler of {sig.name}": _handler(sig) for sig in signal.valid_signals()
+           if isinstance(sig, signal.Signals) and sig not in (signal.SIGKILL, signal.SIGSTOP)},
     }
+
+
+def _dispatch_modes() -> int:
+    try:
+        from torch.utils._python_dispatch import _len_torch_dispatch_stack
+    except ImportError:   # a PyTorch without it: counted as none
+        return 0
+    return _len_torch_dispatch_stack()
+
+
+def _handler(sig) -> str:
+    """A signal's handler, named (a Python handler by its identity: one set anew is a change)."""
+    h = signal.getsignal(sig)
+    return repr(h) if h is None or isinstance(h, int) else f"{getattr(h, '__qualname__', type(h).__name__)} at {id(h):#x}"
 
 
 def _aten_overrides() -> set[str]:
