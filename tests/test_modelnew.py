@@ -257,6 +257,16 @@ def test_a_failed_build_caught_by_the_solution_is_a_silent_fallback(judged):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
+def test_a_kernel_registered_over_an_aten_operator_from_an_extensions_cpp_is_tampering(judged):
+    # no Python object changes: the operator's dispatch table does
+    r = judged("cpp_override")
+    assert r.status.value == "rejected", (r.status, r.error)
+    v = _verdict(r, "tampering")
+    assert v.outcome == "fail" and "registered for aten::sigmoid on CPU (its dispatch table)" in v.line, v.line
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_a_build_that_fails_is_a_compile_error_with_the_compilers_log(judged):
     r = judged("compile_error")
     assert r.status.value == "compile_error"

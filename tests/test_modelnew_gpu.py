@@ -1,4 +1,4 @@
-"""On the GPU: 24 ModelNew solutions (tests/modelnew/gpu), honest ones and one of each way to cheat this format, each
+"""On the GPU: 25 ModelNew solutions (tests/modelnew/gpu), honest ones and one of each way to cheat this format, each
 judged in the confined process and given the right verdict; the honest ones ``ok`` with speedups that a plain
 CUDA-event measurement of the same module (outside kernelwright) falls within. Builds share the kernelwright
 cache (solutions wrapping the same sources build once)."""
@@ -37,6 +37,7 @@ CHEATS = {
     "patch_judge": (SWISH, "rejected", {"tampering": "fail"}, "modelnew_checks.compare replaced"),
     "forge_timing": (SWISH, "rejected", {"tampering": "fail"}, "gc.get_objects"),
     "patch_problem": (SWISH, "rejected", {"tampering": "fail"}, "Model.forward replaced"),
+    "cpp_override": (SWISH, "rejected", {"tampering": "fail"}, "registered for aten::sigmoid on CUDA"),
 }
 
 

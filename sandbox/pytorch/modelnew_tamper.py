@@ -22,8 +22,8 @@ inherits is a change); the code, defaults and keyword defaults of every Python f
 into a function that stays the same object is a change); the settings that would slow eager or change the
 reference (reduced-precision reductions, cuDNN on, deterministic modes, the default dtype, the thread count, a torch
 function or dispatch mode left in force, which sees every call the reference makes); the signal handlers and interval
-timers (a handler runs Python between any two of the judge's steps) and the kernels registered over ``aten``
-operators through ``torch.library``. Whatever was replaced, removed or set
+timers (a handler runs Python between any two of the judge's steps) and every ``aten`` operator's dispatch table (a
+kernel registered over one, through ``torch.library`` or from C++ in an extension it builds). Whatever was replaced, removed or set
 differently is named, and the solution is ``rejected``. Names added that resolved to nothing before are not looked at
 (PyTorch loads submodules lazily).
 
@@ -33,10 +33,10 @@ makes: ``gc.get_objects``, ``gc.get_referrers``, ``gc.get_referents``, ``sys._cu
 ``sys.setprofile`` and any further audit hook. A refused call raises ``RuntimeError`` where it was made, and is named
 as a change. The judge and PyTorch make none of these calls.
 
-Not reached: code of the solution that runs after the last check (a thread it leaves running, a finalizer); native code writing the
-process's own memory (ctypes, a kernel registered over an ``aten`` operator
-from C++) and code changing what the judge keeps through a frame it can reach (``sys._getframe``, a traceback's
-``tb_frame``, which PyTorch and the standard library use too), which no check inside one process can rule out; it
+Not reached: code of the solution that runs after the last check (a thread it leaves running, a finalizer); native code
+writing the process's own memory (ctypes, or its extension's own C++) and code changing what the judge keeps through a
+frame it can reach (``sys._getframe``, a traceback's ``tb_frame``, which PyTorch and the standard library use too),
+which no check inside one process can rule out; it
 finds no answer to copy there (the checks and the timing hold none while the solution runs). A time below the
 hardware's floor is flagged by ``sandbox.host.floor`` whatever produced it.
 """
@@ -159,6 +159,27 @@ def _handler(sig) -> str:
     return repr(h) if h is None or isinstance(h, int) else f"{getattr(h, '__qualname__', type(h).__name__)} at {id(h):#x}"
 
 
+def _dispatch_tables() -> dict[str, str]:
+    """Every ``aten`` operator's dispatch table (which kernel serves each dispatch key, and where it was registered):
+    a kernel registered over one, from Python or from C++ (an extension's ``TORCH_LIBRARY_IMPL(aten, ...)``), changes
+    its table."""
+    import torch
+
+    return {name: torch._C._dispatch_dump_table(name) for name in torch._C._dispatch_get_all_op_names()
+            if name.startswith("aten::")}
+
+
+def _table_changes(before: dict[str, str], now: dict[str, str], named: set[str]) -> list[str]:
+    out = []
+    for op, table in before.items():
+        if op in named or now.get(op, table) == table:
+            continue
+        old = set(table.splitlines())
+        keys = [line.split(":", 1)[0] for line in now[op].splitlines() if line not in old]
+        out.append(f"a kernel of its own registered for {op} on {', '.join(keys) or 'a key'} (its dispatch table)")
+    return out
+
+
 def _aten_overrides() -> set[str]:
     import torch.library
 
@@ -222,6 +243,7 @@ class Watch:
         _compile_installed()
         self.problem = problem
         self.objects, self.settings, self.overrides = fingerprint(problem)
+        self.tables = _dispatch_tables()
         self.refused = _refuse()
         self.already = len(self.refused)
 
@@ -233,8 +255,9 @@ class Watch:
                if name.rpartition(".")[0] not in whole]   # a function replaced: not its code again
         out += [f"{name} set to {settings[name]!r} (was {value!r})" for name, value in self.settings.items()
                 if settings[name] != value]
-        out += [f"a kernel of its own registered for {o.replace('/', '::', 1).replace('/', ' on ')}"
-                for o in sorted(overrides - self.overrides)]
+        added = sorted(overrides - self.overrides)
+        out += [f"a kernel of its own registered for {o.replace('/', '::', 1).replace('/', ' on ')}" for o in added]
+        out += _table_changes(self.tables, _dispatch_tables(), {"aten::" + o.split("/")[1] for o in added})
         out += [f"it called {event}, which the judging process refuses" for event in dict.fromkeys(self.refused[self.already:])]
         return out
 
