@@ -20,8 +20,8 @@ dicts and lists hold); every attribute a class resolves through its bases for ``
 layer, the CUDA event and stream and the judge's own classes (so a method added to ``torch.Tensor`` that shadows one it
 inherits is a change); the code, defaults and keyword defaults of every Python function among them (so code swapped
 into a function that stays the same object is a change); the settings that would slow eager or change the
-reference (reduced-precision reductions, cuDNN on, deterministic modes, the default dtype, the thread count, a torch
-function or dispatch mode left in force, which sees every call the reference makes); the signal handlers and interval
+reference (reduced-precision reductions, cuDNN on, deterministic modes, the default dtype, the thread count, the current CUDA stream and
+its sync debug mode, a torch function or dispatch mode left in force, which sees every call the reference makes); the signal handlers and interval
 timers (a handler runs Python between any two of the judge's steps) and every ``aten`` operator's dispatch table (a
 kernel registered over one, through ``torch.library`` or from C++ in an extension it builds). Whatever was replaced, removed or set
 differently is named, and the solution is ``rejected``. Names added that resolved to nothing before are not looked at
@@ -137,12 +137,24 @@ def _settings() -> dict[str, object]:
         "torch.get_default_dtype()": torch.get_default_dtype(),
         "torch.get_num_threads()": torch.get_num_threads(),
         "torch function modes in force": torch._C._len_torch_function_stack(),
+        **_cuda_state(),
         "torch dispatch modes in force": _dispatch_modes(),
         "an interval timer armed": any(signal.getitimer(t) != (0.0, 0.0)
                                        for t in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)),
         **{f"the handler of {sig.name}": _handler(sig) for sig in signal.valid_signals()
            if isinstance(sig, signal.Signals) and sig not in (signal.SIGKILL, signal.SIGSTOP)},
     }
+
+
+def _cuda_state() -> dict[str, str]:
+    """The stream eager and the timer run on, and whether a synchronisation warns or raises; nothing before PyTorch
+    has started CUDA in this process (it starts it lazily)."""
+    import torch
+
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return {}
+    return {"the current CUDA stream": repr(torch.cuda.current_stream()),
+            "torch.cuda.get_sync_debug_mode()": str(torch.cuda.get_sync_debug_mode())}
 
 
 def _dispatch_modes() -> int:
@@ -253,8 +265,8 @@ class Watch:
         whole = set(differ)
         out = [f"{name} replaced" if name in objects else f"{name} removed" for name in differ
                if name.rpartition(".")[0] not in whole]   # a function replaced: not its code again
-        out += [f"{name} set to {settings[name]!r} (was {value!r})" for name, value in self.settings.items()
-                if settings[name] != value]
+        out += [f"{name} set to {settings.get(name)!r} (was {value!r})" for name, value in self.settings.items()
+                if settings.get(name) != value]
         added = sorted(overrides - self.overrides)
         out += [f"a kernel of its own registered for {o.replace('/', '::', 1).replace('/', ' on ')}" for o in added]
         out += _table_changes(self.tables, _dispatch_tables(), {"aten::" + o.split("/")[1] for o in added})
