@@ -6,26 +6,26 @@ and the judge's own code, as KernelBench runs it, and Python there can replace a
 that sleeps, or cuDNN turned off, makes every speedup larger; a ``torch.cuda.Event.elapsed_time`` that divides makes
 the timing lie; the judge's own comparison replaced, or its code swapped, passes anything.
 
-``Watch`` takes a fingerprint of what the judgement relies on before the solution's module runs, and compares it
-after the module ran, after the correctness stage and after the timing. The fingerprint holds the problem itself
-(its state, and every namespace of it the judgement will use, executed first: ``Model`` and what it resolves through
-its bases, ``get_inputs``, ``get_init_inputs``, their code), every function,
-class and submodule of PyTorch's namespaces that a module's ``forward`` reaches (``torch``, ``torch.nn.functional``
-and the ``torch._C`` modules it calls, ``linalg``, ``fft``, ``special``, ``cuda``), of the judge's own modules (every
-``sandbox`` module, the judge's imported first) and of the standard modules the judge computes and replies with
-(``builtins``, ``math``, ``json``, ``os``, ``pathlib``, ``statistics``, ``copy``, ``dataclasses``, ``time``,
-``random``, NumPy, and the process's main module, which writes the reply);
-the constants of the judge's modules (a distribution's parameters, a tolerance rule, a dtype table, and what their
-dicts and lists hold); every attribute a class resolves through its bases for ``torch.Tensor``, ``torch.nn.Module``, every ``torch.nn``
-layer, the CUDA event and stream and the judge's own classes (so a method added to ``torch.Tensor`` that shadows one it
-inherits is a change); the code, defaults and keyword defaults of every Python function among them (so code swapped
-into a function that stays the same object is a change); the settings that would slow eager or change the
-reference (reduced-precision reductions, cuDNN on, deterministic modes, the default dtype, the thread count, the current CUDA stream and
-its sync debug mode, a torch function or dispatch mode left in force, which sees every call the reference makes); the signal handlers and interval
-timers (a handler runs Python between any two of the judge's steps) and every ``aten`` operator's dispatch table (a
-kernel registered over one, through ``torch.library`` or from C++ in an extension it builds). Whatever was replaced, removed or set
-differently is named, and the solution is ``rejected``. Names added that resolved to nothing before are not looked at
-(PyTorch loads submodules lazily).
+``Watch`` takes a fingerprint of what the judgement relies on before the solution's module runs, and compares it after
+the module ran, after the correctness stage and after the timing. The fingerprint holds the problem itself (its state,
+and every namespace of it the judgement will use, executed first: ``Model`` and what it resolves through its bases,
+``get_inputs``, ``get_init_inputs``, their code), every function, class and submodule of PyTorch's namespaces that a
+module's ``forward`` reaches (``torch``, ``torch.nn.functional`` and the ``torch._C`` modules it calls, ``linalg``,
+``fft``, ``special``, ``cuda``), of the judge's own modules (every ``sandbox`` module, the judge's imported first) and
+of the standard modules the judge computes and replies with (``builtins``, ``math``, ``json``, ``os``, ``pathlib``,
+``statistics``, ``copy``, ``dataclasses``, ``time``, ``random``, NumPy, and the process's main module, which writes
+the reply); the constants of the judge's modules (a distribution's parameters, a tolerance rule, a dtype table, and
+what their dicts and lists hold); every attribute a class resolves through its bases for ``torch.Tensor``,
+``torch.nn.Module``, every ``torch.nn`` layer, the CUDA event and stream and the judge's own classes (so a method
+added to ``torch.Tensor`` that shadows one it inherits is a change); the code, defaults and keyword defaults of every
+Python function among them (so code swapped into a function that stays the same object is a change); the settings that
+would slow eager or change the reference (reduced-precision reductions, cuDNN on, deterministic modes, the default
+dtype, the thread count, the current CUDA stream and its sync debug mode, a torch function or dispatch mode left in
+force, which sees every call the reference makes); the signal handlers and interval timers (a handler runs Python
+between any two of the judge's steps) and every ``aten`` operator's dispatch table (a kernel registered over one,
+through ``torch.library`` or from C++ in an extension it builds). Whatever was replaced, removed or set differently is
+named, and the solution is ``rejected``. Names added that resolved to nothing before are not looked at (PyTorch loads
+submodules lazily).
 
 From the moment the watch is made, an audit hook (``sys.addaudithook``, which no Python code can remove) refuses in
 this process the calls that read its heap or other threads' frames or that would run code on every call the judge
@@ -50,9 +50,9 @@ import sys
 import types
 
 MODULES = ("torch", "torch.nn.functional", "torch._C._nn", "torch._C._linalg", "torch._C._fft", "torch._C._special",
-           "torch.linalg", "torch.fft", "torch.special", "torch.nn.init", "torch.cuda", "torch.autograd", "time", "random",
-           "builtins", "math", "json", "json.encoder", "json.decoder", "os", "statistics", "copy", "dataclasses", "numpy",
-           "pathlib", "__main__")
+           "torch.linalg", "torch.fft", "torch.special", "torch.nn.init", "torch.cuda", "torch.autograd", "time",
+           "random", "builtins", "math", "json", "json.encoder", "json.decoder", "os", "statistics", "copy",
+           "dataclasses", "numpy", "pathlib", "__main__")
 JUDGE = ("sandbox.pytorch.modelnew_run", "sandbox.pytorch.modelnew_checks", "sandbox.pytorch.modelnew_timing",
          "sandbox.pytorch.modelnew_params", "sandbox.pytorch.modelnew_load", "sandbox.pytorch.problem",
          "sandbox.pytorch.runtime", "sandbox.pytorch.wire", "sandbox.tasks.inputs", "sandbox.tasks.task")
@@ -168,7 +168,9 @@ def _dispatch_modes() -> int:
 def _handler(sig) -> str:
     """A signal's handler, named (a Python handler by its identity: one set anew is a change)."""
     h = signal.getsignal(sig)
-    return repr(h) if h is None or isinstance(h, int) else f"{getattr(h, '__qualname__', type(h).__name__)} at {id(h):#x}"
+    if h is None or isinstance(h, int):
+        return repr(h)
+    return f"{getattr(h, '__qualname__', type(h).__name__)} at {id(h):#x}"
 
 
 def _dispatch_tables() -> dict[str, str]:
@@ -270,7 +272,8 @@ class Watch:
         added = sorted(overrides - self.overrides)
         out += [f"a kernel of its own registered for {o.replace('/', '::', 1).replace('/', ' on ')}" for o in added]
         out += _table_changes(self.tables, _dispatch_tables(), {"aten::" + o.split("/")[1] for o in added})
-        out += [f"it called {event}, which the judging process refuses" for event in dict.fromkeys(self.refused[self.already:])]
+        out += [f"it called {event}, which the judging process refuses"
+                for event in dict.fromkeys(self.refused[self.already:])]
         return out
 
 
