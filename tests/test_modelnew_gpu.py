@@ -1,5 +1,5 @@
-"""On the GPU: 25 ModelNew solutions (tests/modelnew/gpu), honest ones and one of each way to cheat this format, each
-judged in the confined process and given the right verdict; the honest ones ``ok`` with speedups that a plain
+"""On the GPU: 25 ModelNew solutions (tests/modelnew/gpu, and three that hold on any device from tests/modelnew/cpu),
+honest ones and one of each way to cheat this format, each judged in the confined process and given the right verdict; the honest ones ``ok`` with speedups that a plain
 CUDA-event measurement of the same module (outside kernelwright) falls within. Builds share the kernelwright
 cache (solutions wrapping the same sources build once)."""
 
@@ -12,6 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "tests" / "modelnew" / "gpu"
+# cheats whose text holds on any device: judged here from the CPU suite's own files
+SHARED = {"patch_judge", "forge_timing", "patch_problem"}
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(1800)]
 
 SWISH, MEAN, MATMUL, GEMM = "1_swish_clamp", "2_mean_over_dim", "3_matmul", "5_gemm_bias_gelu_scale"
@@ -56,15 +58,20 @@ def judge(kernelbench_task):
         if name not in done:
             task = load_task(kernelbench_task(problem))
             opts = JudgeOptions(device="cuda", rounds=40, budget_s=5.0, **options)
-            done[name] = (task, judge_modelnew(task, load_modelnew(SOLUTIONS / f"{name}.py"), opts))
+            done[name] = (task, judge_modelnew(task, load_modelnew(_path(name)), opts))
         return done[name]
     with confined.Session():
         yield run
 
 
+def _path(name: str) -> Path:
+    return (ROOT / "tests" / "modelnew" / "cpu" if name in SHARED else SOLUTIONS) / f"{name}.py"
+
+
 def test_there_are_twenty_solutions():
     assert len(HONEST) + len(CHEATS) >= 20
-    assert {p.stem for p in SOLUTIONS.glob("*.py")} == set(HONEST) | set(CHEATS)
+    assert {p.stem for p in SOLUTIONS.glob("*.py")} | SHARED == set(HONEST) | set(CHEATS)
+    assert all(_path(name).is_file() for name in SHARED)
 
 
 @pytest.mark.parametrize("name", sorted(HONEST))
