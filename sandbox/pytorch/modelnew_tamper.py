@@ -103,6 +103,17 @@ def _data_parts(name: str, value, objects: dict[str, object]) -> None:
             objects[f"{name}[{i}]"] = item
 
 
+def _hold(name: str, value, objects: dict[str, object]) -> None:
+    """``value`` under ``name``, and where it is a Python function its code and defaults beside it."""
+    objects[name] = value
+    _function_parts(name, value, objects)
+
+
+def _class_parts(where: str, cls: type, objects: dict[str, object]) -> None:
+    for attr, value in _resolved(cls).items():
+        _hold(f"{where}.{attr}", value, objects)
+
+
 def _function_parts(name: str, value, objects: dict[str, object]) -> None:
     """A Python function's code, defaults and keyword defaults, each held beside it."""
     for wrapper in (staticmethod, classmethod):
@@ -183,21 +194,15 @@ def _dispatch_tables() -> dict[str, str]:
             if name.startswith("aten::")}
 
 
-def _table_changes(before: dict[str, str], now: dict[str, str], named: set[str]) -> list[str]:
+def _table_changes(before: dict[str, str], now: dict[str, str]) -> list[str]:
     out = []
     for op, table in before.items():
-        if op in named or now.get(op, table) == table:
+        if now.get(op, table) == table:
             continue
         old = set(table.splitlines())
         keys = [line.split(":", 1)[0] for line in now[op].splitlines() if line not in old]
         out.append(f"a kernel of its own registered for {op} on {', '.join(keys) or 'a key'} (its dispatch table)")
     return out
-
-
-def _aten_overrides() -> set[str]:
-    import torch.library
-
-    return {i for i in getattr(torch.library, "_impls", set()) if str(i).startswith("aten/")}
 
 
 def _problem_parts(problem, objects: dict[str, object]) -> None:
@@ -208,12 +213,9 @@ def _problem_parts(problem, objects: dict[str, object]) -> None:
         objects[f"{where}: its namespace"] = ns
         for attr, value in list(ns.items()):
             if callable(value) or isinstance(value, types.ModuleType):
-                objects[f"{where}: {attr}"] = value
-                _function_parts(f"{where}: {attr}", value, objects)
+                _hold(f"{where}: {attr}", value, objects)
             if inspect.isclass(value) and value.__module__ == ns.get("__name__"):
-                for name, part in _resolved(value).items():
-                    objects[f"{where}: {attr}.{name}"] = part
-                    _function_parts(f"{where}: {attr}.{name}", part, objects)
+                _class_parts(f"{where}: {attr}", value, objects)
 
 
 def _modules() -> list[str]:
@@ -223,8 +225,8 @@ def _modules() -> list[str]:
     return list(dict.fromkeys([*MODULES, *judge]))
 
 
-def fingerprint(problem=None) -> tuple[dict[str, object], dict[str, object], set[str]]:
-    """(objects by name, settings by name, aten overrides): the objects themselves are held, so that identity
+def fingerprint(problem=None) -> tuple[dict[str, object], dict[str, object], dict[str, str]]:
+    """(objects by name, settings by name, the ``aten`` operators' dispatch tables): the objects themselves are held, so that identity
     compares them (an id could be reused once an object is freed). With ``problem`` (a ``sandbox.pytorch.problem.
     Problem``), also its state and every namespace it has executed: their functions and classes (``Model``,
     ``get_inputs``, ``get_init_inputs``, helpers) as for the modules."""
@@ -235,16 +237,12 @@ def fingerprint(problem=None) -> tuple[dict[str, object], dict[str, object], set
         module = sys.modules.get(name) or importlib.import_module(name)
         for attr, value in list(vars(module).items()):
             if callable(value) or isinstance(value, types.ModuleType):
-                objects[f"{name}.{attr}"] = value
-                _function_parts(f"{name}.{attr}", value, objects)
+                _hold(f"{name}.{attr}", value, objects)
             elif name.startswith("sandbox.") and name != __name__ and not attr.startswith("__"):
                 _data_parts(f"{name}.{attr}", value, objects)
     for cls in _classes():
-        where = f"{cls.__module__}.{cls.__qualname__}"
-        for attr, value in _resolved(cls).items():
-            objects[f"{where}.{attr}"] = value
-            _function_parts(f"{where}.{attr}", value, objects)
-    return objects, _settings(), _aten_overrides()
+        _class_parts(f"{cls.__module__}.{cls.__qualname__}", cls, objects)
+    return objects, _settings(), _dispatch_tables()
 
 
 class Watch:
@@ -256,22 +254,19 @@ class Watch:
     def __init__(self, problem=None):
         _compile_installed()
         self.problem = problem
-        self.objects, self.settings, self.overrides = fingerprint(problem)
-        self.tables = _dispatch_tables()
+        self.objects, self.settings, self.tables = fingerprint(problem)
         self.refused = _refuse()
         self.already = len(self.refused)
 
     def changes(self) -> list[str]:
-        objects, settings, overrides = fingerprint(self.problem)
+        objects, settings, tables = fingerprint(self.problem)
         differ = [name for name, value in self.objects.items() if objects.get(name) is not value]
         whole = set(differ)
         out = [f"{name} replaced" if name in objects else f"{name} removed" for name in differ
                if name.rpartition(".")[0] not in whole]   # a function replaced: not its code again
         out += [f"{name} set to {settings.get(name)!r} (was {value!r})" for name, value in self.settings.items()
                 if settings.get(name) != value]
-        added = sorted(overrides - self.overrides)
-        out += [f"a kernel of its own registered for {o.replace('/', '::', 1).replace('/', ' on ')}" for o in added]
-        out += _table_changes(self.tables, _dispatch_tables(), {"aten::" + o.split("/")[1] for o in added})
+        out += _table_changes(self.tables, tables)
         out += [f"it called {event}, which the judging process refuses"
                 for event in dict.fromkeys(self.refused[self.already:])]
         return out
