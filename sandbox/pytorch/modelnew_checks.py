@@ -315,17 +315,17 @@ def _compared(task, rt, ns, sizes, seeds, device, stage: Stage, label: str, case
     """Each trial's reference computed (once its calls are over) and compared with the outputs of its calls;
     False where a wrong output ends the stage."""
     for k, case in enumerate(cases):
-        if not any(c[1] == k for c in calls):
+        mine = [c for c in calls if c[1] == k]
+        if not mine:
             continue
         case["ref"] = _kept(reference(case["model"], case["args"]))
-        for n, _, where, outs in (c for c in calls if c[1] == k):
-            wrong = None
-            for name, o, r, tol in zip(rt.spec.outputs, outs, case["ref"], tolerances):
-                found = compare(o, r, tol.atol, tol.rtol, tol.spread)
+        for n, _, where, outs in mine:
+            results = [(name, compare(o, r, tol.atol, tol.rtol, tol.spread))
+                       for name, o, r, tol in zip(rt.spec.outputs, outs, case["ref"], tolerances)]
+            for name, found in results:
                 stage.checks.append(dict(sizes=dict(sizes), label=f"{label}#{k}" + (" same tensors" if n % 2 else ""),
                                          output=name, distribution=case["dists"], **found))
-                if not found["passed"] and wrong is None:
-                    wrong = (name, found)
+            wrong = next(((name, found) for name, found in results if not found["passed"]), None)
             if len(outs) != len(rt.spec.outputs):
                 wrong = ("(outputs)", dict(note=f"forward returned {len(outs)} outputs, the task has "
                                                 f"{len(rt.spec.outputs)}", first_mismatch=None))
@@ -338,7 +338,6 @@ def _compared(task, rt, ns, sizes, seeds, device, stage: Stage, label: str, case
                 break
             if wrong is not None:
                 name, found = wrong
-                r = None
                 stage.precision = precision_of(case["model"], case["args"], outs, case["ref"], tolerances, device) \
                     if len(outs) == len(case["ref"]) else ""
                 verdict = "precision" if stage.precision else "state_across_calls" if _fresh_is_right(
@@ -379,8 +378,8 @@ def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str):
     for k, seed in enumerate(seeds):
         with torch.device(device):
             torch.manual_seed(seed)
-            args = list(problem_ns["get_inputs"]())
-        args, dists = trial_args(task, rt, args, sizes, k, seed, device)
+            module_args = list(problem_ns["get_inputs"]())
+        args, dists = trial_args(task, rt, module_args, sizes, k, seed, device)
         drawn = trial_parameters(task, rt, sizes, k, seed)
         missing = unmatched(model, new, drawn) if drawn else []
         stage.undrawn += [n for n in missing if n not in stage.undrawn]
@@ -392,7 +391,7 @@ def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str):
             given += [n for n in names if n not in given]
             cases.append(dict(model=own_model, new=own_new, drawn=drawn, args=args,
                               dists=dists + "; " + ", ".join(f"{n}: drawn" for n in names)))
-            if any(not d.endswith(": module") for d in dists.split(", ") if d):
+            if any(a is not b for a, b in zip(args, module_args)):
                 # the same arguments with the module's own parameters too: a wrong answer on an input variant is
                 # never put down to the parameters drawn beside it
                 cases.append(dict(model=model, args=args, dists=dists))
