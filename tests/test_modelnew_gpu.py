@@ -1,7 +1,7 @@
 """On the GPU: 25 ModelNew solutions (tests/modelnew/gpu, and three that hold on any device from tests/modelnew/cpu),
-honest ones and one of each way to cheat this format, each judged in the confined process and given the right verdict; the honest ones ``ok`` with speedups that a plain
-CUDA-event measurement of the same module (outside kernelwright) falls within. Builds share the kernelwright
-cache (solutions wrapping the same sources build once)."""
+honest ones and one of each way to cheat this format, each judged in the confined process and given the right
+verdict; the honest ones ``ok`` with speedups that a plain CUDA-event measurement of the same module (outside
+kernelwright) falls within. Builds share the kernelwright cache (solutions wrapping the same sources build once)."""
 
 from __future__ import annotations
 
