@@ -275,6 +275,7 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
     except KeyboardInterrupt:
         _say_resumable(resume or run_id, traces, before_loop=True)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
+    ref = str(run.path) if resume else run.id
     try:   # the run is written by now: a Ctrl-C while it is shown names it too
         if opts.as_json:
             print(json.dumps({**run.summary.to_json(), "screened": [r.to_json() for r in run.screened()],
@@ -283,11 +284,11 @@ def optimize(task: Annotated[Optional[str], typer.Argument(help="Suite task name
         else:
             print_summary(run)
     except KeyboardInterrupt:
-        _say_resumable(str(run.path) if resume else run.id, traces)
+        _say_resumable(ref, traces)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     code = _exit_code(run)
     if code == ExitCode.INTERRUPTED:
-        _say_resumable(str(run.path) if resume else run.id, traces)
+        _say_resumable(ref, traces)
     raise typer.Exit(code)
 
 
