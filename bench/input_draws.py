@@ -33,9 +33,10 @@ TIMED = ("normal", "uniform", "wide")   # the kinds a timed round draws
 
 
 def module_at(rev: str):
-    """``sandbox/tasks/inputs.py`` at git revision ``rev``, imported as a module of its own."""
+    """``sandbox/tasks/inputs.py`` at git revision ``rev`` (or the file at that path, for a checkout without its
+    history), imported as a module of its own."""
     try:
-        text = subprocess.run(["git", "show", f"{rev}:sandbox/tasks/inputs.py"], cwd=ROOT, check=True,
+        text = Path(rev).read_text() if Path(rev).is_file() else subprocess.run(["git", "show", f"{rev}:sandbox/tasks/inputs.py"], cwd=ROOT, check=True,
                               capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
         raise ValueError(f"cannot read sandbox/tasks/inputs.py at {rev!r}: "
@@ -63,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=32768, help="rows of the input (softmax's benchmark: 32768)")
     ap.add_argument("--cols", type=int, default=8192, help="columns of the input (softmax's benchmark: 8192)")
-    ap.add_argument("--against", metavar="REV", help="also time the draws of this git revision's code")
+    ap.add_argument("--against", metavar="REV", help="also time the draws of this git revision's code (or of an "
+                    "inputs.py file at this path)")
     ap.add_argument("--reps", type=int, default=10, help="repetitions of each draw")
     args = ap.parse_args(argv)
     if args.rows < 1 or args.cols < 1 or args.reps < 1:
