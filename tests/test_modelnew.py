@@ -191,7 +191,16 @@ def test_a_solution_that_writes_its_input_is_rejected_naming_the_input(judged):
                                          ("forge_timing", "it called gc.get_objects"),
                                          ("patch_problem", "Model.forward replaced"),
                                          ("patch_constant", "sandbox.tasks.inputs.WIDE_SCALE replaced"),
-                                         ("function_mode", "torch function modes in force set to 1")])
+                                         ("function_mode", "torch function modes in force set to 1"),
+                                         ("blind_watch", "sandbox.pytorch.modelnew_tamper.Watch.changes replaced"),
+                                         ("frame_reference", "sys._getframe (a frame, from solution_"),
+                                         ("frame_tolerance", "sys._getframe (a frame, from solution_"),
+                                         ("frame_timing", "sys._getframe (a frame, from solution_"),
+                                         ("frame_traceback", "object.__getattr__ (a frame, from solution_"),
+                                         ("frame_library", "sys._getframe (a frame, from solution_"),
+                                         ("forged_code", "compile of code named"),
+                                         ("subclass_output", "not a plain torch.Tensor"),
+                                         ("own_method", "carries attributes of its own (detach)")])
 def test_a_solution_that_changes_the_pytorch_it_is_judged_by_is_rejected_naming_what(judged, name, says):
     # the reference, eager and the clock run in the solution's process: replacing any of them is caught wherever the
     # solution does it (its module, its first call), and nothing it measured or matched stands
@@ -210,12 +219,12 @@ def test_an_output_cached_across_calls_is_wrong_and_named_state_across_calls(jud
     assert "state kept across calls" in r.error
 
 
-def test_a_solution_that_answers_with_the_judges_own_reference_finds_none_and_is_wrong(judged):
-    # it walks up the frames from its own for a case whose arguments are its input: the references of a size are
-    # computed only after the solution's calls there, and dropped before a new instance is tried on a wrong one
-    r = judged("frame_reference")
-    assert r.status.value == "wrong", (r.status, r.error)
-    assert r.error.startswith("check[") and "state kept across calls" not in r.error
+def test_code_that_reads_frames_only_inside_the_library_stays_ok(judged):
+    # a namedtuple, a dataclass, typing, an enum, a logged warning and a formatted traceback all read frames inside
+    # the standard library, on their own behalf: none is refused, and the solution is judged as any other
+    r = judged("library_frames")
+    assert r.status.value == "ok", (r.status, r.error)
+    assert _verdict(r, "tampering").outcome == "pass"
 
 
 def test_half_precision_for_a_float32_task_is_wrong_and_the_verdict_says_half_precision(judged):

@@ -16,7 +16,11 @@ watches for what this format is known to hide:
   stream) and compared with itself after a device-wide synchronisation;
 - precision: a wrong output is compared again with ``Model`` on inputs and parameters rounded to TF32 (to nearest
   and truncated) and run in half precision, and the verdict says which it matches;
-- sizes: a size where the solution raises (an assertion, a shape error) is recorded as refused, not wrong.
+- sizes: a size where the solution raises (an assertion, a shape error) is recorded as refused, not wrong;
+- plain outputs: ``forward`` must return plain tensors (``torch.Tensor`` itself, or a ``Parameter``, with no
+  attributes of their own) in a plain tuple or list. A tensor subclass's ``__torch_function__``, or a method set on
+  the tensor itself (``out.detach = ...``), would run inside the judge's comparisons with the reference beside it
+  and could answer "no difference"; such an output is ``rejected`` (``NotPlain``) before anything reads it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,39 @@ from ..tasks.inputs import distribution_count, generate, input_seed, input_specs
 
 
 KEEP_ON_DEVICE_BYTES = 1 << 30   # a size's references above this are kept in host memory
+
+
+class NotPlain(Exception):
+    """``forward`` returned something other than plain tensors in a plain tuple or list (``plain_outputs``)."""
+
+
+def plain_outputs(value) -> list:
+    """``forward``'s return value as a list of its tensors, read without running any of the solution's code: only
+    an exact ``tuple`` or ``list`` is unpacked, and every item must be exactly ``torch.Tensor`` (or
+    ``torch.nn.Parameter``, whose ``__torch_function__`` is PyTorch's own) with no attribute of its own; else
+    ``NotPlain`` naming what it was."""
+    import torch
+
+    items = list(value) if type(value) in (tuple, list) else [value]
+    for i, o in enumerate(items):
+        kind = type(o)
+        if kind is not torch.Tensor and kind is not torch.nn.Parameter:
+            raise NotPlain(f"forward() output {i} is a {kind.__module__}.{kind.__qualname__}, not a plain "
+                           "torch.Tensor in a plain tuple or list: its methods would run inside the judge's "
+                           "comparisons, which compare plain tensors only")
+        if o.__dict__:
+            names = ", ".join(sorted(map(str, o.__dict__)))[:120]
+            raise NotPlain(f"forward() output {i} carries attributes of its own ({names}): set on the tensor, they "
+                           "would run in place of its methods inside the judge's comparisons")
+    return items
+
+
+def forward_of(new, args: list) -> list:
+    """``new(*args)`` without gradients, as its list of plain tensors (``plain_outputs``)."""
+    import torch
+
+    with torch.no_grad():
+        return plain_outputs(new(*args))
 
 
 @dataclass
@@ -194,10 +231,8 @@ def call_watched(new, args: list, device: str, stage: Stage, label: str) -> list
     returns (stream-ordered) and compared after a device-wide synchronisation."""
     import torch
 
-    from .problem import run_forward
-
     before = [_bits(a) if isinstance(a, torch.Tensor) else None for a in args]
-    outs = run_forward(new, args)
+    outs = forward_of(new, args)
     early = [o.detach().clone() for o in outs]
     _sync(device)
     stage.calls += 1
@@ -354,7 +389,11 @@ def _compared(task, rt, ns, sizes, seeds, device, stage: Stage, label: str, case
 
 def _fails_the_stage(exc: Exception, stage, label: str, where: str) -> bool:
     """A solution's exception at ``label``: a sticky CUDA error or running out of memory ends the stage (True);
-    anything else is a size the solution refuses, noted, and the stage goes on to the next size (False)."""
+    anything else is a size the solution refuses, noted, and the stage goes on to the next size (False). An output
+    that is not a plain tensor (``NotPlain``) ends it too, ``rejected``."""
+    if isinstance(exc, NotPlain):
+        stage.failure = dict(status="rejected", verdict="tampering", error=f"{where}: {exc}", detail="")
+        return True
     if _sticky(exc) or _out_of_memory(exc):
         status = "too_large" if _out_of_memory(exc) else "crashed"
         stage.failure = dict(status=status, error=f"{where}: {_line(exc)}", detail="")
@@ -433,7 +472,6 @@ def _fresh_is_right(rt, ns, sizes, device, seed, case, tolerances) -> bool:
     import torch
 
     from .modelnew_params import give
-    from .problem import run_forward
 
     case["ref"] = None   # no reference while the new instance runs; computed again after it
     try:
@@ -441,7 +479,7 @@ def _fresh_is_right(rt, ns, sizes, device, seed, case, tolerances) -> bool:
         if case.get("drawn"):
             give(model, fresh, case["drawn"])
         args = [a.clone() if isinstance(a, torch.Tensor) else a for a in case["args"]]
-        outs = run_forward(fresh, args)
+        outs = forward_of(fresh, args)
         _sync(device)
     except Exception:
         return False

@@ -12,7 +12,10 @@ from __future__ import annotations
 import math
 import os
 import random
+import sys
 import time
+
+from .modelnew_tamper import Watch, _sealed, describe
 
 
 def judge(task_folder: str, source: str, key: str, kernels: list[str], extensions_dir: str, options: dict) -> dict:
@@ -21,7 +24,6 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
     from ..tasks.task import load_task
     from .modelnew_checks import correctness, labelled
     from .modelnew_load import load_solution
-    from .modelnew_tamper import Watch
     from .runtime import TorchRuntime
 
     _private_caches()
@@ -43,7 +45,8 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
         rng = random.SystemRandom()
         for _, sizes in labelled(task, options.get("benchmark")):   # every namespace the judgement uses, made now
             rt.problem.namespace(rt.overrides(sizes))
-        watch = Watch(rt.problem)
+        # the watch's check and the verdict it gives are sealed copies, taken before any of the solution's code runs
+        check, tampered = Watch(rt.problem).check, _sealed(sys.modules[__name__])["_tampered"]
         built = load_solution(source, key, extensions_dir, float(options.get("build_deadline_s", 600)))
         reply["split_s"]["build"] = built.seconds
         reply["builds"] = built.builds
@@ -51,7 +54,7 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
         if built.ns is None:
             reply.update(status="timeout" if built.timed_out else "compile_error", error=built.error, detail=built.log)
             return reply
-        if _tampered(watch, reply):
+        if tampered(check, reply):
             return reply
         t0 = time.perf_counter()
         try:
@@ -61,7 +64,7 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
             reply.update(status="crashed", error=f"{type(exc).__name__}: {_line(exc)}")
             return reply
         reply["split_s"]["checks"] = time.perf_counter() - t0
-        if _tampered(watch, reply):
+        if tampered(check, reply):
             return reply
         reply.update(checks=stage.checks, holds_at=stage.holds_at, refused_at=stage.refused_at, calls=stage.calls,
                      inputs_written=stage.inputs_written, escaped=stage.escaped, precision=stage.precision,
@@ -69,6 +72,8 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
         if stage.failure is not None:
             reply.update(status=stage.failure["status"], error=stage.failure["error"],
                          detail=stage.failure.get("detail", ""), failed_verdict=stage.failure.get("verdict", ""))
+            if reply["failed_verdict"] == "tampering":
+                reply["tampered"] = [stage.failure["error"]]
             return reply
         if "benchmark" not in stage.holds_at:
             reply.update(status="crashed", error=f"benchmark: it raised {stage.refused_at.get('benchmark', '')}")
@@ -79,7 +84,7 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
         t0 = time.perf_counter()
         _timing(task, rt, built, kernels, device, options, reply, rng)
         reply["split_s"]["timing"] = time.perf_counter() - t0
-        _tampered(watch, reply)
+        tampered(check, reply)
         reply.setdefault("status", "ok")
         return reply
     finally:
@@ -88,12 +93,10 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
         reply["printed"] = _head(printed)
 
 
-def _tampered(watch, reply: dict) -> bool:
-    """Whether the solution changed the PyTorch it is judged by (``modelnew_tamper``): then the reply says so, and
-    that ends the judgement whatever else it found."""
-    from .modelnew_tamper import describe
-
-    changes = watch.changes()
+def _tampered(check, reply: dict) -> bool:
+    """Whether the solution changed the PyTorch it is judged by (``modelnew_tamper``; ``check`` is its watch's
+    ``check``): then the reply says so, and that ends the judgement whatever else it found."""
+    changes = check()
     if changes:
         reply.update(status="rejected", failed_verdict="tampering", error=describe(changes), tampered=changes)
     return bool(changes)
@@ -121,7 +124,7 @@ def cpu_benchmark(task) -> dict[str, int]:
 def _timing(task, rt, built, kernels, device, options, reply, rng) -> None:
     import torch
 
-    from .modelnew_checks import build_pair
+    from .modelnew_checks import NotPlain, build_pair, plain_outputs
     from .modelnew_timing import baselines, census, escaped_gap, interleave
 
     sizes = dict(options.get("benchmark") or task.spec.sizes.benchmark)
@@ -140,14 +143,18 @@ def _timing(task, rt, built, kernels, device, options, reply, rng) -> None:
 
     def candidate(a):
         with torch.no_grad():
-            return new(*a)
+            return plain_outputs(new(*a))
 
     names = [b for b in rt.spec.baselines if b in options.get("baselines", rt.spec.baselines)]
     fns, unavailable = baselines(model, names, options.get("tf32", "off"))
     tolerances = [task.output_tolerance(name) for name in rt.spec.outputs]
     owned = {x.untyped_storage().data_ptr() for m in (model, new) for x in (*m.parameters(), *m.buffers())}
-    timed = interleave({"candidate": candidate, **fns}, make_args, device, tolerances,
-                       int(options.get("rounds", 30)), float(options.get("budget_s", 20.0)), rng, owned)
+    try:
+        timed = interleave({"candidate": candidate, **fns}, make_args, device, tolerances,
+                           int(options.get("rounds", 30)), float(options.get("budget_s", 20.0)), rng, owned)
+    except NotPlain as exc:
+        reply.update(status="rejected", failed_verdict="tampering", error=f"timing: {exc}", tampered=[str(exc)])
+        return
     timed["unavailable"].update(unavailable)
     timed["sizes"] = sizes
     reply["timing"] = timed

@@ -30,15 +30,26 @@ submodules lazily).
 From the moment the watch is made, an audit hook (``sys.addaudithook``, which no Python code can remove) refuses in
 this process the calls that read its heap or other threads' frames or that would run code on every call the judge
 makes: ``gc.get_objects``, ``gc.get_referrers``, ``gc.get_referents``, ``sys._current_frames``, ``sys.settrace``,
-``sys.setprofile`` and any further audit hook. A refused call raises ``RuntimeError`` where it was made, and is named
-as a change. The judge and PyTorch make none of these calls.
+``sys.setprofile`` and any further audit hook. It refuses the solution's own code any frame (``sys._getframe``, a
+traceback's ``tb_frame``, a generator's frame, or one a library function hands back: ``inspect.stack``,
+``logging.currentframe``...): from a frame, ``f_back`` reaches the judge's frames and what they hold (its tolerances,
+its timing samples, this watch). Library code reading a frame on its own behalf (a namedtuple's module name, a logged
+warning's caller, ``torch.compile``) is let through. And it refuses the solution a code object under a library's file
+name (``compile``, ``CodeType``, ``marshal.loads``), which would pass for library code. A refused call raises
+``RuntimeError`` where it was made, and is named as a change.
 
-Not reached: code of the solution that runs after the last check (a thread it leaves running, a finalizer); native code
-writing the process's own memory (ctypes, or its extension's own C++) and code changing what the judge keeps through a
-frame it can reach (``sys._getframe``, a traceback's ``tb_frame``, which PyTorch and the standard library use too),
-which no check inside one process can rule out; it
-finds no answer to copy there (the checks and the timing hold none while the solution runs). A time below the
-hardware's floor is flagged by ``sandbox.host.floor`` whatever produced it.
+The watch's own check is sealed (``_sealed``): copies of its functions and of the builtins, taken before the solution
+runs, under a namespace of their own, which the judge holds in its frames only. Replacing ``Watch.changes``, this
+module's ``fingerprint`` or a builtin changes what is watched, and is seen; it does not change the watching. The
+settings are read through PyTorch's C getters and ``_signal``'s functions, taken at the same time, never through
+Python wrappers a solution could replace.
+
+Not reached: code of the solution that runs after the last check (a thread it leaves running); a change made and
+undone between two checks by code that the judge itself calls through the changed name (a replaced ``torch``
+function that puts the original back once the reference has used it); native code writing the process's own memory
+(ctypes, or its extension's own C++); a library function that hands its caller a frame and is not in ``GIVERS``; and
+code that the import system itself compiles under a library's file name from a loader the solution wrote. A time
+below the hardware's floor is flagged by ``sandbox.host.floor`` whatever produced it.
 """
 
 from __future__ import annotations
@@ -130,55 +141,68 @@ def _function_parts(name: str, value, objects: dict[str, object]) -> None:
         objects[f"{name}.__kwdefaults__"] = value.__kwdefaults__
 
 
-def _settings() -> dict[str, object]:
-    """The settings under which eager and the reference would run slower or differently. TF32 and cuDNN's autotuner
-    are not among them: a solution may turn them on for its own layers, eager and compile run with TF32 as the
-    judgement says whatever they are (``runtime.tf32``), and the autotuner only makes eager faster."""
+def _readers() -> dict[str, object]:
+    """{setting: a function of no arguments that reads it}, taken now: PyTorch's C getters and the ``_signal``
+    module's own functions, not the Python wrappers a solution could replace to report the old value. The settings
+    are those under which eager and the reference would run slower or differently. TF32 and cuDNN's autotuner are
+    not among them: a solution may turn them on for its own layers, eager and compile run with TF32 as the judgement
+    says whatever they are (``runtime.tf32``), and the autotuner only makes eager faster."""
+    import _signal
+    import functools
+
     import torch
 
-    b = torch.backends
-    return {
+    C = torch._C
+    out = {
         "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction":
-            b.cuda.matmul.allow_fp16_reduced_precision_reduction,
+            C._get_cublas_allow_fp16_reduced_precision_reduction,
         "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction":
-            b.cuda.matmul.allow_bf16_reduced_precision_reduction,
-        "torch.backends.cudnn.enabled": b.cudnn.enabled,
-        "torch.backends.cudnn.deterministic": b.cudnn.deterministic,
-        "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled(),
-        "torch.get_default_dtype()": torch.get_default_dtype(),
-        "torch.get_num_threads()": torch.get_num_threads(),
-        "torch function modes in force": torch._C._len_torch_function_stack(),
-        **_cuda_state(),
-        "torch dispatch modes in force": _dispatch_modes(),
-        "an interval timer armed": any(signal.getitimer(t) != (0.0, 0.0)
-                                       for t in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)),
-        **{f"the handler of {sig.name}": _handler(sig) for sig in signal.valid_signals()
-           if isinstance(sig, signal.Signals) and sig not in (signal.SIGKILL, signal.SIGSTOP)},
+            C._get_cublas_allow_bf16_reduced_precision_reduction,
+        "torch.backends.cudnn.enabled": C._get_cudnn_enabled,
+        "torch.backends.cudnn.deterministic": C._get_cudnn_deterministic,
+        "torch.are_deterministic_algorithms_enabled()": C._get_deterministic_algorithms,
+        "torch.get_default_dtype()": torch.get_default_dtype,
+        "torch.get_num_threads()": C.get_num_threads if hasattr(C, "get_num_threads") else torch.get_num_threads,
+        "torch function modes in force": C._len_torch_function_stack,
+        "torch dispatch modes in force": getattr(C, "_len_torch_dispatch_stack", lambda: 0),
+        "the current CUDA stream": functools.partial(_cuda_stream, torch),
+        "torch.cuda.get_sync_debug_mode()": functools.partial(_sync_debug, torch),
+        "an interval timer armed": functools.partial(_timers, _signal.getitimer),
     }
+    for sig in signal.valid_signals():
+        if isinstance(sig, signal.Signals) and sig not in (signal.SIGKILL, signal.SIGSTOP):
+            out[f"the handler of {sig.name}"] = functools.partial(_handler, _signal.getsignal, int(sig))
+    return out
 
 
-def _cuda_state() -> dict[str, str]:
-    """The stream eager and the timer run on, and whether a synchronisation warns or raises; nothing before PyTorch
-    has started CUDA in this process (it starts it lazily)."""
-    import torch
+def _settings(readers: dict | None = None) -> dict[str, object]:
+    return {name: read() for name, read in (readers or _readers()).items()}
 
+
+def _cuda_stream(torch) -> str | None:
+    """The stream eager and the timer run on; None before PyTorch has started CUDA in this process (it starts it
+    lazily), which is never compared."""
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
-        return {}
-    return {"the current CUDA stream": repr(torch.cuda.current_stream()),
-            "torch.cuda.get_sync_debug_mode()": str(torch.cuda.get_sync_debug_mode())}
+        return None
+    read = getattr(torch._C, "_cuda_getCurrentStream", None)
+    return repr(read(torch.cuda.current_device())) if read else repr(torch.cuda.current_stream())
 
 
-def _dispatch_modes() -> int:
-    try:
-        from torch.utils._python_dispatch import _len_torch_dispatch_stack
-    except ImportError:   # a PyTorch without it: counted as none
-        return 0
-    return _len_torch_dispatch_stack()
+def _sync_debug(torch) -> str | None:
+    """Whether a synchronisation warns or raises (None before CUDA is started)."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    read = getattr(torch._C, "_cuda_get_sync_debug_mode", None)
+    return str(read() if read else torch.cuda.get_sync_debug_mode())
 
 
-def _handler(sig) -> str:
+def _timers(getitimer) -> bool:
+    return any(getitimer(t) != (0.0, 0.0) for t in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF))
+
+
+def _handler(getsignal, sig: int) -> str:
     """A signal's handler, named (a Python handler by its identity: one set anew is a change)."""
-    h = signal.getsignal(sig)
+    h = getsignal(sig)
     if h is None or isinstance(h, int):
         return repr(h)
     return f"{getattr(h, '__qualname__', type(h).__name__)} at {id(h):#x}"
@@ -225,16 +249,24 @@ def _modules() -> list[str]:
     return list(dict.fromkeys([*MODULES, *judge]))
 
 
-def fingerprint(problem=None) -> tuple[dict[str, object], dict[str, object], dict[str, str]]:
-    """(objects by name, settings by name, the ``aten`` operators' dispatch tables): the objects themselves are held, so that identity
-    compares them (an id could be reused once an object is freed). With ``problem`` (a ``sandbox.pytorch.problem.
-    Problem``), also its state and every namespace it has executed: their functions and classes (``Model``,
-    ``get_inputs``, ``get_init_inputs``, helpers) as for the modules."""
+def _module_objects() -> dict[str, types.ModuleType]:
+    """The modules watched, by name, as objects taken now: a module later put in ``sys.modules`` in place of one
+    (with the old attributes, while the real one is changed) is a change, not what is looked at."""
+    return {name: sys.modules.get(name) or importlib.import_module(name) for name in _modules()}
+
+
+def fingerprint(problem=None, modules: dict | None = None,
+                readers: dict | None = None) -> tuple[dict[str, object], dict[str, object], dict[str, str]]:
+    """(objects by name, settings by name, the ``aten`` operators' dispatch tables): the objects themselves are held,
+    so that identity compares them (an id could be reused once an object is freed). With ``problem`` (a
+    ``sandbox.pytorch.problem.Problem``), also its state and every namespace it has executed: their functions and
+    classes (``Model``, ``get_inputs``, ``get_init_inputs``, helpers) as for the modules. ``modules`` and
+    ``readers``: those taken when the watch was made (``_module_objects``, ``_readers``)."""
     objects: dict[str, object] = {}
     if problem is not None:
         _problem_parts(problem, objects)
-    for name in _modules():
-        module = sys.modules.get(name) or importlib.import_module(name)
+    for name, module in (modules or _module_objects()).items():
+        objects[f"sys.modules[{name!r}]"] = sys.modules.get(name)
         for attr, value in list(vars(module).items()):
             if callable(value) or isinstance(value, types.ModuleType):
                 _hold(f"{name}.{attr}", value, objects)
@@ -242,56 +274,189 @@ def fingerprint(problem=None) -> tuple[dict[str, object], dict[str, object], dic
                 _data_parts(f"{name}.{attr}", value, objects)
     for cls in _classes():
         _class_parts(f"{cls.__module__}.{cls.__qualname__}", cls, objects)
-    return objects, _settings(), _dispatch_tables()
+    return objects, _settings(readers), _dispatch_tables()
 
 
 class Watch:
-    """A fingerprint taken now, and from now on the refused calls (``REFUSED``) refused; ``changes()`` names what
+    """A fingerprint taken now, and from now on the refused calls refused (``_refuse``); ``check()`` names what
     differs from the fingerprint since, and every call refused. What PyTorch itself installs on its first
     ``torch.compile`` (dynamo's wrapper of ``nn.Module.__init__``) is installed first, so that it is part of the
-    fingerprint rather than a change."""
+    fingerprint rather than a change.
+
+    ``check`` is a sealed closure (``_sealed``): its code, the functions it calls and the builtins they use are
+    copies taken now, under a namespace of their own, so that replacing this module's functions, ``Watch``'s
+    methods or a builtin afterwards changes what is watched (and is seen), never the watching."""
 
     def __init__(self, problem=None):
         _compile_installed()
-        self.problem = problem
-        self.objects, self.settings, self.tables = fingerprint(problem)
-        self.refused = _refuse()
-        self.already = len(self.refused)
+        modules, readers = _module_objects(), _readers()
+        objects, settings, tables = fingerprint(problem, modules, readers)
+        refused = _refuse(_roots_of(problem))
+        self.check = _sealed(sys.modules[__name__])["_checker"](problem, modules, readers, objects, settings, tables,
+                                                                refused, len(refused))
 
     def changes(self) -> list[str]:
-        objects, settings, tables = fingerprint(self.problem)
-        differ = [name for name, value in self.objects.items() if objects.get(name) is not value]
+        return self.check()
+
+
+def _checker(problem, modules, readers, objects, settings, tables, refused, already):
+    """``changes()``: what differs from the fingerprint ``objects``, ``settings``, ``tables`` now, and the calls
+    refused since (``refused[already:]``)."""
+    def changes() -> list[str]:
+        now, now_settings, now_tables = fingerprint(problem, modules, readers)
+        differ = [name for name, value in objects.items() if now.get(name) is not value]
         whole = set(differ)
-        out = [f"{name} replaced" if name in objects else f"{name} removed" for name in differ
+        out = [f"{name} replaced" if name in now else f"{name} removed" for name in differ
                if name.rpartition(".")[0] not in whole]   # a function replaced: not its code again
-        out += [f"{name} set to {settings.get(name)!r} (was {value!r})" for name, value in self.settings.items()
-                if settings.get(name) != value]
-        out += _table_changes(self.tables, tables)
+        out += [f"{name} set to {now_settings.get(name)!r} (was {value!r})" for name, value in settings.items()
+                if value is not None and now_settings.get(name) != value]
+        out += _table_changes(tables, now_tables)
         out += [f"it called {event}, which the judging process refuses"
-                for event in dict.fromkeys(self.refused[self.already:])]
+                for event in dict.fromkeys(refused[already:])]
         return out
+    return changes
+
+
+def _sealed(module: types.ModuleType) -> dict:
+    """A private copy of ``module``'s namespace in which every function defined in it is a copy bound to that
+    namespace, and ``__builtins__`` a copy of the builtins as they are now: calling through it runs no function a
+    later assignment to the module, or to ``builtins``, put in place."""
+    import builtins
+
+    ns = dict(vars(module))
+    ns["__builtins__"] = dict(vars(builtins))
+    for name, value in list(ns.items()):
+        if isinstance(value, types.FunctionType) and value.__module__ == module.__name__:
+            copy = types.FunctionType(value.__code__, ns, value.__name__, value.__defaults__, value.__closure__)
+            copy.__kwdefaults__ = value.__kwdefaults__
+            ns[name] = copy
+    return ns
+
+
+def _roots_of(problem) -> tuple[str, ...]:
+    """The problem's own folder, whose code (``Model``) is trusted as the task's."""
+    import os
+
+    path = getattr(problem, "path", None)
+    return (os.path.dirname(os.path.realpath(str(path))) + "/",) if path else ()
 
 
 _refused: list[str] | None = None
 
+# functions that hand their caller a frame, or what a frame's locals hold: the code that called them is the one asking
+GIVERS = {("inspect", "currentframe"), ("inspect", "stack"), ("inspect", "trace"), ("inspect", "getouterframes"),
+          ("inspect", "getinnerframes"), ("traceback", "walk_stack"), ("traceback", "walk_tb"),
+          ("logging", "<lambda>"), ("torch._jit_internal", "createResolutionCallbackFromFrame")}
+FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
 
-def _refuse() -> list[str]:
-    """The calls refused so far in this process, with the audit hook that refuses ``REFUSED`` installed (once, for
-    good: no Python code can remove it, and the confined child that judges a solution judges only that one)."""
+
+def _refuse(roots: tuple[str, ...] = ()) -> list[str]:
+    """The calls refused so far in this process, with the audit hook that refuses them installed (once, for good: no
+    Python code can remove it, and the confined child that judges a solution judges only that one).
+
+    Refused: ``REFUSED`` from anyone; and to the solution (its own code, or code it compiled) a frame:
+    ``sys._getframe``, a traceback's ``tb_frame``, a generator's or coroutine's frame, or one handed over by a
+    library function that returns frames or a frame's locals (``GIVERS``: ``inspect.currentframe`` and
+    ``inspect.stack``, ``traceback.walk_stack``, ``logging.currentframe``, ...), which counts as its caller's own
+    request. From a frame, ``f_back`` reaches every frame of the judge below it and their locals (its tolerances, its
+    timing samples, this watch). Library code asking for a frame for itself (PyTorch names a custom operator's
+    source line, ``torch.compile`` reads the frame it compiles) is let through. Refused too: a code object the
+    solution makes under a file name outside its own (``compile``, ``CodeType``, ``marshal.loads``), which would pass
+    for library code. ``roots``: folders whose code is trusted besides the library's (the problem's)."""
     global _refused
     if _refused is not None:
         return _refused
     record: list[str] = []
     refused = frozenset(REFUSED)
+    getframe, roots = sys._getframe, (*_trusted_roots(), *roots)
+    files = {m: _module_file(m) for m, _ in GIVERS}
+    givers = {(files[m], name) for m, name in GIVERS if files[m]}
+    known: dict[str, bool] = {}
+    busy = [False]
+
+    def untrusted(filename) -> bool:
+        if filename not in known:
+            name = filename if isinstance(filename, str) else str(filename)
+            known[filename] = not (name.startswith("<frozen ") or any(name.startswith(r) for r in roots))
+        return known[filename]
+
+    def asked_by(frame):
+        while frame is not None and (frame.f_code.co_filename, frame.f_code.co_name) in givers:
+            frame = frame.f_back
+        return frame
+
+    def frame_refused(event: str) -> str:
+        asker = asked_by(getframe(2))
+        if asker is None:
+            return ""
+        code = asker.f_code
+        if untrusted(code.co_filename):
+            return f"{event} (a frame, from {code.co_filename}:{asker.f_lineno})"
+        return ""
+
+    def forging_refused(event: str, args) -> str:
+        asker = getframe(2)
+        if asker is None or not untrusted(asker.f_code.co_filename):
+            return ""
+        if event == "marshal.loads":
+            return f"{event} (from {asker.f_code.co_filename}:{asker.f_lineno})"
+        filename = args[1] if len(args) > 1 else None
+        if isinstance(filename, bytes):
+            filename = filename.decode("utf-8", "replace")
+        if isinstance(filename, str) and not untrusted(filename):
+            return f"{event} of code named {filename!r} (from {asker.f_code.co_filename}:{asker.f_lineno})"
+        return ""
 
     def hook(event: str, args) -> None:
         if event in refused:
             record.append(event)
             raise RuntimeError(f"{event} is refused in the process that judges a solution")
+        if busy[0]:
+            return
+        frames = event == "sys._getframe" or (event == "object.__getattr__" and len(args) > 1
+                                               and args[1] in FRAME_ATTRS)
+        if not frames and event not in ("compile", "code.__new__", "marshal.loads"):
+            return
+        busy[0] = True
+        try:
+            why = frame_refused(event) if frames else forging_refused(event, args)
+        finally:
+            busy[0] = False
+        if why:
+            record.append(why)
+            raise RuntimeError(f"{why.split(' (')[0]} is refused to the solution in the process that judges it")
 
     sys.addaudithook(hook)
     _refused = record
     return record
+
+
+def _module_file(name: str) -> str | None:
+    try:
+        return importlib.import_module(name).__file__
+    except Exception:   # torch without that module: nothing of it to hand a frame over
+        return None
+
+
+def _trusted_roots() -> tuple[str, ...]:
+    """Where library code lives: Python's own folders, its site folders and every absolute folder on ``sys.path``
+    (which the problem's task folder and the judge's own package are reached through), less the call's home (where
+    the solution's builds and caches are). Code from anywhere else (the solution's ``solution_*.py``, code compiled
+    from a string) is the solution's."""
+    import os
+    import site
+    import sysconfig
+
+    home = os.path.realpath(os.environ.get("HOME", "/nonexistent"))
+    found = [sys.prefix, sys.base_prefix, sys.exec_prefix, *sysconfig.get_paths().values(),
+             *getattr(site, "getsitepackages", lambda: [])(), *[p for p in sys.path if os.path.isabs(p)]]
+    out = []
+    for path in found:
+        real = os.path.realpath(path)
+        if real in ("/", "") or home.startswith(real.rstrip("/") + "/") or real.startswith(home):
+            continue
+        out += [real.rstrip("/") + "/", path.rstrip("/") + "/"]
+    return tuple(dict.fromkeys(out))
 
 
 def _compile_installed() -> None:
