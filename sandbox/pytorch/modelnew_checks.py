@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from ..tasks.dtypes import to_compute
 from ..tasks.inputs import distribution_count, generate, input_seed, input_specs
+from .modelnew_tamper import Tampered
 
 
 KEEP_ON_DEVICE_BYTES = 1 << 30   # a size's references above this are kept in host memory
@@ -61,12 +62,21 @@ def plain_outputs(value) -> list:
     return items
 
 
-def forward_of(new, args: list) -> list:
-    """``new(*args)`` without gradients, as its list of plain tensors (``plain_outputs``)."""
+def forward_of(new, args: list, guard=None) -> list:
+    """``new(*args)`` without gradients, as its list of plain tensors (``plain_outputs``); ``guard`` (a watch's,
+    ``modelnew_tamper.Watch.guard``) runs as soon as it returns, before anything reads its outputs."""
     import torch
 
     with torch.no_grad():
-        return plain_outputs(new(*args))
+        out = new(*args)
+    _guarded(guard)
+    return plain_outputs(out)
+
+
+def _guarded(guard) -> None:
+    """Run ``guard`` (``Tampered`` where the solution's code that just ran changed what the judge relies on)."""
+    if guard is not None:
+        guard()
 
 
 @dataclass
@@ -93,8 +103,9 @@ def labelled(task, benchmark: dict | None = None) -> list[tuple[str, dict]]:
     return out + [("benchmark", dict(benchmark or sizes.benchmark))]
 
 
-def build_pair(rt, ns: dict, sizes: dict, device: str, seed: int):
-    """(Model, ModelNew, forward args) at ``sizes``, both modules built from ``seed`` as KernelBench builds them."""
+def build_pair(rt, ns: dict, sizes: dict, device: str, seed: int, guard=None):
+    """(Model, ModelNew, forward args) at ``sizes``, both modules built from ``seed`` as KernelBench builds them;
+    ``guard`` runs after each step that runs the solution's code (its constructor, its ``to``, its parameters)."""
     import torch
 
     model, args = rt.problem.build(rt.overrides(sizes), device, seed)
@@ -102,8 +113,11 @@ def build_pair(rt, ns: dict, sizes: dict, device: str, seed: int):
     with torch.device(device):
         torch.manual_seed(seed)
         new = ns["ModelNew"](*problem_ns["get_init_inputs"]())
+    _guarded(guard)
     new = new.to(device)
+    _guarded(guard)
     adopt_state(model, new)
+    _guarded(guard)
     return model, new, args
 
 
@@ -226,13 +240,13 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def call_watched(new, args: list, device: str, stage: Stage, label: str) -> list:
+def call_watched(new, args: list, device: str, stage: Stage, label: str, guard=None) -> list:
     """``new(*args)`` with its inputs' bits compared before and after, and its outputs snapshot as soon as it
     returns (stream-ordered) and compared after a device-wide synchronisation."""
     import torch
 
     before = [_bits(a) if isinstance(a, torch.Tensor) else None for a in args]
-    outs = forward_of(new, args)
+    outs = forward_of(new, args, guard)
     early = [o.detach().clone() for o in outs]
     _sync(device)
     stage.calls += 1
@@ -275,8 +289,9 @@ def precision_of(model, args: list, outs: list, ref: list, tolerances: list, dev
 
 
 def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: random.Random | None = None,
-                benchmark: dict | None = None, heldout: bool = True) -> Stage:
-    """Run the stage; the first wrong output, written input or escaped work ends it."""
+                benchmark: dict | None = None, heldout: bool = True, guard=None) -> Stage:
+    """Run the stage; the first wrong output, written input, escaped work or change to the judging process
+    (``guard``, run as soon as any of the solution's code returns) ends it."""
     rng = rng or random.SystemRandom()
     stage = Stage()
     tolerances = [task.output_tolerance(name) for name in rt.spec.outputs]
@@ -286,7 +301,7 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
         count = distribution_count(task) if label == "benchmark" else max(per_check_size, distribution_count(task))
         seeds = [rng.getrandbits(31) for _ in range(count)]
         try:
-            trials = _trials(task, rt, ns, sizes, seeds, device, stage, label)
+            trials = _trials(task, rt, ns, sizes, seeds, device, stage, label, guard)
         except Exception as exc:
             if _fails_the_stage(exc, stage, label, label):
                 return stage
@@ -294,18 +309,18 @@ def correctness(task, rt, ns: dict, device: str, per_check_size: int = 2, rng: r
         new, cases = trials
         order = list(range(len(cases))) * 2
         rng.shuffle(order)
-        calls, refused = _calls(new, cases, order, device, stage, label, sizes)
+        calls, refused = _calls(new, cases, order, device, stage, label, sizes, guard)
         if calls is None:
             return stage
         del new
-        if not _compared(task, rt, ns, sizes, seeds, device, stage, label, cases, calls, tolerances):
+        if not _compared(task, rt, ns, sizes, seeds, device, stage, label, cases, calls, tolerances, guard):
             return stage   # a wrong output, even before a call it refused
         if not refused:
             stage.holds_at.append(label)
     return stage
 
 
-def _calls(new, cases: list[dict], order: list[int], device: str, stage: Stage, label: str, sizes: dict):
+def _calls(new, cases: list[dict], order: list[int], device: str, stage: Stage, label: str, sizes: dict, guard=None):
     """Every call of the size, in ``order``, before any reference exists: ([(call number, trial, where, outputs
     kept)], whether a call was refused: the calls before it), or (None, True) where the stage ends (a written input,
     escaped work, a sticky error). No correct output is held while the solution runs, so none can be read from the
@@ -325,7 +340,7 @@ def _calls(new, cases: list[dict], order: list[int], device: str, stage: Stage, 
             args = shared
         where = f"{label}#{k} ({_sizes(sizes)}; {case['dists']})"
         try:
-            outs = call_watched(case.get("new", new), args, device, stage, where)
+            outs = call_watched(case.get("new", new), args, device, stage, where, guard)
         except Exception as exc:
             return (None, True) if _fails_the_stage(exc, stage, label, where) else (out, True)
         if stage.inputs_written:
@@ -346,7 +361,7 @@ def _calls(new, cases: list[dict], order: list[int], device: str, stage: Stage, 
 
 
 def _compared(task, rt, ns, sizes, seeds, device, stage: Stage, label: str, cases: list[dict], calls: list,
-              tolerances: list) -> bool:
+              tolerances: list, guard=None) -> bool:
     """Each trial's reference computed (once its calls are over) and compared with the outputs of its calls;
     False where a wrong output ends the stage."""
     for k, case in enumerate(cases):
@@ -376,7 +391,7 @@ def _compared(task, rt, ns, sizes, seeds, device, stage: Stage, label: str, case
                 stage.precision = precision_of(case["model"], case["args"], outs, case["ref"], tolerances, device) \
                     if len(outs) == len(case["ref"]) else ""
                 verdict = "precision" if stage.precision else "state_across_calls" if _fresh_is_right(
-                    rt, ns, sizes, device, seeds[0], case, tolerances) else ""
+                    rt, ns, sizes, device, seeds[0], case, tolerances, guard) else ""
                 why = " (a new instance is right on the same inputs: state kept across calls)" \
                     if verdict == "state_across_calls" else ""
                 stage.failure = dict(status="wrong", verdict=verdict,
@@ -390,8 +405,9 @@ def _compared(task, rt, ns, sizes, seeds, device, stage: Stage, label: str, case
 def _fails_the_stage(exc: Exception, stage, label: str, where: str) -> bool:
     """A solution's exception at ``label``: a sticky CUDA error or running out of memory ends the stage (True);
     anything else is a size the solution refuses, noted, and the stage goes on to the next size (False). An output
-    that is not a plain tensor (``NotPlain``) ends it too, ``rejected``."""
-    if isinstance(exc, NotPlain):
+    that is not a plain tensor (``NotPlain``) or a change to the judging process (``Tampered``) ends it too,
+    ``rejected``."""
+    if isinstance(exc, (NotPlain, Tampered)):
         stage.failure = dict(status="rejected", verdict="tampering", error=f"{where}: {exc}", detail="")
         return True
     if _sticky(exc) or _out_of_memory(exc):
@@ -402,7 +418,7 @@ def _fails_the_stage(exc: Exception, stage, label: str, where: str) -> bool:
     return False
 
 
-def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str):
+def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str, guard=None):
     """One ``Model`` and one ``ModelNew`` at ``sizes`` (from the first seed), and a case per seed: the forward
     arguments ``get_inputs()`` draws from it (redrawn from the trial's distribution); its float64 reference is
     computed only once the solution's calls at the size are over (``_compared``). A trial that draws the module's
@@ -411,7 +427,7 @@ def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str):
 
     from .modelnew_params import give, trial_parameters, unmatched
 
-    model, new, _ = build_pair(rt, ns, sizes, device, seeds[0])
+    model, new, _ = build_pair(rt, ns, sizes, device, seeds[0], guard)
     problem_ns = rt.problem.namespace(rt.overrides(sizes))
     cases = []
     for k, seed in enumerate(seeds):
@@ -421,10 +437,12 @@ def _trials(task, rt, ns, sizes, seeds, device, stage: Stage, label: str):
         args, dists = trial_args(task, rt, module_args, sizes, k, seed, device)
         drawn = trial_parameters(task, rt, sizes, k, seed)
         missing = unmatched(model, new, drawn) if drawn else []
+        _guarded(guard)
         stage.undrawn += [n for n in missing if n not in stage.undrawn]
         if drawn and not missing:   # else the trial runs on the module's own values
-            own_model, own_new, _ = build_pair(rt, ns, sizes, device, seeds[0])
+            own_model, own_new, _ = build_pair(rt, ns, sizes, device, seeds[0], guard)
             give(own_model, own_new, drawn)
+            _guarded(guard)
             names = [name for _, name in drawn.values()]
             given = stage.drawn.setdefault(label, [])
             given += [n for n in names if n not in given]
@@ -466,7 +484,7 @@ def perturbed(args: list, seed: int) -> list:
     return out
 
 
-def _fresh_is_right(rt, ns, sizes, device, seed, case, tolerances) -> bool:
+def _fresh_is_right(rt, ns, sizes, device, seed, case, tolerances, guard=None) -> bool:
     """Whether a new instance, given the same inputs in new tensors, answers right where the instance that had
     been called before answered wrong: then the wrong answer came from state kept across calls."""
     import torch
@@ -475,12 +493,15 @@ def _fresh_is_right(rt, ns, sizes, device, seed, case, tolerances) -> bool:
 
     case["ref"] = None   # no reference while the new instance runs; computed again after it
     try:
-        model, fresh, _ = build_pair(rt, ns, sizes, device, seed)
+        model, fresh, _ = build_pair(rt, ns, sizes, device, seed, guard)
         if case.get("drawn"):
             give(model, fresh, case["drawn"])
+            _guarded(guard)
         args = [a.clone() if isinstance(a, torch.Tensor) else a for a in case["args"]]
-        outs = forward_of(fresh, args)
+        outs = forward_of(fresh, args, guard)
         _sync(device)
+    except Tampered:
+        raise
     except Exception:
         return False
     finally:

@@ -15,7 +15,7 @@ import random
 import sys
 import time
 
-from .modelnew_tamper import Watch, _sealed, describe
+from .modelnew_tamper import Tampered, Watch, _sealed, describe
 
 
 def judge(task_folder: str, source: str, key: str, kernels: list[str], extensions_dir: str, options: dict) -> dict:
@@ -46,20 +46,27 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
         for _, sizes in labelled(task, options.get("benchmark")):   # every namespace the judgement uses, made now
             rt.problem.namespace(rt.overrides(sizes))
         # the watch's check and the verdict it gives are sealed copies, taken before any of the solution's code runs
-        check, tampered = Watch(rt.problem).check, _sealed(sys.modules[__name__])["_tampered"]
+        watch = Watch(rt.problem)
+        check, guard, tampered = watch.check, watch.guard, _sealed(sys.modules[__name__])["_tampered"]
+        del watch
         built = load_solution(source, key, extensions_dir, float(options.get("build_deadline_s", 600)))
         reply["split_s"]["build"] = built.seconds
         reply["builds"] = built.builds
         reply["swallowed"] = built.swallowed
         if built.ns is None:
-            reply.update(status="timeout" if built.timed_out else "compile_error", error=built.error, detail=built.log)
+            if not tampered(check, reply):   # a refused call that ended its module is that call's verdict
+                reply.update(status="timeout" if built.timed_out else "compile_error", error=built.error,
+                             detail=built.log)
             return reply
         if tampered(check, reply):
             return reply
         t0 = time.perf_counter()
         try:
             stage = correctness(task, rt, built.ns, device, int(options.get("per_check_size", 2)), rng,
-                                options.get("benchmark"), bool(options.get("heldout", True)))
+                                options.get("benchmark"), bool(options.get("heldout", True)), guard)
+        except Tampered:
+            tampered(check, reply)
+            return reply
         except Exception as exc:   # ModelNew's own code failing outside a size's calls
             reply.update(status="crashed", error=f"{type(exc).__name__}: {_line(exc)}")
             return reply
@@ -82,7 +89,10 @@ def judge(task_folder: str, source: str, key: str, kernels: list[str], extension
             reply.setdefault("status", "ok")
             return reply
         t0 = time.perf_counter()
-        _timing(task, rt, built, kernels, device, options, reply, rng)
+        try:
+            _timing(task, rt, built, kernels, device, options, reply, rng, guard)
+        except Tampered:
+            pass   # named by the check below
         reply["split_s"]["timing"] = time.perf_counter() - t0
         tampered(check, reply)
         reply.setdefault("status", "ok")
@@ -121,7 +131,7 @@ def cpu_benchmark(task) -> dict[str, int]:
     return dict(max(task.spec.sizes.check, key=lambda s: math.prod(s.values()) if s else 0))
 
 
-def _timing(task, rt, built, kernels, device, options, reply, rng) -> None:
+def _timing(task, rt, built, kernels, device, options, reply, rng, guard) -> None:
     import torch
 
     from .modelnew_checks import NotPlain, build_pair, plain_outputs
@@ -129,9 +139,10 @@ def _timing(task, rt, built, kernels, device, options, reply, rng) -> None:
 
     sizes = dict(options.get("benchmark") or task.spec.sizes.benchmark)
     seed = rng.getrandbits(31)
-    model, new, args = build_pair(rt, built.ns, sizes, device, seed)
+    model, new, args = build_pair(rt, built.ns, sizes, device, seed, guard)
     model.train(new.training)
     reply["census"] = census(new, args, tuple(kernels), device, built.modules)
+    guard()
     problem_ns = rt.problem.namespace(rt.overrides(sizes))
 
     def make_args(i):
@@ -149,9 +160,10 @@ def _timing(task, rt, built, kernels, device, options, reply, rng) -> None:
     fns, unavailable = baselines(model, names, options.get("tf32", "off"))
     tolerances = [task.output_tolerance(name) for name in rt.spec.outputs]
     owned = {x.untyped_storage().data_ptr() for m in (model, new) for x in (*m.parameters(), *m.buffers())}
+    guard()
     try:
         timed = interleave({"candidate": candidate, **fns}, make_args, device, tolerances,
-                           int(options.get("rounds", 30)), float(options.get("budget_s", 20.0)), rng, owned)
+                           int(options.get("rounds", 30)), float(options.get("budget_s", 20.0)), rng, owned, guard)
     except NotPlain as exc:
         reply.update(status="rejected", failed_verdict="tampering", error=f"timing: {exc}", tampered=[str(exc)])
         return

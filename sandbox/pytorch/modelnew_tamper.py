@@ -44,11 +44,15 @@ module's ``fingerprint`` or a builtin changes what is watched, and is seen; it d
 settings are read through PyTorch's C getters and ``_signal``'s functions, taken at the same time, never through
 Python wrappers a solution could replace.
 
-Not reached: code of the solution that runs after the last check (a thread it leaves running); a change made and
-undone between two checks by code that the judge itself calls through the changed name (a replaced ``torch``
-function that puts the original back once the reference has used it); native code writing the process's own memory
-(ctypes, or its extension's own C++); a library function that hands its caller a frame and is not in ``GIVERS``; and
-code that the import system itself compiles under a library's file name from a loader the solution wrote. A time
+Besides the full check after the module ran, after the correctness stage and after the timing, the judge runs the
+watch's quick ``guard`` as soon as any of the solution's code returns (each call, its constructor, its ``to`` and
+parameters, the census): a change that puts itself back later (a replaced ``torch`` function or judge function
+that restores the original once it has been used) is seen before the judge uses it.
+
+Not reached: a thread the solution leaves running, which can make and undo a change between two of the judge's
+looks; native code writing the process's own memory (ctypes, or its extension's own C++); a library function that
+hands its caller a frame and is not in ``GIVERS``; and code that the import system itself compiles under a
+library's file name from a loader the solution wrote. A time
 below the hardware's floor is flagged by ``sandbox.host.floor`` whatever produced it.
 """
 
@@ -277,44 +281,104 @@ def fingerprint(problem=None, modules: dict | None = None,
     return objects, _settings(readers), _dispatch_tables()
 
 
+class Tampered(Exception):
+    """Raised by a watch's ``guard`` where the solution changed what the judgement relies on during the code of its
+    that just ran."""
+
+
 class Watch:
     """A fingerprint taken now, and from now on the refused calls refused (``_refuse``); ``check()`` names what
-    differs from the fingerprint since, and every call refused. What PyTorch itself installs on its first
-    ``torch.compile`` (dynamo's wrapper of ``nn.Module.__init__``) is installed first, so that it is part of the
-    fingerprint rather than a change.
+    differs from the fingerprint since, every call refused, and all ``guard`` found. What PyTorch itself installs on
+    its first ``torch.compile`` (dynamo's wrapper of ``nn.Module.__init__``) is installed first, so that it is part
+    of the fingerprint rather than a change.
 
-    ``check`` is a sealed closure (``_sealed``): its code, the functions it calls and the builtins they use are
-    copies taken now, under a namespace of their own, so that replacing this module's functions, ``Watch``'s
-    methods or a builtin afterwards changes what is watched (and is seen), never the watching."""
+    ``guard()`` is the quick form, run by the judge as soon as any of the solution's code returns (a call, its
+    constructor, its module's methods), before the judge uses anything: every name of the watched modules, of the
+    problem's namespaces and of the watched classes and their bases still holds the object it held (by identity, in
+    a few milliseconds), the settings are as they were and nothing was refused; else ``Tampered``. A change the
+    solution makes and undoes itself later (a replaced ``torch`` function that puts the original back once the
+    reference has used it) is seen before it is used. Assigning a library function's ``__code__`` or defaults is
+    refused outright (``_refuse``), so that no change escapes identity.
+
+    ``check`` and ``guard`` are sealed closures (``_sealed``): their code, the functions they call and the builtins
+    they use are copies taken now, under a namespace of their own, so that replacing this module's functions,
+    ``Watch``'s methods or a builtin afterwards changes what is watched (and is seen), never the watching."""
 
     def __init__(self, problem=None):
         _compile_installed()
         modules, readers = _module_objects(), _readers()
         objects, settings, tables = fingerprint(problem, modules, readers)
         refused = _refuse(_roots_of(problem))
-        self.check = _sealed(sys.modules[__name__])["_checker"](problem, modules, readers, objects, settings, tables,
-                                                                refused, len(refused))
+        spaces = _namespaces(problem, modules)
+        self.check, self.guard = _sealed(sys.modules[__name__])["_checker"](
+            problem, modules, readers, objects, settings, tables, refused, len(refused), spaces)
 
     def changes(self) -> list[str]:
         return self.check()
 
 
-def _checker(problem, modules, readers, objects, settings, tables, refused, already):
-    """``changes()``: what differs from the fingerprint ``objects``, ``settings``, ``tables`` now, and the calls
-    refused since (``refused[already:]``)."""
+def _namespaces(problem, modules: dict) -> list[tuple[str, object, list, list]]:
+    """(label, namespace, its names, the objects they hold) for every watched module, every namespace the problem
+    has executed, and every class ``_classes`` watches with its bases: what ``guard`` compares by identity. The names
+    are those ``fingerprint`` holds: functions, classes and modules everywhere, and the judge's constants."""
+    spaces = []
+    for name, module in modules.items():
+        data = name.startswith("sandbox.") and name != __name__
+        spaces.append((name, vars(module), lambda attr, value, data=data: callable(value) or isinstance(
+            value, types.ModuleType) or (data and not attr.startswith("__"))))
+    if problem is not None:
+        spaces += [(f"the problem at {dict(key) or 'its own sizes'}", ns,
+                    lambda attr, value: callable(value) or isinstance(value, types.ModuleType))
+                   for key, ns in list(problem._cache.items())]
+    seen: set[int] = set()
+    for cls in _classes():
+        for base in cls.__mro__:
+            if base is not object and id(base) not in seen:
+                seen.add(id(base))
+                spaces.append((f"{base.__module__}.{base.__qualname__}", vars(base),
+                               lambda attr, value: callable(value) or isinstance(value, _DESCRIPTORS)))
+    out = []
+    for label, ns, kept in spaces:
+        names = [attr for attr, value in list(ns.items()) if kept(attr, value)]
+        out.append((label, ns, names, list(map(ns.get, names))))
+    return out
+
+
+def _checker(problem, modules, readers, objects, settings, tables, refused, already, spaces):
+    """(``changes()``, ``guard()``): ``changes`` names what differs from the fingerprint ``objects``, ``settings``,
+    ``tables`` now, the calls refused since (``refused[already:]``) and what ``guard`` found; ``guard`` compares
+    ``spaces`` (``_namespaces``) by identity, the settings and the refused calls, and raises ``Tampered``."""
+    found: list[str] = []
+    ids = [list(map(id, values)) for _, _, _, values in spaces]
+
     def changes() -> list[str]:
         now, now_settings, now_tables = fingerprint(problem, modules, readers)
         differ = [name for name, value in objects.items() if now.get(name) is not value]
         whole = set(differ)
-        out = [f"{name} replaced" if name in now else f"{name} removed" for name in differ
-               if name.rpartition(".")[0] not in whole]   # a function replaced: not its code again
+        out = list(found)
+        out += [f"{name} replaced" if name in now else f"{name} removed" for name in differ
+                if name.rpartition(".")[0] not in whole]   # a function replaced: not its code again
         out += [f"{name} set to {now_settings.get(name)!r} (was {value!r})" for name, value in settings.items()
                 if value is not None and now_settings.get(name) != value]
         out += _table_changes(tables, now_tables)
         out += [f"it called {event}, which the judging process refuses"
                 for event in dict.fromkeys(refused[already:])]
-        return out
-    return changes
+        return list(dict.fromkeys(out))
+
+    def guard() -> None:
+        out = []
+        for (label, ns, names, values), before in zip(spaces, ids):
+            if list(map(id, map(ns.get, names))) != before:
+                out += [f"{label}.{name} replaced" if name in ns else f"{label}.{name} removed"
+                        for name, value in zip(names, values) if ns.get(name) is not value]
+        now = {name: read() for name, read in readers.items()}
+        out += [f"{name} set to {now.get(name)!r} (was {value!r})" for name, value in settings.items()
+                if value is not None and now.get(name) != value]
+        out += [f"it called {event}, which the judging process refuses" for event in dict.fromkeys(refused[already:])]
+        if out:
+            found.extend(out)
+            raise Tampered(describe(out))
+    return changes, guard
 
 
 def _sealed(module: types.ModuleType) -> dict:
@@ -348,6 +412,7 @@ GIVERS = {("inspect", "currentframe"), ("inspect", "stack"), ("inspect", "trace"
           ("inspect", "getinnerframes"), ("traceback", "walk_stack"), ("traceback", "walk_tb"),
           ("logging", "<lambda>"), ("torch._jit_internal", "createResolutionCallbackFromFrame")}
 FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
+SWAPPED = frozenset(("__code__", "__defaults__", "__kwdefaults__"))
 
 
 def _refuse(roots: tuple[str, ...] = ()) -> list[str]:
@@ -362,7 +427,8 @@ def _refuse(roots: tuple[str, ...] = ()) -> list[str]:
     timing samples, this watch). Library code asking for a frame for itself (PyTorch names a custom operator's
     source line, ``torch.compile`` reads the frame it compiles) is let through. Refused too: a code object the
     solution makes under a file name outside its own (``compile``, ``CodeType``, ``marshal.loads``), which would pass
-    for library code. ``roots``: folders whose code is trusted besides the library's (the problem's)."""
+    for library code, and its assigning a library function's ``__code__``, ``__defaults__`` or ``__kwdefaults__`` (a
+    function that stays the same object while its code changes, and can be changed back). ``roots``: folders whose code is trusted besides the library's (the problem's)."""
     global _refused
     if _refused is not None:
         return _refused
@@ -407,6 +473,16 @@ def _refuse(roots: tuple[str, ...] = ()) -> list[str]:
             return f"{event} of code named {filename!r} (from {asker.f_code.co_filename}:{asker.f_lineno})"
         return ""
 
+    def swap_refused(args) -> str:
+        """A library function's code or defaults assigned by the solution (its own functions' are its own)."""
+        target, name = args[0], args[1]
+        code = getattr(target, "__code__", None) if isinstance(target, types.FunctionType) else None
+        asker = getframe(2)
+        if code is None or untrusted(code.co_filename) or asker is None or not untrusted(asker.f_code.co_filename):
+            return ""
+        return (f"object.__setattr__ of {name} on {code.co_filename}:{code.co_name} (from "
+                f"{asker.f_code.co_filename}:{asker.f_lineno})")
+
     def hook(event: str, args) -> None:
         if event in refused:
             record.append(event)
@@ -415,11 +491,13 @@ def _refuse(roots: tuple[str, ...] = ()) -> list[str]:
             return
         frames = event == "sys._getframe" or (event == "object.__getattr__" and len(args) > 1
                                                and args[1] in FRAME_ATTRS)
-        if not frames and event not in ("compile", "code.__new__", "marshal.loads"):
+        swap = event == "object.__setattr__" and len(args) > 1 and args[1] in SWAPPED
+        if not frames and not swap and event not in ("compile", "code.__new__", "marshal.loads"):
             return
         busy[0] = True
         try:
-            why = frame_refused(event) if frames else forging_refused(event, args)
+            why = (frame_refused(event) if frames else swap_refused(args) if swap else
+                   forging_refused(event, args))
         finally:
             busy[0] = False
         if why:

@@ -60,7 +60,7 @@ def _input_bytes(args: list) -> int:
 
 
 def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int, budget_s: float,
-               rng: random.Random | None = None, protect: set[int] = frozenset()) -> dict:
+               rng: random.Random | None = None, protect: set[int] = frozenset(), guard=None) -> dict:
     """Time ``fns`` ({name: fn(args)}, ``candidate`` among them) interleaved; ``make_args(i)`` draws input set i;
     ``protect`` holds the storages (of the modules' parameters and buffers) that an output may share and that are
     never overwritten.
@@ -69,7 +69,9 @@ def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int,
     the solution's call (untimed) and compared with it, and every output the judge drops is overwritten first
     (``poison``), so neither the judge's frames nor a block the allocator hands out again holds one. After the first
     pass over the sets, each round draws its set anew (``make_args`` with a new index), so that no two rounds see
-    the same values: a cache keyed on the tensors or on their contents answers from a call before, and is wrong."""
+    the same values: a cache keyed on the tensors or on their contents answers from a call before, and is wrong.
+    ``guard`` (the watch's, ``modelnew_tamper.Watch.guard``) runs after every call of the candidate, outside its
+    timed region and before anything else runs: a change it made for eager's next call is seen first."""
     import torch
 
     from .modelnew_checks import compare
@@ -89,7 +91,11 @@ def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int,
     for name in list(fns):   # warm-up, untimed: torch.compile compiles here
         try:
             for s in sets[:2]:
-                poison(fns[name](s), keep)
+                out = fns[name](s)
+                if name == "candidate" and guard is not None:
+                    guard()
+                poison(out, keep)
+                del out
             _sync(device)
         except Exception as exc:
             if name == "candidate" or name == "eager":
@@ -113,6 +119,8 @@ def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int,
             flush.zero_()
             _sync(device)
             ms, wall_ms, out = _one(fns[name], sets[k], device)
+            if name == "candidate" and guard is not None:
+                guard()
             samples[name].append(ms)
             walls[name].append(wall_ms)
             if name == "candidate" and wrong is None:
