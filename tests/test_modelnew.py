@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -218,6 +219,16 @@ def test_an_output_cached_across_calls_is_wrong_and_named_state_across_calls(jud
     assert r.status.value == "wrong"
     assert _verdict(r, "state_across_calls").outcome == "fail"
     assert "state kept across calls" in r.error
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="a thread's start is an audit event from Python 3.12 on")
+def test_a_thread_the_solution_starts_is_refused_and_rejects_it(judged):
+    # the thread would put a compare that answers "passed" in place for a moment after each call and then the
+    # original back, between two of the judge's looks
+    r = judged("thread_restore")
+    assert r.status.value == "rejected", (r.status, r.error)
+    v = _verdict(r, "tampering")
+    assert v.outcome == "fail" and "_thread.start_new_thread (a thread, started while solution_" in v.line, v.line
 
 
 def test_code_that_reads_frames_only_inside_the_library_stays_ok(judged):

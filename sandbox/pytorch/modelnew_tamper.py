@@ -49,8 +49,9 @@ watch's quick ``guard`` as soon as any of the solution's code returns (each call
 parameters, the census): a change that puts itself back later (a replaced ``torch`` function or judge function
 that restores the original once it has been used) is seen before the judge uses it.
 
-Not reached: a thread the solution leaves running, which can make and undo a change between two of the judge's
-looks; native code writing the process's own memory (ctypes, or its extension's own C++); a library function that
+Not reached: on Python 3.11 (where starting a thread is no audit event), a thread the solution leaves running, which
+can make and undo a change between two of the judge's looks (from 3.12 on, a thread started while its code runs is
+refused); native code writing the process's own memory (ctypes, or its extension's own C++); a library function that
 hands its caller a frame and is not in ``GIVERS``; and code that the import system itself compiles under a
 library's file name from a loader the solution wrote. A time
 below the hardware's floor is flagged by ``sandbox.host.floor`` whatever produced it.
@@ -413,6 +414,7 @@ GIVERS = {("inspect", "currentframe"), ("inspect", "stack"), ("inspect", "trace"
           ("logging", "<lambda>"), ("torch._jit_internal", "createResolutionCallbackFromFrame")}
 FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
 SWAPPED = frozenset(("__code__", "__defaults__", "__kwdefaults__"))
+THREAD_STARTS = frozenset(("_thread.start_new_thread", "_thread.start_joinable_thread"))
 
 
 def _refuse(roots: tuple[str, ...] = ()) -> list[str]:
@@ -428,7 +430,9 @@ def _refuse(roots: tuple[str, ...] = ()) -> list[str]:
     source line, ``torch.compile`` reads the frame it compiles) is let through. Refused too: a code object the
     solution makes under a file name outside its own (``compile``, ``CodeType``, ``marshal.loads``), which would pass
     for library code, and its assigning a library function's ``__code__``, ``__defaults__`` or ``__kwdefaults__`` (a
-    function that stays the same object while its code changes, and can be changed back). ``roots``: folders whose code is trusted besides the library's (the problem's)."""
+    function that stays the same object while its code changes, and can be changed back), and a thread started while
+    its code is on the stack (which could change what the judge relies on, and undo it, between two of the judge's
+    looks; a library that starts one on its behalf, as ``tqdm``'s monitor, goes on without it). ``roots``: folders whose code is trusted besides the library's (the problem's)."""
     global _refused
     if _refused is not None:
         return _refused
@@ -483,6 +487,16 @@ def _refuse(roots: tuple[str, ...] = ()) -> list[str]:
         return (f"object.__setattr__ of {name} on {code.co_filename}:{code.co_name} (from "
                 f"{asker.f_code.co_filename}:{asker.f_lineno})")
 
+    def thread_refused(event: str) -> str:
+        """A thread started while the solution's code is on the stack (by it, or by a library on its behalf): it
+        could change what the judge relies on, and undo it, between two of the judge's looks."""
+        f = getframe(2)
+        while f is not None:
+            if untrusted(f.f_code.co_filename):
+                return f"{event} (a thread, started while {f.f_code.co_filename}:{f.f_lineno} ran)"
+            f = f.f_back
+        return ""
+
     def hook(event: str, args) -> None:
         if event in refused:
             record.append(event)
@@ -492,12 +506,13 @@ def _refuse(roots: tuple[str, ...] = ()) -> list[str]:
         frames = event == "sys._getframe" or (event == "object.__getattr__" and len(args) > 1
                                                and args[1] in FRAME_ATTRS)
         swap = event == "object.__setattr__" and len(args) > 1 and args[1] in SWAPPED
-        if not frames and not swap and event not in ("compile", "code.__new__", "marshal.loads"):
+        thread = event in THREAD_STARTS
+        if not (frames or swap or thread) and event not in ("compile", "code.__new__", "marshal.loads"):
             return
         busy[0] = True
         try:
             why = (frame_refused(event) if frames else swap_refused(args) if swap else
-                   forging_refused(event, args))
+                   thread_refused(event) if thread else forging_refused(event, args))
         finally:
             busy[0] = False
         if why:
