@@ -149,7 +149,8 @@ def _function_parts(name: str, value, objects: dict[str, object]) -> None:
 def _readers() -> dict[str, object]:
     """{setting: a function of no arguments that reads it}, taken now: PyTorch's C getters and the ``_signal``
     module's own functions, not the Python wrappers a solution could replace to report the old value. The settings
-    are those under which eager and the reference would run slower or differently. TF32 and cuDNN's autotuner are
+    are those under which eager and the reference would run slower or differently (the matrix-product and linear
+    algebra libraries preferred, attention's fused kernels turned off, SMs carved out of matrix products). TF32 and cuDNN's autotuner are
     not among them: a solution may turn them on for its own layers, eager and compile run with TF32 as the judgement
     says whatever they are (``runtime.tf32``), and the autotuner only makes eager faster."""
     import _signal
@@ -174,6 +175,17 @@ def _readers() -> dict[str, object]:
         "torch.cuda.get_sync_debug_mode()": functools.partial(_sync_debug, torch),
         "an interval timer armed": functools.partial(_timers, _signal.getitimer),
     }
+    for getter, name in (("_get_blas_preferred_backend", "torch.backends.cuda.preferred_blas_library()"),
+                         ("_get_linalg_preferred_backend", "torch.backends.cuda.preferred_linalg_library()"),
+                         ("_get_mkldnn_enabled", "torch.backends.mkldnn.enabled"),
+                         ("_get_cublas_allow_fp16_accumulation", "torch.backends.cuda.matmul.allow_fp16_accumulation"),
+                         ("_get_flash_sdp_enabled", "torch.backends.cuda.flash_sdp_enabled()"),
+                         ("_get_mem_efficient_sdp_enabled", "torch.backends.cuda.mem_efficient_sdp_enabled()"),
+                         ("_get_cudnn_sdp_enabled", "torch.backends.cuda.cudnn_sdp_enabled()"),
+                         ("_get_math_sdp_enabled", "torch.backends.cuda.math_sdp_enabled()"),
+                         ("_get_sm_carveout_experimental", "the SMs carved out of PyTorch's matrix products")):
+        if hasattr(C, getter):   # a PyTorch without it: a setting it does not have
+            out[name] = getattr(C, getter)
     for sig in signal.valid_signals():
         if isinstance(sig, signal.Signals) and sig not in (signal.SIGKILL, signal.SIGSTOP):
             out[f"the handler of {sig.name}"] = functools.partial(_handler, _signal.getsignal, int(sig))
