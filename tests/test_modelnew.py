@@ -231,6 +231,16 @@ def test_a_thread_the_solution_starts_is_refused_and_rejects_it(judged):
     assert v.outcome == "fail" and "_thread.start_new_thread (a thread, started while solution_" in v.line, v.line
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_forward_compiled_by_torch_compile_stays_ok(judged):
+    # dynamo reads frames, makes code objects under the solution's own file name and marks the tensors it returns
+    # (``_dynamo_*``): all of it PyTorch's, none of it refused or counted as a change
+    r = judged("compiled_forward")
+    assert r.status.value == "ok", (r.status, r.error)
+    assert _verdict(r, "tampering").outcome == "pass"
+
+
 def test_code_that_reads_frames_only_inside_the_library_stays_ok(judged):
     # a namedtuple, a dataclass, typing, an enum, a logged warning and a formatted traceback all read frames inside
     # the standard library, on their own behalf: none is refused, and the solution is judged as any other

@@ -18,7 +18,7 @@ watches for what this format is known to hide:
   and truncated) and run in half precision, and the verdict says which it matches;
 - sizes: a size where the solution raises (an assertion, a shape error) is recorded as refused, not wrong;
 - plain outputs: ``forward`` must return plain tensors (``torch.Tensor`` itself, or a ``Parameter``, with no
-  attributes of their own) in a plain tuple or list. A tensor subclass's ``__torch_function__``, or a method set on
+  attribute of their own that shadows one of the class) in a plain tuple or list. A tensor subclass's ``__torch_function__``, or a method set on
   the tensor itself (``out.detach = ...``), would run inside the judge's comparisons with the reference beside it
   and could answer "no difference"; such an output is ``rejected`` (``NotPlain``) before anything reads it.
 """
@@ -44,8 +44,9 @@ class NotPlain(Exception):
 def plain_outputs(value) -> list:
     """``forward``'s return value as a list of its tensors, read without running any of the solution's code: only
     an exact ``tuple`` or ``list`` is unpacked, and every item must be exactly ``torch.Tensor`` (or
-    ``torch.nn.Parameter``, whose ``__torch_function__`` is PyTorch's own) with no attribute of its own; else
-    ``NotPlain`` naming what it was."""
+    ``torch.nn.Parameter``, whose ``__torch_function__`` is PyTorch's own) with no attribute of its own that shadows
+    one of the class (a mark PyTorch leaves, as ``torch.compile``'s ``_dynamo_*``, shadows nothing); else ``NotPlain``
+    naming what it was."""
     import torch
 
     items = list(value) if type(value) in (tuple, list) else [value]
@@ -55,8 +56,9 @@ def plain_outputs(value) -> list:
             raise NotPlain(f"forward() output {i} is a {kind.__module__}.{kind.__qualname__}, not a plain "
                            "torch.Tensor in a plain tuple or list: its methods would run inside the judge's "
                            "comparisons, which compare plain tensors only")
-        if o.__dict__:
-            names = ", ".join(sorted(map(str, o.__dict__)))[:120]
+        shadowing = sorted(str(name) for name in o.__dict__ if not isinstance(name, str) or hasattr(kind, name))
+        if shadowing:
+            names = ", ".join(shadowing)[:120]
             raise NotPlain(f"forward() output {i} carries attributes of its own ({names}): set on the tensor, they "
                            "would run in place of its methods inside the judge's comparisons")
     return items
