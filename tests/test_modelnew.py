@@ -241,10 +241,12 @@ def test_a_forward_compiled_by_torch_compile_stays_ok(judged):
     assert _verdict(r, "tampering").outcome == "pass"
 
 
-def test_code_that_reads_frames_only_inside_the_library_stays_ok(judged):
+@pytest.mark.parametrize("name", ["library_frames", "custom_op"])
+def test_code_that_reads_frames_only_inside_the_library_stays_ok(judged, name):
     # a namedtuple, a dataclass, typing, an enum, a logged warning and a formatted traceback all read frames inside
-    # the standard library, on their own behalf: none is refused, and the solution is judged as any other
-    r = judged("library_frames")
+    # the standard library, and torch.library.custom_op reads its caller's for the op's source line, on their own
+    # behalf: none is refused, and the solution is judged as any other
+    r = judged(name)
     assert r.status.value == "ok", (r.status, r.error)
     assert _verdict(r, "tampering").outcome == "pass"
 
