@@ -575,5 +575,8 @@ def _compile_installed() -> None:
 def describe(changes: list[str]) -> str:
     """One line for the verdict."""
     more = f" (and {len(changes) - 3} more)" if len(changes) > 3 else ""
+    if all(c.startswith("it called ") for c in changes):   # refused where asked: nothing was changed
+        return (f"it asked the judging process for what it refuses: {'; '.join(changes[:3])}{more}: a solution "
+                "that reaches for the judge's frames, heap or code is not judged further")
     return (f"it changed the judging process: {'; '.join(changes[:3])}{more}: the reference, the baselines, the timer "
             "and the judge's own code it relies on are no longer their own")
