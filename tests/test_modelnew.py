@@ -195,6 +195,7 @@ def test_a_solution_that_writes_its_input_is_rejected_naming_the_input(judged):
                                          ("function_mode", "torch function modes in force set to 1"),
                                          ("blind_watch", "sandbox.pytorch.modelnew_tamper.Watch.changes replaced"),
                                          ("restore_patch", "sandbox.pytorch.modelnew_checks.compare replaced"),
+                                         ("finalizer_patch", "sandbox.pytorch.modelnew_checks.compare replaced"),
                                          ("frame_reference", "sys._getframe (a frame, from solution_"),
                                          ("frame_tolerance", "sys._getframe (a frame, from solution_"),
                                          ("frame_timing", "sys._getframe (a frame, from solution_"),

@@ -1,4 +1,4 @@
-"""On the GPU: 30 ModelNew solutions (tests/modelnew/gpu, and eight that hold on any device from tests/modelnew/cpu),
+"""On the GPU: 31 ModelNew solutions (tests/modelnew/gpu, and nine that hold on any device from tests/modelnew/cpu),
 honest ones and one of each way to cheat this format, each judged in the confined process and given the right
 verdict; the honest ones ``ok`` with speedups that a plain CUDA-event measurement of the same module (outside
 kernelwright) falls within. Builds share the kernelwright cache (solutions wrapping the same sources build once)."""
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "tests" / "modelnew" / "gpu"
 # cheats whose text holds on any device: judged here from the CPU suite's own files
 SHARED = {"patch_judge", "forge_timing", "patch_problem", "frame_timing", "subclass_output", "blind_watch",
-          "restore_patch", "thread_restore"}
+          "restore_patch", "thread_restore", "finalizer_patch"}
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(1800)]
 
 SWISH, MEAN, MATMUL, GEMM = "1_swish_clamp", "2_mean_over_dim", "3_matmul", "5_gemm_bias_gelu_scale"
@@ -46,6 +46,7 @@ CHEATS = {
     "blind_watch": (SWISH, "rejected", {"tampering": "fail"}, "Watch.changes replaced"),
     "restore_patch": (SWISH, "rejected", {"tampering": "fail"}, "modelnew_checks.compare replaced"),
     "thread_restore": (SWISH, "rejected", {"tampering": "fail"}, "_thread.start_new_thread (a thread, started"),
+    "finalizer_patch": (SWISH, "rejected", {"tampering": "fail"}, "modelnew_checks.compare replaced"),
 }
 
 

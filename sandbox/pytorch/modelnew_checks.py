@@ -110,6 +110,7 @@ def build_pair(rt, ns: dict, sizes: dict, device: str, seed: int, guard=None):
     ``guard`` runs after each step that runs the solution's code (its constructor, its ``to``, its parameters)."""
     import torch
 
+    _guarded(guard)   # also before: a finalizer of the solution's, run when the judge dropped something, is code too
     model, args = rt.problem.build(rt.overrides(sizes), device, seed)
     problem_ns = rt.problem.namespace(rt.overrides(sizes))
     with torch.device(device):
@@ -247,6 +248,7 @@ def call_watched(new, args: list, device: str, stage: Stage, label: str, guard=N
     returns (stream-ordered) and compared after a device-wide synchronisation."""
     import torch
 
+    _guarded(guard)
     before = [_bits(a) if isinstance(a, torch.Tensor) else None for a in args]
     outs = forward_of(new, args, guard)
     early = [o.detach().clone() for o in outs]
@@ -366,6 +368,7 @@ def _compared(task, rt, ns, sizes, seeds, device, stage: Stage, label: str, case
               tolerances: list, guard=None) -> bool:
     """Each trial's reference computed (once its calls are over) and compared with the outputs of its calls;
     False where a wrong output ends the stage."""
+    _guarded(guard)   # the instance was just dropped: its finalizers have run
     for k, case in enumerate(cases):
         mine = [c for c in calls if c[1] == k]
         if not mine:

@@ -46,7 +46,8 @@ Python wrappers a solution could replace.
 
 Besides the full check after the module ran, after the correctness stage and after the timing, the judge runs the
 watch's quick ``guard`` as soon as any of the solution's code returns (each call, its constructor, its ``to`` and
-parameters, the census): a change that puts itself back later (a replaced ``torch`` function or judge function
+parameters, the census), and before the steps a finalizer of the solution's (run when the judge drops an output or
+a module) could precede (each call, building a size's modules, the comparisons, every timed call): a change that puts itself back later (a replaced ``torch`` function or judge function
 that restores the original once it has been used) is seen before the judge uses it.
 
 Not reached: on Python 3.11 (where starting a thread is no audit event), a thread the solution leaves running, which

@@ -70,8 +70,9 @@ def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int,
     (``poison``), so neither the judge's frames nor a block the allocator hands out again holds one. After the first
     pass over the sets, each round draws its set anew (``make_args`` with a new index), so that no two rounds see
     the same values: a cache keyed on the tensors or on their contents answers from a call before, and is wrong.
-    ``guard`` (the watch's, ``modelnew_tamper.Watch.guard``) runs after every call of the candidate, outside its
-    timed region and before anything else runs: a change it made for eager's next call is seen first."""
+    ``guard`` (the watch's, ``modelnew_tamper.Watch.guard``) runs after every call of the candidate and before every
+    timed call, outside the timed regions: a change the solution made for eager's next call (in its call, or in a
+    finalizer run when its output was dropped) is seen first."""
     import torch
 
     from .modelnew_checks import compare
@@ -116,6 +117,8 @@ def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int,
         order = list(fns)
         rng.shuffle(order)
         for name in order:
+            if guard is not None:   # before eager too: a finalizer of the solution's runs when its output is dropped
+                guard()
             flush.zero_()
             _sync(device)
             ms, wall_ms, out = _one(fns[name], sets[k], device)
