@@ -242,6 +242,24 @@ def test_a_forward_compiled_by_torch_compile_stays_ok(judged):
     assert _verdict(r, "tampering").outcome == "pass"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_timing_against_torch_compile_changes_nothing_the_watch_guards(task, tmp_path):
+    # torch.compile's first run (the compile baseline, after the solution's first calls) installs nothing that the
+    # watch's quick guard, run before every timed call, takes for the solution's change
+    from sandbox.pytorch import confined
+    from sandbox.pytorch.modelnew import load_modelnew
+    from sandbox.pytorch.modelnew_judge import JudgeOptions, judge_modelnew
+
+    options = JudgeOptions(device="cpu", baselines=("eager", "compile"), benchmark={"rows": 257, "cols": 257},
+                           heldout=False, rounds=6, budget_s=1.0)
+    with confined.Session():
+        r = judge_modelnew(task, load_modelnew(SOLUTIONS / "plain_torch.py"), options)
+    assert r.status.value == "ok", (r.status, r.error)
+    assert _verdict(r, "tampering").outcome == "pass"
+    assert "compile" in r.timing.speedup or "compile" in r.timing.unavailable
+
+
 @pytest.mark.parametrize("name", ["library_frames", "custom_op"])
 def test_code_that_reads_frames_only_inside_the_library_stays_ok(judged, name):
     # a namedtuple, a dataclass, typing, an enum, a logged warning and a formatted traceback all read frames inside
