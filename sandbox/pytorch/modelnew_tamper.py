@@ -96,6 +96,17 @@ def _classes() -> list[type]:
     return list(dict.fromkeys(out))
 
 
+def _held(value) -> bool:
+    """Whether a module's or namespace's name is held in the fingerprint by what it holds: a function, a class, a
+    module."""
+    return callable(value) or isinstance(value, types.ModuleType)
+
+
+def _member(value) -> bool:
+    """Whether a class's name is held in the fingerprint: callables and descriptors."""
+    return callable(value) or isinstance(value, _DESCRIPTORS)
+
+
 def _resolved(cls: type) -> dict[str, object]:
     """What each name resolves to on ``cls`` through its bases (first in the MRO), callables and descriptors only."""
     out: dict[str, object] = {}
@@ -103,7 +114,7 @@ def _resolved(cls: type) -> dict[str, object]:
         if base is object:
             continue
         for attr, value in list(vars(base).items()):
-            if attr not in out and (callable(value) or isinstance(value, _DESCRIPTORS)):
+            if attr not in out and _member(value):
                 out[attr] = value
     return out
 
@@ -254,7 +265,7 @@ def _problem_parts(problem, objects: dict[str, object]) -> None:
         where = f"the problem at {dict(key) or 'its own sizes'}"
         objects[f"{where}: its namespace"] = ns
         for attr, value in list(ns.items()):
-            if callable(value) or isinstance(value, types.ModuleType):
+            if _held(value):
                 _hold(f"{where}: {attr}", value, objects)
             if inspect.isclass(value) and value.__module__ == ns.get("__name__"):
                 _class_parts(f"{where}: {attr}", value, objects)
@@ -286,7 +297,7 @@ def fingerprint(problem=None, modules: dict | None = None,
     for name, module in (modules or _module_objects()).items():
         objects[f"sys.modules[{name!r}]"] = sys.modules.get(name)
         for attr, value in list(vars(module).items()):
-            if callable(value) or isinstance(value, types.ModuleType):
+            if _held(value):
                 _hold(f"{name}.{attr}", value, objects)
             elif name.startswith("sandbox.") and name != __name__ and not attr.startswith("__"):
                 _data_parts(f"{name}.{attr}", value, objects)
@@ -338,11 +349,11 @@ def _namespaces(problem, modules: dict) -> list[tuple[str, object, list, list]]:
     spaces = []
     for name, module in modules.items():
         data = name.startswith("sandbox.") and name != __name__
-        spaces.append((name, vars(module), lambda attr, value, data=data: callable(value) or isinstance(
-            value, types.ModuleType) or (data and not attr.startswith("__"))))
+        spaces.append((name, vars(module),
+                       lambda attr, value, data=data: _held(value) or (data and not attr.startswith("__"))))
     if problem is not None:
         spaces += [(f"the problem at {dict(key) or 'its own sizes'}", ns,
-                    lambda attr, value: callable(value) or isinstance(value, types.ModuleType))
+                    lambda attr, value: _held(value))
                    for key, ns in list(problem._cache.items())]
     seen: set[int] = set()
     for cls in _classes():
@@ -350,7 +361,7 @@ def _namespaces(problem, modules: dict) -> list[tuple[str, object, list, list]]:
             if base is not object and id(base) not in seen:
                 seen.add(id(base))
                 spaces.append((f"{base.__module__}.{base.__qualname__}", vars(base),
-                               lambda attr, value: callable(value) or isinstance(value, _DESCRIPTORS)))
+                               lambda attr, value: _member(value)))
     out = []
     for label, ns, kept in spaces:
         names = [attr for attr, value in list(ns.items()) if kept(attr, value)]
@@ -372,11 +383,8 @@ def _checker(problem, modules, readers, objects, settings, tables, refused, alre
         out = list(found)
         out += [f"{name} replaced" if name in now else f"{name} removed" for name in differ
                 if name.rpartition(".")[0] not in whole]   # a function replaced: not its code again
-        out += [f"{name} set to {now_settings.get(name)!r} (was {value!r})" for name, value in settings.items()
-                if value is not None and now_settings.get(name) != value]
         out += _table_changes(tables, now_tables)
-        out += [f"it called {event}, which the judging process refuses"
-                for event in dict.fromkeys(refused[already:])]
+        out += _since(settings, now_settings, refused[already:])
         return list(dict.fromkeys(out))
 
     def guard() -> None:
@@ -385,14 +393,19 @@ def _checker(problem, modules, readers, objects, settings, tables, refused, alre
             if list(map(id, map(ns.get, names))) != before:
                 out += [f"{label}.{name} replaced" if name in ns else f"{label}.{name} removed"
                         for name, value in zip(names, values) if ns.get(name) is not value]
-        now = {name: read() for name, read in readers.items()}
-        out += [f"{name} set to {now.get(name)!r} (was {value!r})" for name, value in settings.items()
-                if value is not None and now.get(name) != value]
-        out += [f"it called {event}, which the judging process refuses" for event in dict.fromkeys(refused[already:])]
+        out += _since(settings, _settings(readers), refused[already:])
         if out:
             found.extend(out)
             raise Tampered(describe(out))
     return changes, guard
+
+
+def _since(settings: dict, now: dict, refused: list[str]) -> list[str]:
+    """The settings changed since ``settings`` were read (one read as None, before CUDA started, is not compared),
+    and the calls refused."""
+    out = [f"{name} set to {now.get(name)!r} (was {value!r})" for name, value in settings.items()
+           if value is not None and now.get(name) != value]
+    return out + [f"it called {event}, which the judging process refuses" for event in dict.fromkeys(refused)]
 
 
 def _sealed(module: types.ModuleType) -> dict:

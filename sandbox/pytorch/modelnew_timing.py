@@ -75,7 +75,7 @@ def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int,
     finalizer run when its output was dropped) is seen first."""
     import torch
 
-    from .modelnew_checks import compare
+    from .modelnew_checks import _guarded, compare
 
     rng = rng or random.SystemRandom()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size if device == "cuda" else L2_FALLBACK
@@ -93,8 +93,8 @@ def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int,
         try:
             for s in sets[:2]:
                 out = fns[name](s)
-                if name == "candidate" and guard is not None:
-                    guard()
+                if name == "candidate":
+                    _guarded(guard)
                 poison(out, keep)
                 del out
             _sync(device)
@@ -117,13 +117,12 @@ def interleave(fns: dict, make_args, device: str, tolerances: list, rounds: int,
         order = list(fns)
         rng.shuffle(order)
         for name in order:
-            if guard is not None:   # before eager too: a finalizer of the solution's runs when its output is dropped
-                guard()
+            _guarded(guard)   # before eager too: a finalizer of the solution's runs when its output is dropped
             flush.zero_()
             _sync(device)
             ms, wall_ms, out = _one(fns[name], sets[k], device)
-            if name == "candidate" and guard is not None:
-                guard()
+            if name == "candidate":
+                _guarded(guard)
             samples[name].append(ms)
             walls[name].append(wall_ms)
             if name == "candidate" and wrong is None:
